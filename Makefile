@@ -1,0 +1,62 @@
+# One command per chore. Everything runs from the repo's virtualenv (.venv), made by `make venv`.
+SHELL := /bin/bash
+PY ?= .venv/bin/python
+VENV_STAMP := .venv/.installed
+
+.PHONY: venv lint format typecheck test test-unit test-integration test-e2e binaries cluster-up cluster-down crds bench demo demo-down
+
+$(VENV_STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv .venv
+	@echo "[venv] installing berth and its dev tools into .venv"
+	@.venv/bin/pip install -q --upgrade pip
+	@.venv/bin/pip install -q -e '.[dev]'
+	@touch $@
+
+venv: $(VENV_STAMP)
+
+lint: $(VENV_STAMP)
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	.venv/bin/lint-imports
+
+format: $(VENV_STAMP)
+	.venv/bin/ruff format .
+	.venv/bin/ruff check --fix .
+
+typecheck: $(VENV_STAMP)
+	.venv/bin/mypy
+
+binaries:
+	bash hack/build-binaries.sh all
+
+## Unit, integration (real control plane) and e2e tests. The cluster tests start the dev cluster
+## themselves (or reuse one that is up, or use $$KUBECONFIG if BERTH_EXTERNAL_CLUSTER=1).
+test: $(VENV_STAMP) binaries
+	$(PY) -m pytest -q tests
+
+test-unit: $(VENV_STAMP)
+	$(PY) -m pytest -q tests/unit
+
+test-integration: $(VENV_STAMP) binaries
+	$(PY) -m pytest -q tests/integration
+
+test-e2e: $(VENV_STAMP) binaries
+	$(PY) -m pytest -q tests/e2e
+
+cluster-up: $(VENV_STAMP) binaries
+	bash hack/cluster-up.sh
+
+cluster-down:
+	bash hack/cluster-down.sh
+
+crds: $(VENV_STAMP)
+	$(PY) -m berth_operator.api.crdgen crds
+
+bench: $(VENV_STAMP)
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+demo: $(VENV_STAMP) binaries
+	bash hack/demo.sh
+
+demo-down:
+	bash hack/demo-down.sh

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Build the dev control plane from the Go module proxy into a versioned cache outside the repo.
+#
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  (k8s.io/kubernetes)
+#   etcd                                                              (go.etcd.io/etcd/server/v3)
+#   kwok, kwokctl                                                     (sigs.k8s.io/kwok)
+#   helm                                                              (helm.sh/helm/v3)
+#
+# k8s.io/kubernetes and etcd 3.5 point their sibling modules at local directories with `replace`
+# directives, so `go install mod@version` refuses them. We build them from a small wrapper module
+# that requires the published module and re-points every such replace to the published version.
+#
+# Cache: ${BERTH_CACHE:-~/.cache/berth}/bin/<component>-<version>/ ; a finished build is marked by a
+# `.done` stamp, so a second run only checks stamps. Prints progress; exits non-zero on any failure.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+cache=${BERTH_CACHE:-$HOME/.cache/berth}
+export GOFLAGS=-buildvcs=false
+export CGO_ENABLED=0
+step() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+build_kubernetes() {
+  local out=$cache/bin/kubernetes-$KUBE_VERSION
+  if [[ -f $out/.done ]]; then step "kubernetes $KUBE_VERSION: cached in $out"; return; fi
+  local mod=$cache/src/kubernetes-$KUBE_VERSION
+  mkdir -p "$mod" "$out"
+  local staging=v0.${KUBE_VERSION#v1.}
+  step "kubernetes $KUBE_VERSION: writing wrapper module (staging modules -> $staging)"
+  {
+    echo "module berth.dev/kubebuild"
+    echo
+    echo "go 1.24.0"
+    echo
+    echo "require k8s.io/kubernetes $KUBE_VERSION"
+    echo
+    curl -fsSL "https://proxy.golang.org/k8s.io/kubernetes/@v/$KUBE_VERSION.mod" \
+      | sed -n 's#^\s*\(k8s\.io/[a-z0-9-]*\) => \./staging/src/.*#replace \1 => \1 '"$staging"'#p'
+  } > "$mod/go.mod"
+  step "kubernetes: resolving modules (go mod download; cold: a few minutes)"
+  (cd "$mod" && go get "k8s.io/kubernetes@$KUBE_VERSION" >/dev/null 2>&1 || true)
+  local minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
+  local date; date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  local ld=""
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
+  done
+  for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    step "kubernetes: go build $cmd (cold: 5-15 min each on 2 cores)"
+    (cd "$mod" && go build -mod=mod -trimpath -ldflags "-s -w $ld" -o "$out/$cmd" "k8s.io/kubernetes/cmd/$cmd")
+  done
+  "$out/kube-apiserver" --version
+  touch "$out/.done"
+}
+
+build_etcd() {
+  local out=$cache/bin/etcd-$ETCD_VERSION
+  if [[ -f $out/.done ]]; then step "etcd $ETCD_VERSION: cached in $out"; return; fi
+  local mod=$cache/src/etcd-$ETCD_VERSION
+  mkdir -p "$mod" "$out"
+  step "etcd $ETCD_VERSION: writing wrapper module"
+  cat > "$mod/go.mod" <<MOD
+module berth.dev/etcdbuild
+
+go 1.23
+
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+
+replace (
+	go.etcd.io/etcd/api/v3 => go.etcd.io/etcd/api/v3 $ETCD_VERSION
+	go.etcd.io/etcd/client/pkg/v3 => go.etcd.io/etcd/client/pkg/v3 $ETCD_VERSION
+	go.etcd.io/etcd/client/v2 => go.etcd.io/etcd/client/v2 v2.305.${ETCD_VERSION#v3.5.}
+	go.etcd.io/etcd/client/v3 => go.etcd.io/etcd/client/v3 $ETCD_VERSION
+	go.etcd.io/etcd/pkg/v3 => go.etcd.io/etcd/pkg/v3 $ETCD_VERSION
+	go.etcd.io/etcd/raft/v3 => go.etcd.io/etcd/raft/v3 $ETCD_VERSION
+)
+MOD
+  step "etcd: go build"
+  (cd "$mod" && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1 || true)
+  (cd "$mod" && go build -mod=mod -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3)
+  "$out/etcd" --version | head -1
+  touch "$out/.done"
+}
+
+build_go_install() { # name version out-subdir package ldflags
+  local name=$1 version=$2 pkg=$3 ld=$4
+  local out=$cache/bin/$name-$version
+  if [[ -f $out/.done ]]; then step "$name $version: cached in $out"; return; fi
+  mkdir -p "$out"
+  step "$name $version: go install $pkg"
+  GOBIN=$out go install -trimpath -ldflags "-s -w $ld" "$pkg@$version"
+  touch "$out/.done"
+}
+
+build_kwok() {
+  local out=$cache/bin/kwok-$KWOK_VERSION
+  if [[ -f $out/.done ]]; then step "kwok $KWOK_VERSION: cached in $out"; return; fi
+  mkdir -p "$out"
+  local ld="-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=$KUBE_VERSION"
+  for c in kwok kwokctl; do
+    step "kwok: go install sigs.k8s.io/kwok/cmd/$c@$KWOK_VERSION"
+    GOBIN=$out go install -trimpath -ldflags "-s -w $ld" "sigs.k8s.io/kwok/cmd/$c@$KWOK_VERSION"
+  done
+  touch "$out/.done"
+}
+
+mkdir -p "$cache/bin"
+what=${1:-all}
+case $what in
+  all) build_etcd; build_kwok
+       build_go_install helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
+         "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+       build_kubernetes ;;
+  kubernetes) build_kubernetes ;;
+  etcd) build_etcd ;;
+  kwok) build_kwok ;;
+  *) echo "usage: $0 [all|kubernetes|etcd|kwok]" >&2; exit 2 ;;
+esac
+step "binaries ready under $cache/bin ($(du -sh "$cache/bin" | cut -f1))"
