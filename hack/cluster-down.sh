@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Stop the dev cluster and everything cluster-up started; leaves no process behind.
+source "$(dirname "$0")/lib.sh"
+LOG_TAG=cluster-down
+log "stopping process node agent (terminates its pods)"
+stop_pidfile "$DEV/nodeagent.pid" 30
+log "stopping prometheus and redis"
+stop_pidfile "$DEV/prometheus.pid" 10
+stop_pidfile "$DEV/redis.pid" 10
+if [[ -x $KWOK_BIN/kwokctl ]]; then
+  log "deleting kwokctl cluster $CLUSTER_NAME"
+  "$KWOK_BIN/kwokctl" delete cluster --name "$CLUSTER_NAME" --kubeconfig "$DEV/kubeconfig" 2>&1 | sed 's/^/  /' || true
+fi
+# Belt and braces: anything still running from this dev dir (pods of a crashed agent, components).
+pkill -KILL -f "$DEV" 2>/dev/null || true
+rm -f "$DEV/env" "$DEV/kubeconfig"
+log "dev cluster stopped"

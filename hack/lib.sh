@@ -1,0 +1,37 @@
+# Shared helpers for the dev-cluster scripts (sourced, not run).
+# Paths: the repo root, the dev state dir (.berth/dev, git-ignored) and the binary cache.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=versions.env
+source "$ROOT/hack/versions.env"
+CACHE=${BERTH_CACHE:-$HOME/.cache/berth}
+DEV=${BERTH_DEV_DIR:-$ROOT/.berth/dev}
+KUBE_BIN=$CACHE/bin/kubernetes-$KUBE_VERSION
+ETCD_BIN=$CACHE/bin/etcd-$ETCD_VERSION
+KWOK_BIN=$CACHE/bin/kwok-$KWOK_VERSION
+HELM_BIN=$CACHE/bin/helm-$HELM_VERSION
+CLUSTER_NAME=${BERTH_CLUSTER_NAME:-berth}
+export KWOK_WORKDIR=$DEV/kwok
+log() { printf '[%s %s] %s\n' "${LOG_TAG:-cluster}" "$(date +%H:%M:%S)" "$*"; }
+die() { log "ERROR: $*" >&2; exit 1; }
+
+# free_port: print a free TCP port on 127.0.0.1.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# pid_alive FILE: true when FILE names a running process.
+pid_alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# stop_pidfile FILE [GRACE_SECONDS]: SIGTERM the process group, wait, then SIGKILL.
+stop_pidfile() {
+  local f=$1 grace=${2:-10} pid
+  [[ -f $f ]] || return 0
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq $((grace * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}

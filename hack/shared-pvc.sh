@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# shared-pvc.sh NAMESPACE [CLAIM]: create a statically bound ReadWriteMany PV + PVC pair.
+# The dev cluster has no storage provisioner; the process node agent maps each claim to one host
+# directory, which is what makes it "shared" between pods here.
+source "$(dirname "$0")/lib.sh"
+ns=${1:?namespace}; claim=${2:-berth-shared}
+export KUBECONFIG=${KUBECONFIG:-$DEV/kubeconfig}
+KUBECTL=$KUBE_BIN/kubectl
+"$KUBECTL" apply -f - <<YAML
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: "pv-$ns-$claim", labels: {berth.dev/dev-shared: "true"}}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteMany]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: berth-shared
+  hostPath: {path: "/berth-dev/pvc/$ns/$claim"}
+  claimRef: {namespace: "$ns", name: "$claim"}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: "$claim", namespace: "$ns"}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: berth-shared
+  resources: {requests: {storage: 10Gi}}
+  volumeName: "pv-$ns-$claim"
+YAML
+for _ in $(seq 100); do
+  [[ $("$KUBECTL" -n "$ns" get pvc "$claim" -o jsonpath='{.status.phase}') == Bound ]] && exit 0
+  sleep 0.2
+done
+die "PVC $ns/$claim did not bind"

@@ -1,0 +1,170 @@
+"""The dev cluster as the test suite sees it (ARCHITECTURE.md §9).
+
+``DevCluster.ensure()`` runs ``hack/cluster-up.sh`` (idempotent: it reuses a cluster that is up)
+under a file lock, so parallel pytest processes share one cluster, then reads ``.berth/dev/env``.
+With ``BERTH_EXTERNAL_CLUSTER=1`` the cluster named by ``KUBECONFIG`` is used as it is (kind, k3d
+or a real cluster); ``BERTH_PROCESS_NODES`` then names the nodes where pods really run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shlex
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DEV_DIR = Path(os.environ.get("BERTH_DEV_DIR", ROOT / ".berth" / "dev"))
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """Parse the ``export K=V`` lines of ``.berth/dev/env``; ``$PATH`` is expanded from os.environ."""
+    env: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("export "):
+            continue
+        key, _, raw = line[len("export ") :].partition("=")
+        value = shlex.split(raw)[0] if raw else ""
+        env[key] = value.replace("$PATH", os.environ.get("PATH", ""))
+    return env
+
+
+@dataclass
+class DevCluster:
+    """Handle on the running dev cluster: kubeconfig, environment and a kubectl runner."""
+
+    kubeconfig: str
+    env: dict[str, str]
+    process_nodes: list[str]
+    state_dir: str
+    external: bool = False
+    _proc_env: dict[str, str] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def ensure(cls) -> DevCluster:
+        """Start (or reuse) the dev cluster and return a handle. Raises RuntimeError on failure."""
+        if os.environ.get("BERTH_EXTERNAL_CLUSTER") == "1":
+            kubeconfig = os.environ["KUBECONFIG"]
+            env = {k: v for k, v in os.environ.items() if k.startswith(("BERTH_", "PROMETHEUS_"))}
+            env["KUBECONFIG"] = kubeconfig
+            nodes = os.environ.get("BERTH_PROCESS_NODES", "").split()
+            return cls(kubeconfig, env, nodes, os.environ.get("BERTH_NODE_STATE_DIR", ""), True)
+        DEV_DIR.mkdir(parents=True, exist_ok=True)
+        with open(DEV_DIR / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            proc = subprocess.run(
+                ["bash", str(ROOT / "hack" / "cluster-up.sh")],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if proc.returncode != 0:
+                raise RuntimeError(f"cluster-up failed:\n{proc.stdout}\n{proc.stderr}")
+        env = parse_env_file((DEV_DIR / "env").read_text())
+        return cls(
+            kubeconfig=env["KUBECONFIG"],
+            env=env,
+            process_nodes=env.get("BERTH_PROCESS_NODES", "").split(),
+            state_dir=env.get("BERTH_NODE_STATE_DIR", ""),
+        )
+
+    @property
+    def proc_env(self) -> dict[str, str]:
+        """``os.environ`` plus the cluster's env, for subprocesses (kubectl, helm, operator)."""
+        if not self._proc_env:
+            self._proc_env = {**os.environ, **self.env}
+        return self._proc_env
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against the cluster. Raises CalledProcessError when ``check`` and rc != 0."""
+        proc = subprocess.run(
+            ["kubectl", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=self.proc_env,
+            timeout=timeout,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise subprocess.CalledProcessError(
+                proc.returncode, proc.args, proc.stdout, proc.stderr
+            )
+        return proc
+
+    def apply(self, manifest: dict[str, Any] | Sequence[dict[str, Any]] | str) -> str:
+        """``kubectl apply -f -`` a manifest (dict, list of dicts or YAML text); returns stdout."""
+        if isinstance(manifest, str):
+            text = manifest
+        elif isinstance(manifest, dict):
+            text = yaml.safe_dump(manifest)
+        else:
+            text = yaml.safe_dump_all(list(manifest))
+        return self.kubectl("apply", "-f", "-", input=text).stdout
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """Return one object as a dict (``kubectl get -o yaml``)."""
+        ns = ["-n", namespace] if namespace else []
+        out = self.kubectl("get", kind, name, *ns, "-o", "yaml").stdout
+        obj: dict[str, Any] = yaml.safe_load(out)
+        return obj
+
+    def wait_for(
+        self, what: str, predicate: Any, timeout: float = 120, interval: float = 0.5
+    ) -> Any:
+        """Poll ``predicate()`` until it returns a truthy value; raise TimeoutError naming ``what``.
+
+        This bounds how long a test waits for the cluster; it is not a timing assertion.
+        """
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            try:
+                last = predicate()
+            except subprocess.CalledProcessError as exc:
+                last = exc.stderr
+            else:
+                if last:
+                    return last
+            time.sleep(interval)
+        raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+    @contextmanager
+    def namespace(self, prefix: str = "t", shared_pvc: bool = False) -> Iterator[str]:
+        """A fresh namespace for one test, deleted afterwards (without waiting for it to go)."""
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        self.kubectl("create", "namespace", name)
+        try:
+            if shared_pvc:
+                self.shared_pvc(name)
+            yield name
+        finally:
+            self.kubectl("delete", "namespace", name, "--wait=false", check=False)
+            self.kubectl(
+                "delete", "pv", f"pv-{name}-berth-shared", "--wait=false", check=False
+            )
+
+    def shared_pvc(self, namespace: str, claim: str = "berth-shared") -> None:
+        """Create a bound RWX PVC ``claim`` in ``namespace`` (hack/shared-pvc.sh)."""
+        subprocess.run(
+            ["bash", str(ROOT / "hack" / "shared-pvc.sh"), namespace, claim],
+            env=self.proc_env,
+            check=True,
+            capture_output=True,
+        )
+
+    def claim_dir(self, namespace: str, claim: str = "berth-shared") -> Path:
+        """Host directory behind a PVC on process nodes (the node agent's per-claim dir)."""
+        return Path(self.state_dir) / "pvc" / namespace / claim
