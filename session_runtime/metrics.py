@@ -1,0 +1,177 @@
+"""Prometheus metrics of a session pod (``berth_session_*``), served on ``GET /metrics``.
+
+Owned by the ``berth-session`` entrypoint (``session_runtime.server``), which feeds them from the
+session's hook events, its ``state()`` and a timing wrapper around the session store. Each
+:class:`SessionMetrics` has its own ``CollectorRegistry`` (nothing goes to the global default
+registry), so every test builds a fresh, isolated set.
+
+Metrics (label values come from fixed sets, never session or pod names — CONVENTIONS §8):
+
+=============================================== ========= =========================================
+name                                             type      meaning
+=============================================== ========= =========================================
+``berth_session_rounds_total``                  counter   tool rounds completed by this process
+``berth_session_tool_calls_total{lane}``        counter   tool calls finished, ``lane`` in
+                                                          :data:`TOOL_LANES`
+``berth_session_llm_tokens_total{kind}``        counter   LLM tokens used by this process, ``kind``
+                                                          ``prompt`` or ``completion``
+``berth_session_checkpoint_write_seconds``      histogram wall seconds of one durable round commit
+``berth_session_passivations_total{reason}``    counter   passivation requests accepted, ``reason``
+                                                          in :data:`PASSIVATION_REASON_LABELS`
+``berth_session_state{state}``                  gauge     1 for the current lifecycle state of the
+                                                          pod, 0 for the others (:data:`STATES`)
+=============================================== ========= =========================================
+
+Counters count work done *by this process*: a resumed run's carried-forward usage and rounds are
+the baseline, not increments (Prometheus handles the counter reset of a new pod).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+#: Lanes a tool call can run in (A3S lane contract; LLM calls are ``generate``, not tool calls).
+TOOL_LANES: Final = ("query", "execute")
+
+#: Token kinds of ``berth_session_llm_tokens_total``.
+TOKEN_KINDS: Final = ("prompt", "completion")
+
+#: Allowed ``reason`` label values: the contract's passivation reasons, Berth's ``suspend`` and
+#: ``sigterm``, and ``other`` for anything else (the free text still goes to the termination log).
+PASSIVATION_REASON_LABELS: Final = (
+    "node_drain",
+    "eviction",
+    "idle_reaper",
+    "migration",
+    "manual",
+    "suspend",
+    "sigterm",
+    "other",
+)
+
+#: Lifecycle states of a session pod, in order (``session_runtime.pod.state``).
+STATES: Final = (
+    "starting",
+    "running",
+    "idle",
+    "passivating",
+    "completed",
+    "passivated",
+    "failed",
+    "fenced",
+)
+
+#: Prometheus text exposition content type.
+CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
+
+# Commit of one round is an fsync'd append (+ occasional snapshot) on a shared volume.
+_CHECKPOINT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+def reason_label(reason: str | None) -> str:
+    """Map a free-text passivation reason to its label value (unknown → ``other``)."""
+    return reason if reason in PASSIVATION_REASON_LABELS else "other"
+
+
+class SessionMetrics:
+    """The ``berth_session_*`` metric objects in a private registry.
+
+    Feed methods never raise for odd input (a negative delta is ignored): metrics must not break
+    the agent loop.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.rounds_total = Counter(
+            "berth_session_rounds",
+            "Tool rounds completed (durably committed) by this process.",
+            registry=self.registry,
+        )
+        self.tool_calls_total = Counter(
+            "berth_session_tool_calls",
+            "Tool calls finished by this process, by lane.",
+            ["lane"],
+            registry=self.registry,
+        )
+        self.llm_tokens_total = Counter(
+            "berth_session_llm_tokens",
+            "LLM tokens used by this process, by kind (prompt, completion).",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.checkpoint_write_seconds = Histogram(
+            "berth_session_checkpoint_write_seconds",
+            "Wall time of one durable round commit to the session store, in seconds.",
+            buckets=_CHECKPOINT_BUCKETS,
+            registry=self.registry,
+        )
+        self.passivations_total = Counter(
+            "berth_session_passivations",
+            "Passivation requests accepted by this process, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.state = Gauge(
+            "berth_session_state",
+            "1 for the current lifecycle state of the session pod, 0 for the others.",
+            ["state"],
+            registry=self.registry,
+        )
+        for lane in TOOL_LANES:
+            self.tool_calls_total.labels(lane=lane)
+        for kind in TOKEN_KINDS:
+            self.llm_tokens_total.labels(kind=kind)
+        for reason in PASSIVATION_REASON_LABELS:
+            self.passivations_total.labels(reason=reason)
+        self.set_state("starting")
+        self._seen_prompt = 0
+        self._seen_completion = 0
+        self._seen_turn = 0
+
+    def set_state(self, state: str) -> None:
+        """Make ``state`` (one of :data:`STATES`) the only gauge series at 1."""
+        if state not in STATES:
+            raise ValueError(f"unknown session state {state!r}; expected one of {STATES}")
+        for name in STATES:
+            self.state.labels(state=name).set(1 if name == state else 0)
+
+    def set_baseline(self, turn: int, prompt_tokens: int, completion_tokens: int) -> None:
+        """Start counting from a resumed run's carried-forward counters (no increments)."""
+        self._seen_turn = max(turn, 0)
+        self._seen_prompt = max(prompt_tokens, 0)
+        self._seen_completion = max(completion_tokens, 0)
+
+    def observe_progress(self, turn: int, prompt_tokens: int, completion_tokens: int) -> None:
+        """Advance counters to the cumulative ``turn``/token values of the current run.
+
+        Values lower than the last seen (a new run started at turn 0) reset the baseline instead
+        of decrementing.
+        """
+        for attr, value, inc in (
+            ("_seen_turn", turn, self.rounds_total.inc),
+            ("_seen_prompt", prompt_tokens, self.llm_tokens_total.labels(kind="prompt").inc),
+            (
+                "_seen_completion",
+                completion_tokens,
+                self.llm_tokens_total.labels(kind="completion").inc,
+            ),
+        ):
+            seen: int = getattr(self, attr)
+            if value > seen:
+                inc(value - seen)
+            setattr(self, attr, max(value, 0))
+
+    def observe_tool_call(self, lane: str) -> None:
+        """Count one finished tool call in ``lane`` (anything but ``query`` counts as execute)."""
+        self.tool_calls_total.labels(lane="query" if lane == "query" else "execute").inc()
+
+    def observe_passivation(self, reason: str | None) -> None:
+        """Count one accepted passivation request."""
+        self.passivations_total.labels(reason=reason_label(reason)).inc()
+
+    def render(self) -> bytes:
+        """The registry in Prometheus text format (``CONTENT_TYPE``)."""
+        return generate_latest(self.registry)

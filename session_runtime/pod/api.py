@@ -1,0 +1,142 @@
+"""HTTP bodies of the session pod API (ARCHITECTURE §5) and the lifecycle states behind them.
+
+Owned by the ``berth-session`` entrypoint; ``session_runtime.server`` validates requests with these
+models and answers ``GET /v1/state`` with :func:`state_body`. Pure.
+
+Lifecycle (:data:`Phase`), also the ``state`` label of ``berth_session_state``::
+
+    starting ─► running ─► completed                       (task done, keepAlive false)
+                   │  └──► idle ◄─► running                (keepAlive: wait for /v1/messages)
+                   └─────► passivating ─► passivated       (POST /v1/passivate or SIGTERM)
+    any ─► failed (error) | fenced (a newer epoch owns the session)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from session_runtime.pod.options import IdentityOptions
+from session_runtime.pod.termination import Outcome, Usage
+
+Phase = Literal[
+    "starting", "running", "idle", "passivating", "completed", "passivated", "failed", "fenced"
+]
+
+#: Phases after which the process exits; equal to the termination outcomes.
+TERMINAL_PHASES: frozenset[Phase] = frozenset({"completed", "passivated", "failed", "fenced"})
+
+
+def outcome_of(phase: Phase) -> Outcome | None:
+    """The termination outcome for a terminal phase, else None."""
+    if phase == "completed" or phase == "passivated" or phase == "failed" or phase == "fenced":
+        return phase
+    return None
+
+
+class PassivateRequest(BaseModel):
+    """``POST /v1/passivate`` body: ``{"reason": str, "deadlineMs": int?}``.
+
+    ``deadlineMs`` is an absolute deadline in epoch milliseconds (the A3S ``passivation_requested``
+    field); absent = now + ``passivation.deadlineSeconds`` of the options.
+    """
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    reason: str = Field(min_length=1, max_length=256)
+    deadline_ms: int | None = Field(default=None, alias="deadlineMs", ge=0)
+
+
+class MessageRequest(BaseModel):
+    """``POST /v1/messages`` body: ``{"prompt": str}`` (keepAlive sessions only)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    prompt: str = Field(min_length=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Passivation:
+    """An accepted passivation request. Times are epoch milliseconds."""
+
+    reason: str
+    deadline_ms: int
+    requested_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "deadlineMs": self.deadline_ms,
+            "requestedMs": self.requested_ms,
+        }
+
+
+_CAMEL_RE = re.compile(r"_([a-z0-9])")
+
+
+def camelize(value: Any) -> Any:
+    """Recursively camelCase snake_case dict keys (``checkpoint_ms`` → ``checkpointMs``)."""
+    if isinstance(value, Mapping):
+        return {
+            _CAMEL_RE.sub(lambda m: m.group(1).upper(), str(k)): camelize(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [camelize(v) for v in value]
+    return value
+
+
+def state_body(
+    phase: Phase,
+    runtime: Mapping[str, Any] | None,
+    *,
+    session: str,
+    epoch: int,
+    identity: IdentityOptions,
+    pod_name: str | None = None,
+    node_name: str | None = None,
+    passivation: Passivation | None = None,
+    ignoring_passivation: bool = False,
+) -> dict[str, Any]:
+    """The ``GET /v1/state`` answer.
+
+    ``runtime`` is ``Session.state()`` (``{state, run_id, turn, usage, tool_calls_count,
+    last_checkpoint, last_error}``) or None before the session exists. Shape::
+
+        {"state": Phase, "runtimeState": str | null, "runId": str | null, "turn": int,
+         "toolCallsCount": int, "usage": {"promptTokens", "completionTokens", "totalTokens"},
+         "lastCheckpoint": {camelCased runtime checkpoint summary} | null,
+         "lastError": str | null, "epoch": int, "session": "<ns>/<name>",
+         "identity": {"tenantId", "principal", "agentTemplateId", "correlationId"},
+         "podName": str | null, "nodeName": str | null,
+         "passivation": {"reason", "deadlineMs", "requestedMs"} | null}
+
+    With the test-only ignore switch on, ``passivation`` also carries ``"ignored": true``.
+    """
+    rt = runtime or {}
+    turn = rt.get("turn")
+    calls = rt.get("tool_calls_count")
+    last_error = rt.get("last_error")
+    passivation_json = passivation.to_json() if passivation else None
+    if passivation_json is not None and ignoring_passivation:
+        passivation_json["ignored"] = True
+    return {
+        "state": phase,
+        "runtimeState": rt.get("state"),
+        "runId": rt.get("run_id"),
+        "turn": turn if isinstance(turn, int) else 0,
+        "toolCallsCount": calls if isinstance(calls, int) else 0,
+        "usage": Usage.from_mapping(rt.get("usage")).to_json(),
+        "lastCheckpoint": camelize(rt.get("last_checkpoint")),
+        "lastError": None if last_error is None else str(last_error),
+        "epoch": epoch,
+        "session": session,
+        "identity": identity.model_dump(by_alias=True),
+        "podName": pod_name,
+        "nodeName": node_name,
+        "passivation": passivation_json,
+    }

@@ -1,0 +1,176 @@
+"""Environment of a session pod → :class:`PodConfig` (ARCHITECTURE §5, "Session pod contract").
+
+Owned by the ``berth-session`` entrypoint; called once by ``session_runtime.server.main`` before
+anything else runs. Pure: :func:`parse_env` takes a mapping (``os.environ`` in production, a dict in
+tests) and either returns a config or raises :class:`PodConfigError` listing *every* problem, so a
+bad pod spec is fixed in one round trip.
+
+Variables (all set by the operator; the process node agent rewrites path prefixes, so no path here
+has a built-in absolute default):
+
+========================== ======== ===========================================================
+variable                   required meaning
+========================== ======== ===========================================================
+``BERTH_SESSION``          yes      ``<namespace>/<name>`` of the AgentSession
+``BERTH_SESSION_UID``      yes      the AgentSession's ``metadata.uid`` (reply stream key)
+``BERTH_EPOCH``            yes      placement epoch, integer >= 0 (store fencing, §6)
+``BERTH_RESUME_RUN_ID``    no       run id to ``resume_run``; empty/unset = start a fresh run
+``BERTH_STORE_DIR``        yes      root of the session store on the shared volume
+``BERTH_WORKSPACE``        yes      the workspace directory the agent works in
+``BERTH_OPTIONS_FILE``     yes      JSON options rendered by the operator (ConfigMap mount)
+``BERTH_TERMINATION_LOG``  no       file for the exit JSON (``terminationMessagePath``); unset =
+                                    message on stderr only
+``BERTH_REDIS_URL``        no       Redis for external lanes; required when options name a
+                                    LaneWorker (checked by the server, not here)
+``POD_NAME``               no       downward API; reported in ``/v1/state``
+``POD_IP``                 no       address to bind; default ``0.0.0.0`` (all interfaces)
+``NODE_NAME``              no       downward API; reported in ``/v1/state``
+``BERTH_HTTP_PORT``        no       HTTP port, default 8080
+``OPENAI_API_KEY``         no       LLM key from the Secret (never logged, never stored)
+``OPENAI_BASE_URL``        no       LLM endpoint; overridden by ``options.llm.baseURL`` if set
+``BERTH_TEST_IGNORE_PASSIVATION`` no TEST ONLY: ``1`` makes ``POST /v1/passivate`` answer 202 and
+                                    do nothing (drain-deadline tests); never set in production
+========================== ======== ===========================================================
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Default HTTP port of the session pod (ARCHITECTURE §5).
+DEFAULT_HTTP_PORT = 8080
+
+#: Default bind address when ``POD_IP`` is not given (a real pod's own network namespace).
+DEFAULT_BIND_HOST = "0.0.0.0"
+
+# DNS-1123 label (namespace) and subdomain (object name), as Kubernetes validates them.
+_NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+
+class PodConfigError(ValueError):
+    """The pod environment is unusable. ``problems`` lists one sentence per bad variable."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("invalid session pod environment: " + "; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True, slots=True)
+class PodConfig:
+    """Everything ``berth-session`` takes from its environment. Paths are as given (not resolved).
+
+    ``openai_api_key`` is excluded from ``repr`` so a logged config never shows the key.
+    """
+
+    namespace: str
+    name: str
+    session_uid: str
+    epoch: int
+    store_dir: Path
+    workspace: Path
+    options_file: Path
+    resume_run_id: str | None = None
+    termination_log: Path | None = None
+    redis_url: str | None = None
+    pod_name: str | None = None
+    pod_ip: str = DEFAULT_BIND_HOST
+    node_name: str | None = None
+    http_port: int = DEFAULT_HTTP_PORT
+    openai_api_key: str | None = field(default=None, repr=False)
+    openai_base_url: str | None = None
+    test_ignore_passivation: bool = False
+
+    @property
+    def session_key(self) -> str:
+        """``<namespace>/<name>``, the value of ``BERTH_SESSION``."""
+        return f"{self.namespace}/{self.name}"
+
+
+def _opt(env: Mapping[str, str], key: str) -> str | None:
+    value = env.get(key, "").strip()
+    return value or None
+
+
+def termination_log_from_env(env: Mapping[str, str]) -> Path | None:
+    """``BERTH_TERMINATION_LOG`` alone, so even a config error can be reported to the operator."""
+    value = _opt(env, "BERTH_TERMINATION_LOG")
+    return Path(value) if value else None
+
+
+def parse_env(env: Mapping[str, str]) -> PodConfig:
+    """Build a :class:`PodConfig` from ``env``.
+
+    Raises :class:`PodConfigError` with one entry per missing or malformed variable.
+    """
+    problems: list[str] = []
+
+    def required(key: str) -> str:
+        value = _opt(env, key)
+        if value is None:
+            problems.append(f"{key} is not set")
+            return ""
+        return value
+
+    namespace, name = "", ""
+    session = required("BERTH_SESSION")
+    if session:
+        ns, sep, nm = session.partition("/")
+        if not sep or not _NAMESPACE_RE.match(ns) or not _NAME_RE.match(nm):
+            problems.append(f"BERTH_SESSION must be '<namespace>/<name>', got {session!r}")
+        else:
+            namespace, name = ns, nm
+
+    session_uid = required("BERTH_SESSION_UID")
+
+    epoch = 0
+    raw_epoch = required("BERTH_EPOCH")
+    if raw_epoch:
+        try:
+            epoch = int(raw_epoch)
+        except ValueError:
+            epoch = -1
+        if epoch < 0:
+            problems.append(f"BERTH_EPOCH must be an integer >= 0, got {raw_epoch!r}")
+
+    store_dir = required("BERTH_STORE_DIR")
+    workspace = required("BERTH_WORKSPACE")
+    options_file = required("BERTH_OPTIONS_FILE")
+
+    port = DEFAULT_HTTP_PORT
+    raw_port = _opt(env, "BERTH_HTTP_PORT")
+    if raw_port is not None:
+        try:
+            port = int(raw_port)
+        except ValueError:
+            port = -1
+        if not 0 <= port <= 65535:
+            problems.append(f"BERTH_HTTP_PORT must be an integer in 0..65535, got {raw_port!r}")
+
+    if problems:
+        raise PodConfigError(problems)
+    return PodConfig(
+        namespace=namespace,
+        name=name,
+        session_uid=session_uid,
+        epoch=epoch,
+        store_dir=Path(store_dir),
+        workspace=Path(workspace),
+        options_file=Path(options_file),
+        resume_run_id=_opt(env, "BERTH_RESUME_RUN_ID"),
+        termination_log=termination_log_from_env(env),
+        redis_url=_opt(env, "BERTH_REDIS_URL"),
+        pod_name=_opt(env, "POD_NAME"),
+        pod_ip=_opt(env, "POD_IP") or DEFAULT_BIND_HOST,
+        node_name=_opt(env, "NODE_NAME"),
+        http_port=port,
+        openai_api_key=_opt(env, "OPENAI_API_KEY"),
+        openai_base_url=_opt(env, "OPENAI_BASE_URL"),
+        test_ignore_passivation=(
+            env.get("BERTH_TEST_IGNORE_PASSIVATION", "").strip().lower() in _TRUE
+        ),
+    )

@@ -1,0 +1,216 @@
+"""Reader of the session options the operator renders into a ConfigMap (ARCHITECTURE §3, §5).
+
+Owned by the ``berth-session`` entrypoint; called once at start by ``session_runtime.server``.
+The writer is the operator's ``SessionPodOptions`` model (``berth_operator.api``), which
+``session_runtime`` must not import (import-linter contract), so this module keeps its own pydantic
+model of the same JSON. Both casings are accepted for every field (``keepAlive`` and
+``keep_alive``); unknown fields are ignored so an operator that is one version ahead does not stop
+old session images. A compatibility test feeds the operator model's output through
+:func:`load_options`.
+
+Shape (every block optional except ``prompt`` and ``model``; spec names and units as in the
+AgentSession CRD)::
+
+    {"prompt": str, "model": "provider/model",
+     "llm": {"baseURL": str?},
+     "identity": {"tenantId", "principal", "agentTemplateId", "correlationId"},   # str?
+     "limits": {"maxToolRounds", "maxParseRetries", "toolTimeoutSeconds",
+                "circuitBreakerThreshold", "autoCompact", "autoCompactThreshold" ("0.8" | "80%"),
+                "continuationEnabled", "maxContinuationTurns"},
+     "retention": {"maxRunsRetained", "maxEventsPerRun", "maxTraceEvents",
+                   "maxTerminalSubagentTasks"},
+     "budget": {"maxTotalTokens", "maxToolCalls", "softLimitPercent"},
+     "lanes": {"query"|"execute"|"generate"|"control":
+               {"mode": "internal|external|hybrid", "laneWorkerRef": {"name"}?,
+                "taskStream": str?, "timeoutSeconds", "maxConcurrency"}},
+     "passivation": {"deadlineSeconds": int (default 120)},
+     "keepAlive": bool}
+
+Errors: :class:`OptionsError` with a one-paragraph message (file unreadable, not JSON, or
+failing validation with the offending field paths).
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+LaneName = Literal["control", "query", "execute", "generate"]
+LaneMode = Literal["internal", "external", "hybrid"]
+
+#: Default passivation deadline (ARCHITECTURE §3: ``passivation.deadlineSeconds`` default 120).
+DEFAULT_PASSIVATION_DEADLINE_SECONDS = 120
+
+
+class OptionsError(ValueError):
+    """The options file cannot be used; the message says why and where."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True
+    )
+
+
+class LlmOptions(_Model):
+    """``spec.llm`` without the Secret reference (the key comes in ``OPENAI_API_KEY``)."""
+
+    base_url: str | None = Field(default=None, alias="baseURL")
+
+
+class IdentityOptions(_Model):
+    """``spec.identity``: opaque labels propagated to the runtime, hooks and the store."""
+
+    tenant_id: str | None = None
+    principal: str | None = None
+    agent_template_id: str | None = None
+    correlation_id: str | None = None
+
+
+class LimitsOptions(_Model):
+    """``spec.limits``; None = the runtime's A3S default."""
+
+    max_tool_rounds: int | None = Field(default=None, ge=1)
+    max_parse_retries: int | None = Field(default=None, ge=0)
+    tool_timeout_seconds: int | None = Field(default=None, ge=1)
+    circuit_breaker_threshold: int | None = Field(default=None, ge=1)
+    auto_compact: bool | None = None
+    auto_compact_threshold: float | None = None
+    continuation_enabled: bool | None = None
+    max_continuation_turns: int | None = Field(default=None, ge=0)
+
+    @field_validator("auto_compact_threshold", mode="before")
+    @classmethod
+    def _fraction(cls, value: Any) -> Any:
+        """``"0.8"``, ``0.8`` and ``"80%"`` all mean 0.8; must end up in (0, 1]."""
+        if value is None or isinstance(value, bool):
+            return value
+        text = str(value).strip()
+        try:
+            number = Decimal(text[:-1]) / 100 if text.endswith("%") else Decimal(text)
+        except InvalidOperation as exc:
+            raise ValueError(f"not a decimal or percent: {value!r}") from exc
+        if not 0 < number <= 1:
+            raise ValueError(f"must be in (0, 1] (or 1%..100%), got {value!r}")
+        return float(number)
+
+
+class RetentionOptions(_Model):
+    """``spec.retention``: A3S ``SessionRetentionLimits`` caps; None = unbounded."""
+
+    max_runs_retained: int | None = Field(default=None, ge=1)
+    max_events_per_run: int | None = Field(default=None, ge=1)
+    max_trace_events: int | None = Field(default=None, ge=1)
+    max_terminal_subagent_tasks: int | None = Field(default=None, ge=1)
+
+
+class BudgetOptions(_Model):
+    """``spec.budget``: hard limits plus the soft-warning threshold in percent of each limit."""
+
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    max_tool_calls: int | None = Field(default=None, ge=1)
+    soft_limit_percent: int | None = Field(default=None, ge=1, le=100)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any hard limit is set (no limit = no guard)."""
+        return self.max_total_tokens is not None or self.max_tool_calls is not None
+
+
+class LaneWorkerRef(_Model):
+    """Reference to a LaneWorker in the session's namespace."""
+
+    name: str = Field(min_length=1)
+
+
+class LaneOptions(_Model):
+    """``spec.lanes.<lane>``. ``task_stream`` may be rendered by the operator; else derived."""
+
+    mode: LaneMode = "internal"
+    lane_worker_ref: LaneWorkerRef | None = None
+    task_stream: str | None = None
+    timeout_seconds: int | None = Field(default=None, ge=1)
+    max_concurrency: int | None = Field(default=None, ge=1)
+
+    def stream_for(self, namespace: str) -> str | None:
+        """The Redis task stream of this lane's LaneWorker (ARCHITECTURE §7), or None.
+
+        ``berth:{ns}:lw:{laneworker}:tasks`` unless the operator rendered ``taskStream``.
+        """
+        if self.mode == "internal":
+            return None
+        if self.task_stream:
+            return self.task_stream
+        if self.lane_worker_ref is not None:
+            return f"berth:{namespace}:lw:{self.lane_worker_ref.name}:tasks"
+        return None
+
+
+class PassivationOptions(_Model):
+    """``spec.passivation``."""
+
+    deadline_seconds: int = Field(default=DEFAULT_PASSIVATION_DEADLINE_SECONDS, ge=1)
+
+
+class PodOptions(_Model):
+    """The whole options object (see the module docstring)."""
+
+    prompt: str = Field(min_length=1)
+    model: str = Field(pattern=r"^[^/\s]+/\S+$")
+    llm: LlmOptions = LlmOptions()
+    identity: IdentityOptions = IdentityOptions()
+    limits: LimitsOptions = LimitsOptions()
+    retention: RetentionOptions = RetentionOptions()
+    budget: BudgetOptions = BudgetOptions()
+    lanes: dict[LaneName, LaneOptions] = Field(default_factory=dict)
+    passivation: PassivationOptions = PassivationOptions()
+    keep_alive: bool = False
+
+    @field_validator("lanes")
+    @classmethod
+    def _external_needs_worker(
+        cls, lanes: dict[LaneName, LaneOptions]
+    ) -> dict[LaneName, LaneOptions]:
+        for name, lane in lanes.items():
+            if lane.mode != "internal" and not (lane.task_stream or lane.lane_worker_ref):
+                raise ValueError(f"lane {name!r} is {lane.mode} but names no laneWorkerRef")
+        return lanes
+
+
+def parse_options(data: Any) -> PodOptions:
+    """Validate already-decoded JSON. Raises :class:`OptionsError` naming the bad field paths."""
+    try:
+        return PodOptions.model_validate(data)
+    except ValidationError as exc:
+        details = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise OptionsError(f"invalid session options: {details}") from None
+
+
+def load_options(path: Path) -> PodOptions:
+    """Read and validate the options file. Raises :class:`OptionsError` (never OSError/JSON)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise OptionsError(f"cannot read options file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise OptionsError(f"options file {path} is not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise OptionsError(
+            f"options file {path} is not valid JSON: {exc.msg} at line {exc.lineno} "
+            f"column {exc.colno}"
+        ) from None
+    if not isinstance(data, dict):
+        raise OptionsError(
+            f"options file {path} must hold a JSON object, got {type(data).__name__}"
+        )
+    return parse_options(data)
