@@ -8,5 +8,4 @@ it is handed, so each part is table-tested on its own:
 - :mod:`session_runtime.pod.termination`: the one JSON object written to the termination log;
 - :mod:`session_runtime.pod.state`: runtime ``Session.state()`` → ``GET /v1/state`` body and the
   server's lifecycle phases;
-- :mod:`session_runtime.pod.budget`: the budget guard built from ``spec.budget``.
 """

@@ -1,18 +1,20 @@
 """Reader of the session options the operator renders into a ConfigMap (ARCHITECTURE §3, §5).
 
 Owned by the ``berth-session`` entrypoint; called once at start by ``session_runtime.server``.
-The writer is the operator's ``SessionPodOptions`` model (``berth_operator.api``), which
+The writer is the operator's ``SessionPodOptions`` (``berth_operator/api/options.py``), which
 ``session_runtime`` must not import (import-linter contract), so this module keeps its own pydantic
-model of the same JSON. Both casings are accepted for every field (``keepAlive`` and
-``keep_alive``); unknown fields are ignored so an operator that is one version ahead does not stop
-old session images. A compatibility test feeds the operator model's output through
-:func:`load_options`.
+model of the same JSON, kept in sync by reading that model; ``tests/unit/server/test_options.py``
+feeds the operator model's output through :func:`parse_options` when the operator is importable.
+Both casings are accepted for every field (``keepAlive`` and ``keep_alive``); unknown fields are
+ignored so an operator one version ahead does not stop older session images, but a newer
+``schemaVersion`` is refused.
 
-Shape (every block optional except ``prompt`` and ``model``; spec names and units as in the
-AgentSession CRD)::
+Shape (every block optional except ``prompt`` and ``model``)::
 
-    {"prompt": str, "model": "provider/model",
-     "llm": {"baseURL": str?},
+    {"schemaVersion": 1,
+     "session": {"namespace", "name", "uid"},          # must match BERTH_SESSION/_UID if present
+     "prompt": str, "model": "provider/model",
+     "llm": {"baseUrl": str?, "apiKeyEnv": "OPENAI_API_KEY"},
      "identity": {"tenantId", "principal", "agentTemplateId", "correlationId"},   # str?
      "limits": {"maxToolRounds", "maxParseRetries", "toolTimeoutSeconds",
                 "circuitBreakerThreshold", "autoCompact", "autoCompactThreshold" ("0.8" | "80%"),
@@ -21,10 +23,11 @@ AgentSession CRD)::
                    "maxTerminalSubagentTasks"},
      "budget": {"maxTotalTokens", "maxToolCalls", "softLimitPercent"},
      "lanes": {"query"|"execute"|"generate"|"control":
-               {"mode": "internal|external|hybrid", "laneWorkerRef": {"name"}?,
-                "taskStream": str?, "timeoutSeconds", "maxConcurrency"}},
-     "passivation": {"deadlineSeconds": int (default 120)},
-     "keepAlive": bool}
+               {"mode": "internal|external|hybrid", "timeoutSeconds", "maxConcurrency",
+                "laneWorker": {"name", "taskStream"?, "consumerGroup": "workers"}}},
+     "resultStream": "berth:{ns}:s:{uid}:results",
+     "keepAlive": bool,
+     "passivation": {"deadlineSeconds": int (default 120)}}
 
 Errors: :class:`OptionsError` with a one-paragraph message (file unreadable, not JSON, or
 failing validation with the offending field paths).
@@ -37,11 +40,21 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
 
 LaneName = Literal["control", "query", "execute", "generate"]
 LaneMode = Literal["internal", "external", "hybrid"]
+
+#: Newest ``schemaVersion`` of options.json this build understands.
+OPTIONS_SCHEMA_VERSION = 1
 
 #: Default passivation deadline (ARCHITECTURE §3: ``passivation.deadlineSeconds`` default 120).
 DEFAULT_PASSIVATION_DEADLINE_SECONDS = 120
@@ -57,10 +70,21 @@ class _Model(BaseModel):
     )
 
 
-class LlmOptions(_Model):
-    """``spec.llm`` without the Secret reference (the key comes in ``OPENAI_API_KEY``)."""
+class SessionRef(_Model):
+    """Which AgentSession the options belong to."""
 
-    base_url: str | None = Field(default=None, alias="baseURL")
+    namespace: str
+    name: str
+    uid: str
+
+
+class LlmOptions(_Model):
+    """How the runtime reaches the model; the key itself is in the env var ``api_key_env``."""
+
+    base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("baseUrl", "baseURL", "base_url")
+    )
+    api_key_env: str = "OPENAI_API_KEY"
 
 
 class IdentityOptions(_Model):
@@ -106,7 +130,7 @@ class RetentionOptions(_Model):
     max_runs_retained: int | None = Field(default=None, ge=1)
     max_events_per_run: int | None = Field(default=None, ge=1)
     max_trace_events: int | None = Field(default=None, ge=1)
-    max_terminal_subagent_tasks: int | None = Field(default=None, ge=1)
+    max_terminal_subagent_tasks: int | None = Field(default=None, ge=0)
 
 
 class BudgetOptions(_Model):
@@ -122,33 +146,31 @@ class BudgetOptions(_Model):
         return self.max_total_tokens is not None or self.max_tool_calls is not None
 
 
-class LaneWorkerRef(_Model):
-    """Reference to a LaneWorker in the session's namespace."""
+class LaneWorkerTarget(_Model):
+    """The LaneWorker of an external or hybrid lane, as resolved by the operator."""
 
     name: str = Field(min_length=1)
+    task_stream: str | None = None
+    consumer_group: str = "workers"
 
 
 class LaneOptions(_Model):
-    """``spec.lanes.<lane>``. ``task_stream`` may be rendered by the operator; else derived."""
+    """``lanes.<lane>``: handler mode, limits and (external/hybrid) the LaneWorker target."""
 
     mode: LaneMode = "internal"
-    lane_worker_ref: LaneWorkerRef | None = None
-    task_stream: str | None = None
     timeout_seconds: int | None = Field(default=None, ge=1)
     max_concurrency: int | None = Field(default=None, ge=1)
+    lane_worker: LaneWorkerTarget | None = None
 
     def stream_for(self, namespace: str) -> str | None:
         """The Redis task stream of this lane's LaneWorker (ARCHITECTURE §7), or None.
 
-        ``berth:{ns}:lw:{laneworker}:tasks`` unless the operator rendered ``taskStream``.
+        None for an internal lane; the operator's ``taskStream`` if rendered, else
+        ``berth:{ns}:lw:{laneworker}:tasks``.
         """
-        if self.mode == "internal":
+        if self.mode == "internal" or self.lane_worker is None:
             return None
-        if self.task_stream:
-            return self.task_stream
-        if self.lane_worker_ref is not None:
-            return f"berth:{namespace}:lw:{self.lane_worker_ref.name}:tasks"
-        return None
+        return self.lane_worker.task_stream or f"berth:{namespace}:lw:{self.lane_worker.name}:tasks"
 
 
 class PassivationOptions(_Model):
@@ -160,6 +182,8 @@ class PassivationOptions(_Model):
 class PodOptions(_Model):
     """The whole options object (see the module docstring)."""
 
+    schema_version: int = Field(default=OPTIONS_SCHEMA_VERSION, ge=1, le=OPTIONS_SCHEMA_VERSION)
+    session: SessionRef | None = None
     prompt: str = Field(min_length=1)
     model: str = Field(pattern=r"^[^/\s]+/\S+$")
     llm: LlmOptions = LlmOptions()
@@ -168,6 +192,7 @@ class PodOptions(_Model):
     retention: RetentionOptions = RetentionOptions()
     budget: BudgetOptions = BudgetOptions()
     lanes: dict[LaneName, LaneOptions] = Field(default_factory=dict)
+    result_stream: str | None = None
     passivation: PassivationOptions = PassivationOptions()
     keep_alive: bool = False
 
@@ -177,8 +202,8 @@ class PodOptions(_Model):
         cls, lanes: dict[LaneName, LaneOptions]
     ) -> dict[LaneName, LaneOptions]:
         for name, lane in lanes.items():
-            if lane.mode != "internal" and not (lane.task_stream or lane.lane_worker_ref):
-                raise ValueError(f"lane {name!r} is {lane.mode} but names no laneWorkerRef")
+            if lane.mode != "internal" and lane.lane_worker is None:
+                raise ValueError(f"lane {name!r} is {lane.mode} but names no laneWorker")
         return lanes
 
 

@@ -26,12 +26,12 @@ def test_full_camel_case() -> None:
     opts = parse_options(
         MINIMAL
         | {
-            "llm": {"baseURL": "http://127.0.0.1:9/v1"},
+            "llm": {"baseUrl": "http://127.0.0.1:9/v1"},
             "identity": {"tenantId": "t1", "principal": "alice", "correlationId": "c"},
             "limits": {"maxToolRounds": 5, "toolTimeoutSeconds": 30, "autoCompactThreshold": "75%"},
             "retention": {"maxRunsRetained": 3},
             "budget": {"maxTotalTokens": 1000, "softLimitPercent": 80},
-            "lanes": {"execute": {"mode": "external", "laneWorkerRef": {"name": "pool"}}},
+            "lanes": {"execute": {"mode": "external", "laneWorker": {"name": "pool"}}},
             "passivation": {"deadlineSeconds": 30},
             "keepAlive": True,
             "somethingNewer": {"ignored": True},
@@ -54,9 +54,9 @@ def test_snake_case_is_accepted_too() -> None:
 @pytest.mark.parametrize(
     ("lane", "stream"),
     [
-        ({"mode": "internal", "laneWorkerRef": {"name": "p"}}, None),
-        ({"mode": "hybrid", "laneWorkerRef": {"name": "p"}}, "berth:ns:lw:p:tasks"),
-        ({"mode": "external", "taskStream": "custom:stream"}, "custom:stream"),
+        ({"mode": "internal", "laneWorker": {"name": "p"}}, None),
+        ({"mode": "hybrid", "laneWorker": {"name": "p"}}, "berth:ns:lw:p:tasks"),
+        ({"mode": "external", "laneWorker": {"name": "p", "taskStream": "c:s"}}, "c:s"),
     ],
 )
 def test_lane_streams(lane: dict[str, Any], stream: str | None) -> None:
@@ -75,9 +75,10 @@ def test_lane_streams(lane: dict[str, Any], stream: str | None) -> None:
         (MINIMAL | {"limits": {"autoCompactThreshold": "150%"}}, "autoCompactThreshold"),
         (MINIMAL | {"limits": {"autoCompactThreshold": "lots"}}, "autoCompactThreshold"),
         (MINIMAL | {"budget": {"softLimitPercent": 101}}, "budget.softLimitPercent"),
-        (MINIMAL | {"lanes": {"execute": {"mode": "external"}}}, "names no laneWorkerRef"),
+        (MINIMAL | {"lanes": {"execute": {"mode": "external"}}}, "names no laneWorker"),
         (MINIMAL | {"lanes": {"turbo": {}}}, "lanes.turbo"),
         (MINIMAL | {"keepAlive": "maybe"}, "keepAlive"),
+        (MINIMAL | {"schemaVersion": 2}, "schemaVersion"),
     ],
 )
 def test_invalid_options(data: dict[str, Any], fragment: str) -> None:
@@ -108,3 +109,52 @@ def test_load_good_file(tmp_path: Path) -> None:
     path = tmp_path / "options.json"
     path.write_text(json.dumps(MINIMAL))
     assert load_options(path).prompt == "fix the bug"
+
+
+def test_reads_what_the_operator_writes() -> None:
+    """Compatibility with the writer: the operator's SessionPodOptions, fully populated."""
+    op = pytest.importorskip("berth_operator.api.options")
+    spec = pytest.importorskip("berth_operator.api.agentsession")
+    written = op.SessionPodOptions(
+        session=op.SessionRef(namespace="team-a", name="fix", uid="u-1"),
+        prompt="fix it",
+        model="openai/gpt-4o-mini",
+        llm=op.LLMOptions(base_url="http://127.0.0.1:9/v1"),
+        identity=spec.IdentitySpec(tenant_id="t", principal="p", correlation_id="c"),
+        limits=spec.LimitsSpec(
+            max_tool_rounds=7,
+            tool_timeout_seconds=30,
+            auto_compact=True,
+            auto_compact_threshold="80%",
+        ),
+        retention=spec.RetentionSpec(max_runs_retained=4, max_terminal_subagent_tasks=0),
+        budget=spec.BudgetSpec(max_total_tokens=1000, max_tool_calls=9, soft_limit_percent=80),
+        lanes={
+            "execute": op.LaneOptions(
+                mode="external",
+                timeout_seconds=60,
+                lane_worker=op.LaneWorkerTarget(
+                    name="pool", task_stream="berth:team-a:lw:pool:tasks"
+                ),
+            )
+        },
+        result_stream="berth:team-a:s:u-1:results",
+        keep_alive=True,
+        passivation=op.PassivationOptions(deadline_seconds=45),
+    )
+    data = json.loads(written.model_dump_json(by_alias=True, exclude_none=True))
+    read = parse_options(data)
+    assert read.session is not None and read.session.uid == "u-1"
+    assert (read.prompt, read.model, read.llm.base_url) == (
+        "fix it",
+        "openai/gpt-4o-mini",
+        "http://127.0.0.1:9/v1",
+    )
+    assert read.identity.tenant_id == "t" and read.identity.correlation_id == "c"
+    assert read.limits.max_tool_rounds == 7 and read.limits.auto_compact_threshold == 0.8
+    assert read.retention.max_runs_retained == 4
+    assert (read.budget.max_total_tokens, read.budget.max_tool_calls) == (1000, 9)
+    assert read.lanes["execute"].stream_for("team-a") == "berth:team-a:lw:pool:tasks"
+    assert read.lanes["execute"].timeout_seconds == 60
+    assert read.result_stream == "berth:team-a:s:u-1:results"
+    assert read.keep_alive is True and read.passivation.deadline_seconds == 45

@@ -99,3 +99,19 @@ def test_write_creates_file_and_survives_bad_path(tmp_path: Path) -> None:
 def test_validate_flags_bad_objects(obj: dict[str, object], bad: str) -> None:
     good = json.loads(render(TerminationMessage("completed")))
     assert any(bad in p for p in validate(good | obj))
+
+
+def test_the_operator_reads_what_we_write() -> None:
+    """Compatibility with the reader: the operator's TerminationMessage model."""
+    op = pytest.importorskip("berth_operator.api.options")
+    text = render(
+        TerminationMessage("passivated", "run-9", 4, Usage(10, 5, 15), "node_drain", "partial")
+    )
+    read = op.TerminationMessage.model_validate_json(text)
+    assert (read.outcome, read.run_id, read.turn, read.reason) == (
+        "passivated",
+        "run-9",
+        4,
+        "node_drain",
+    )
+    assert (read.usage.prompt_tokens, read.usage.total_tokens) == (10, 15)
