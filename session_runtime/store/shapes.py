@@ -1,0 +1,185 @@
+"""On-disk shapes of the store, validated with pydantic when read back.
+
+Owned by ``session_runtime.store``; used by ``base`` (checkpoint parsing), ``state`` (journal
+records and snapshots) and the two stores. Writers build plain dicts (see :mod:`.state`) and encode
+them with :func:`encode`; readers decode with :func:`decode` and check a record's shape with
+:data:`RECORD` before applying it, so a damaged or foreign file is refused with a message
+(``CheckpointError``) instead of a ``KeyError`` deep in the reducer.
+
+Journal record kinds (field ``t``), one per store operation (ARCHITECTURE §6):
+
+=================== ===========================================================================
+``session``         ``data``: the session record (``save_session``), secrets already stripped
+``begin``           ``run``, ``turn``, ``message``: intent of a tool round (assistant message)
+``result``          ``run``, ``turn``, ``call``, ``result``: one tool result of that round
+``commit``          ``run``, ``session``, ``turn``, ``v`` (schema), ``keep``, ``append``,
+                    ``usage``, ``tool_calls``, ``ms``: a LoopCheckpoint as a delta: the
+                    checkpoint's messages are the first ``keep`` messages of the run's previous
+                    checkpoint followed by ``append``
+``checkpoint_delete`` ``run``: forget the run's checkpoint and pending round
+``workflow``        ``checkpoint``: a WorkflowCheckpoint in its A3S shape
+``workflow_delete`` ``workflow``: forget a workflow checkpoint
+``snapshot``        ``session``, ``epoch``, ``seq``, ``state``: the whole state (snapshot files)
+=================== ===========================================================================
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from session_runtime.errors import StoreError
+
+NonNeg = Annotated[int, Field(ge=0)]
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class LoopCheckpointModel(_Shape):
+    """A3S LoopCheckpoint JSON (schema version 1)."""
+
+    schema_version: int
+    run_id: str
+    session_id: str
+    turn: NonNeg
+    messages: list[dict[str, Any]]
+    total_usage: dict[str, int]
+    tool_calls_count: NonNeg
+    checkpoint_ms: int
+
+
+class WorkflowCheckpointModel(_Shape):
+    """A3S WorkflowCheckpoint JSON (schema version 1)."""
+
+    schema_version: int
+    workflow_id: str
+    steps: list[dict[str, Any]]
+    checkpoint_ms: int
+
+
+class SessionRec(_Shape):
+    t: Literal["session"]
+    data: dict[str, Any]
+
+
+class BeginRec(_Shape):
+    t: Literal["begin"]
+    run: str
+    turn: NonNeg
+    message: dict[str, Any]
+
+
+class ResultRec(_Shape):
+    t: Literal["result"]
+    run: str
+    turn: NonNeg
+    call: str
+    result: dict[str, Any]
+
+
+class CommitRec(_Shape):
+    """A checkpoint delta. Only ``run`` and ``v`` are required so that a record written by a
+    newer build still parses and is refused by ``ensure_loadable`` with the contract message."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    t: Literal["commit"]
+    run: str
+    v: int
+    session: str = ""
+    turn: NonNeg = 0
+    keep: NonNeg = 0
+    append: list[dict[str, Any]] = Field(default_factory=list)
+    usage: dict[str, int] = Field(default_factory=dict)
+    tool_calls: NonNeg = 0
+    ms: int = 0
+
+
+class CheckpointDeleteRec(_Shape):
+    t: Literal["checkpoint_delete"]
+    run: str
+
+
+class WorkflowRec(_Shape):
+    t: Literal["workflow"]
+    checkpoint: dict[str, Any]
+
+
+class WorkflowDeleteRec(_Shape):
+    t: Literal["workflow_delete"]
+    workflow: str
+
+
+class PendingModel(_Shape):
+    turn: NonNeg
+    message: dict[str, Any]
+    results: dict[str, dict[str, Any]]
+
+
+class RunModel(_Shape):
+    run: str
+    checkpoint: dict[str, Any] | None
+    pending: PendingModel | None
+
+
+class StateModel(_Shape):
+    session: dict[str, Any] | None
+    runs: list[RunModel]
+    workflows: dict[str, dict[str, Any]]
+
+
+class SnapshotRec(_Shape):
+    t: Literal["snapshot"]
+    session: str
+    epoch: NonNeg
+    seq: NonNeg
+    state: StateModel
+
+
+Record = Annotated[
+    SessionRec
+    | BeginRec
+    | ResultRec
+    | CommitRec
+    | CheckpointDeleteRec
+    | WorkflowRec
+    | WorkflowDeleteRec,
+    Field(discriminator="t"),
+]
+
+#: Validates one journal record (any kind but ``snapshot``).
+RECORD: TypeAdapter[Record] = TypeAdapter(Record)
+
+
+def describe(exc: ValidationError) -> str:
+    """A one-line summary of a pydantic error: ``field.path: message; ...`` (first 3)."""
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+        parts.append(f"{loc}: {err['msg']}")
+    more = len(exc.errors()) - 3
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    """Canonical JSON bytes: sorted keys, no spaces, UTF-8, no NaN; never contains a newline.
+
+    Canonical so that two processes replaying the same inputs write byte-identical files
+    (RUNTIME-CONTRACT, "Deterministic ids and time"). Raises ``StoreError`` for values JSON
+    cannot represent.
+    """
+    try:
+        text = json.dumps(
+            obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"cannot store a value that is not plain JSON: {exc}") from exc
+    return text.encode("utf-8")
+
+
+def decode(data: bytes) -> Any:
+    """Parse JSON bytes written by :func:`encode`; raises ``ValueError`` on bad input."""
+    return json.loads(data.decode("utf-8"))

@@ -1,0 +1,280 @@
+"""The state of one session as the store knows it, and the reducer that journal records drive.
+
+Owned by ``session_runtime.store``; shared by ``FileSessionStore`` (which rebuilds it from a
+snapshot plus the journal) and ``MemorySessionStore`` (which keeps it in memory). Records are plain
+JSON dicts (shapes in :mod:`.shapes`); this module also builds them, so writers and the reducer
+cannot disagree on a field name.
+
+Per run the state keeps the last committed checkpoint (A3S ``LoopCheckpoint`` dict) and at most one
+pending round (intent journaled, not committed): the pending round is dropped once a checkpoint
+with ``turn >= pending.turn`` is committed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from session_runtime.errors import CheckpointError, StoreError
+from session_runtime.store import shapes
+from session_runtime.store.base import (
+    LOOP_CHECKPOINT_SCHEMA_VERSION,
+    LoopCheckpoint,
+    PendingRound,
+    WorkflowCheckpoint,
+)
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value (through ``json``; faster than ``copy.deepcopy``)."""
+    return json.loads(json.dumps(value))
+
+
+# ---- record builders (what writers journal) -------------------------------------------------
+
+
+def session_record(data: dict[str, Any]) -> dict[str, Any]:
+    return {"t": "session", "data": data}
+
+
+def begin_record(run: str, turn: int, message: dict[str, Any]) -> dict[str, Any]:
+    return {"t": "begin", "run": run, "turn": turn, "message": message}
+
+
+def result_record(run: str, turn: int, call: str, result: dict[str, Any]) -> dict[str, Any]:
+    return {"t": "result", "run": run, "turn": turn, "call": call, "result": result}
+
+
+def commit_record(cp: LoopCheckpoint, keep: int) -> dict[str, Any]:
+    """The delta record of ``cp``: the first ``keep`` messages are the previous checkpoint's."""
+    return {
+        "t": "commit",
+        "run": cp.run_id,
+        "session": cp.session_id,
+        "turn": cp.turn,
+        "v": cp.schema_version,
+        "keep": keep,
+        "append": cp.messages[keep:],
+        "usage": cp.total_usage,
+        "tool_calls": cp.tool_calls_count,
+        "ms": cp.checkpoint_ms,
+    }
+
+
+def checkpoint_delete_record(run: str) -> dict[str, Any]:
+    return {"t": "checkpoint_delete", "run": run}
+
+
+def workflow_record(cp: WorkflowCheckpoint) -> dict[str, Any]:
+    return {"t": "workflow", "checkpoint": cp.to_dict()}
+
+
+def workflow_delete_record(workflow_id: str) -> dict[str, Any]:
+    return {"t": "workflow_delete", "workflow": workflow_id}
+
+
+# ---- state --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Pending:
+    """The intent of an uncommitted round and the results recorded for it so far."""
+
+    turn: int
+    message: dict[str, Any]
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RunState:
+    """What the store keeps per run id."""
+
+    checkpoint: dict[str, Any] | None = None
+    pending: Pending | None = None
+
+
+@dataclass(slots=True)
+class SessionState:
+    """Everything stored for one session: session record, runs (in first-seen order), workflows."""
+
+    session_id: str
+    session: dict[str, Any] | None = None
+    runs: dict[str, RunState] = field(default_factory=dict)
+    workflows: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    # -- reducer -------------------------------------------------------------------------------
+
+    def apply(self, rec: dict[str, Any]) -> None:
+        """Apply one journal record (already shape-checked). Raises ``CheckpointError`` when
+        the record cannot follow the current state (a delta with no base to apply to)."""
+        t = rec["t"]
+        if t == "session":
+            self.session = rec["data"]
+        elif t == "begin":
+            run = self.runs.setdefault(rec["run"], RunState())
+            run.pending = Pending(turn=rec["turn"], message=rec["message"])
+        elif t == "result":
+            run = self.runs.setdefault(rec["run"], RunState())
+            if run.pending is None or run.pending.turn != rec["turn"]:
+                raise CheckpointError(
+                    f"journal of session '{self.session_id}' has a tool result for round "
+                    f"{rec['turn']} of run {rec['run']} that was never begun"
+                )
+            run.pending.results[rec["call"]] = rec["result"]
+        elif t == "commit":
+            self._apply_commit(rec)
+        elif t == "checkpoint_delete":
+            self.runs.pop(rec["run"], None)
+        elif t == "workflow":
+            self.workflows[str(rec["checkpoint"].get("workflow_id"))] = rec["checkpoint"]
+        elif t == "workflow_delete":
+            self.workflows.pop(rec["workflow"], None)
+        else:  # pragma: no cover - shapes.RECORD admits no other kind
+            raise CheckpointError(f"unknown journal record kind {t!r}")
+
+    def _apply_commit(
+        self, rec: dict[str, Any], messages: list[dict[str, Any]] | None = None
+    ) -> None:
+        run = self.runs.setdefault(rec["run"], RunState())
+        if rec["v"] != LOOP_CHECKPOINT_SCHEMA_VERSION:
+            # Written by another build: keep only what ensure_loadable needs to refuse it.
+            run.checkpoint = {"schema_version": rec["v"], "run_id": rec["run"]}
+            run.pending = None
+            return
+        if messages is None:
+            keep = rec["keep"]
+            base: list[dict[str, Any]] = []
+            if keep:
+                prev = run.checkpoint
+                if prev is None or not isinstance(prev.get("messages"), list):
+                    raise CheckpointError(
+                        f"journal of session '{self.session_id}' has a checkpoint delta for run "
+                        f"{rec['run']} without the checkpoint it extends"
+                    )
+                base = prev["messages"][:keep]
+                if len(base) != keep:
+                    raise CheckpointError(
+                        f"journal of session '{self.session_id}' keeps {keep} messages of run "
+                        f"{rec['run']} but only {len(base)} exist"
+                    )
+            messages = base + list(rec["append"])
+        run.checkpoint = {
+            "schema_version": rec["v"],
+            "run_id": rec["run"],
+            "session_id": rec["session"],
+            "turn": rec["turn"],
+            "messages": messages,
+            "total_usage": rec["usage"],
+            "tool_calls_count": rec["tool_calls"],
+            "checkpoint_ms": rec["ms"],
+        }
+        if run.pending is not None and run.pending.turn <= rec["turn"]:
+            run.pending = None
+
+    def apply_commit_live(self, rec: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+        """Apply a commit record the caller just journaled, keeping ``messages`` (the caller's
+        list, copied shallowly) so the next round's prefix check is an identity check."""
+        self._apply_commit(rec, list(messages))
+
+    def keep_count(self, cp: LoopCheckpoint) -> int:
+        """How many leading messages of ``cp`` equal the run's previous checkpoint's messages.
+
+        Returns the previous length when ``cp.messages`` extends it (the usual append-only case:
+        an identity check per element when the loop passes the same dict objects), else 0 (the
+        history was rewritten, e.g. by auto-compaction: the record carries every message).
+        """
+        run = self.runs.get(cp.run_id)
+        prev = None if run is None or run.checkpoint is None else run.checkpoint.get("messages")
+        if not isinstance(prev, list) or len(prev) > len(cp.messages):
+            return 0
+        return len(prev) if cp.messages[: len(prev)] == prev else 0
+
+    # -- views -----------------------------------------------------------------------------------
+
+    def checkpoint(self, run_id: str) -> LoopCheckpoint | None:
+        """The run's last checkpoint as a fresh ``LoopCheckpoint`` (``ensure_loadable`` and the
+        session check applied; raises ``CheckpointError``), or None."""
+        run = self.runs.get(run_id)
+        if run is None or run.checkpoint is None:
+            return None
+        cp = LoopCheckpoint.from_dict(copy_json(run.checkpoint))
+        cp.ensure_session(self.session_id)
+        return cp
+
+    def pending_round(self, run_id: str) -> PendingRound | None:
+        """The run's uncommitted round (copies), or None."""
+        run = self.runs.get(run_id)
+        if run is None or run.pending is None:
+            return None
+        p = run.pending
+        return PendingRound(
+            run_id=run_id,
+            turn=p.turn,
+            assistant_message=copy_json(p.message),
+            results=copy_json(p.results),
+        )
+
+    def workflow(self, workflow_id: str) -> WorkflowCheckpoint | None:
+        raw = self.workflows.get(workflow_id)
+        return None if raw is None else WorkflowCheckpoint.from_dict(copy_json(raw))
+
+    # -- snapshots -------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``state`` of a snapshot record (:class:`shapes.StateModel`)."""
+        return {
+            "session": self.session,
+            "runs": [
+                {
+                    "run": run_id,
+                    "checkpoint": run.checkpoint,
+                    "pending": None
+                    if run.pending is None
+                    else {
+                        "turn": run.pending.turn,
+                        "message": run.pending.message,
+                        "results": run.pending.results,
+                    },
+                }
+                for run_id, run in self.runs.items()
+            ],
+            "workflows": self.workflows,
+        }
+
+    @classmethod
+    def from_json(cls, session_id: str, data: Any) -> SessionState:
+        """Rebuild from a snapshot's ``state``; a bad shape raises ``CheckpointError``."""
+        try:
+            shapes.StateModel.model_validate(data)
+        except ValidationError as exc:
+            raise CheckpointError(
+                f"snapshot of session '{session_id}' is unreadable: {shapes.describe(exc)}"
+            ) from exc
+        state = cls(session_id=session_id, session=data["session"], workflows=data["workflows"])
+        for r in data["runs"]:
+            p = r["pending"]
+            state.runs[r["run"]] = RunState(
+                checkpoint=r["checkpoint"],
+                pending=None if p is None else Pending(p["turn"], p["message"], p["results"]),
+            )
+        return state
+
+    def run_ids(self) -> list[str]:
+        """Run ids with a checkpoint or a pending round, in the order they first appeared."""
+        return list(self.runs)
+
+
+def check_record(session_id: str, rec: Any) -> dict[str, Any]:
+    """Shape-check a decoded journal record; raises ``CheckpointError`` naming the problem."""
+    try:
+        shapes.RECORD.validate_python(rec)
+    except ValidationError as exc:
+        raise CheckpointError(
+            f"journal of session '{session_id}' has an unreadable record: {shapes.describe(exc)}"
+        ) from exc
+    if not isinstance(rec, dict):  # pragma: no cover - validated above
+        raise StoreError("journal record is not an object")
+    return rec
