@@ -1,0 +1,466 @@
+"""AgentSession v1alpha1: spec and status models (ARCHITECTURE.md §3).
+
+The CRD schema in ``crds/`` is generated from these classes by ``berth_operator.api.crdgen``;
+validation therefore lives here: field bounds and patterns (OpenAPI) and CEL rules
+(``x-kubernetes-validations``) for cross-field and immutability checks, so the apiserver rejects a
+bad manifest with a message naming the field. The operator parses objects it reads with
+``AgentSessionSpec.model_validate(body["spec"])``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from berth_operator.api.common import (
+    DNS1123_SUBDOMAIN,
+    LABEL_KEY_CEL,
+    LABEL_VALUE,
+    Condition,
+    Int64,
+    K8sModel,
+    LocalObjectReference,
+    PreservedList,
+    PreservedObject,
+    ResourceRequirements,
+    SecretKeySelector,
+    Toleration,
+)
+from berth_operator.api.constants import LANES, MAX_SESSION_NAME_LENGTH
+
+LaneName = Literal["query", "execute", "generate", "control"]
+LaneMode = Literal["internal", "external", "hybrid"]
+Phase = Literal[
+    "Pending", "Running", "Passivating", "Passivated", "Resuming", "Succeeded", "Failed"
+]
+RunOutcome = Literal["running", "completed", "passivated", "failed", "fenced", "crashed", "lost"]
+
+MODEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"
+THRESHOLD_PATTERN = r"^((0(\.[0-9]+)?|1(\.0+)?)|(100|[1-9]?[0-9])(\.[0-9]+)?%)$"
+IMMUTABLE = "self == oldSelf"
+
+
+def _immutable(field: str) -> dict[str, Any]:
+    return {"x-kubernetes-validations": [{"rule": IMMUTABLE, "message": f"{field} is immutable"}]}
+
+
+class LLMSpec(K8sModel):
+    """How the session reaches its OpenAI-compatible model endpoint."""
+
+    base_url: str | None = Field(
+        default=None, alias="baseURL", max_length=2048, pattern=r"^https?://\S+$"
+    )
+    """Base URL of the OpenAI-compatible API (http or https); passed as OPENAI_BASE_URL."""
+    api_key_secret_ref: SecretKeySelector | None = None
+    """Secret key holding the API key; passed to the pod as OPENAI_API_KEY by secretKeyRef."""
+    api_key: str | None = Field(default=None, alias="apiKey")
+    """Forbidden. A literal API key is never accepted in a spec; use apiKeySecretRef."""
+
+    model_config = K8sModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.apiKey)",
+                    "message": "a literal API key is not allowed: remove spec.llm.apiKey and "
+                    "reference a Secret with spec.llm.apiKeySecretRef",
+                    "fieldPath": ".apiKey",
+                }
+            ]
+        }
+    }
+
+
+class IdentitySpec(K8sModel):
+    """Opaque identity labels propagated to the runtime, hooks, the store and pod labels."""
+
+    tenant_id: Annotated[str, Field(max_length=256)] | None = None
+    """Tenant the session belongs to (label berth.dev/tenant when a valid label value)."""
+    principal: Annotated[str, Field(max_length=256)] | None = None
+    """User or service acting (label berth.dev/principal when a valid label value)."""
+    agent_template_id: Annotated[str, Field(max_length=256)] | None = None
+    """Template the agent was built from (label berth.dev/agent-template when valid)."""
+    correlation_id: Annotated[str, Field(max_length=256)] | None = None
+    """Correlation id for tracing across systems (label berth.dev/correlation-id when valid)."""
+
+
+class SeedFrom(K8sModel):
+    """Where the workspace content comes from before the first run (one of the two)."""
+
+    config_map_ref: LocalObjectReference | None = None
+    """ConfigMap whose keys are written as files into the workspace."""
+    path: Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[^/].*$")] | None = None
+    """Directory inside the shared volume to copy in (relative to the volume root)."""
+
+    model_config = K8sModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.configMapRef) != has(self.path)",
+                    "message": "exactly one of seedFrom.configMapRef and seedFrom.path must be set",
+                }
+            ]
+        }
+    }
+
+
+class WorkspaceSpec(K8sModel):
+    """The code the agent works on, inside the shared volume."""
+
+    sub_path: (
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=1024,
+                pattern=r"^[A-Za-z0-9._-][A-Za-z0-9._/-]*$",
+                json_schema_extra={
+                    "x-kubernetes-validations": [
+                        {
+                            "rule": "!self.split('/').exists(p, p == '..')",
+                            "message": "subPath must not contain '..'",
+                        }
+                    ]
+                },
+            ),
+        ]
+        | None
+    ) = None
+    """Relative path inside the shared volume (default workspaces/<namespace>/<name>)."""
+    seed_from: SeedFrom | None = None
+    """Optional content to copy in before the first run."""
+
+
+class StoreSpec(K8sModel):
+    """The shared ReadWriteMany volume holding the store and the workspace."""
+
+    claim_name: (
+        Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)] | None
+    ) = None
+    """PersistentVolumeClaim name (default: the operator's BERTH_DEFAULT_CLAIM_NAME)."""
+
+
+class LimitsSpec(K8sModel):
+    """Agent-loop limits (RUNTIME-CONTRACT.md "Limits and retention"); unset = runtime default."""
+
+    max_tool_rounds: Annotated[int, Field(ge=1, le=10000)] | None = None
+    """Maximum tool rounds per run (runtime default 50)."""
+    max_parse_retries: Annotated[int, Field(ge=0, le=100)] | None = None
+    """Retries when the model's tool call cannot be parsed (default 2)."""
+    tool_timeout_seconds: Annotated[int, Field(ge=1, le=86400)] | None = None
+    """Timeout of one tool call in seconds (default none)."""
+    circuit_breaker_threshold: Annotated[int, Field(ge=1, le=1000)] | None = None
+    """Consecutive LLM failures that open the circuit breaker (default 3)."""
+    auto_compact: bool | None = None
+    """Compact the history when the context fills (default false)."""
+    auto_compact_threshold: Annotated[str, Field(pattern=THRESHOLD_PATTERN)] | None = None
+    """Fill ratio that triggers compaction: a decimal in [0,1] ("0.8") or a percent ("80%")."""
+    continuation_enabled: bool | None = None
+    """Let the model continue after a truncated answer (default true)."""
+    max_continuation_turns: Annotated[int, Field(ge=0, le=100)] | None = None
+    """Maximum continuation turns (default 3)."""
+
+    model_config = K8sModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.autoCompactThreshold) || "
+                    "!has(self.autoCompact) || self.autoCompact",
+                    "message": "autoCompactThreshold requires autoCompact to be true",
+                    "fieldPath": ".autoCompactThreshold",
+                }
+            ]
+        }
+    }
+
+
+class RetentionSpec(K8sModel):
+    """Caps on what the session keeps (FIFO on insert, never an error); unset = unbounded."""
+
+    max_runs_retained: Annotated[int, Field(ge=1, le=100000)] | None = None
+    """Run records kept."""
+    max_events_per_run: Annotated[int, Field(ge=1, le=10000000)] | None = None
+    """Events kept per run."""
+    max_trace_events: Annotated[int, Field(ge=1, le=10000000)] | None = None
+    """Trace events kept."""
+    max_terminal_subagent_tasks: Annotated[int, Field(ge=0, le=100000)] | None = None
+    """Finished subagent task snapshots kept."""
+
+
+class BudgetSpec(K8sModel):
+    """Hard and soft budget of the session, enforced by the runtime's budget guard."""
+
+    max_total_tokens: Annotated[Int64, Field(ge=1)] | None = None
+    """Total tokens (prompt + completion) the session may use across all runs."""
+    max_tool_calls: Annotated[int, Field(ge=1, le=10000000)] | None = None
+    """Tool calls the session may make across all runs."""
+    soft_limit_percent: Annotated[int, Field(ge=1, le=100)] | None = None
+    """Percent of a limit at which BudgetThresholdHit (soft) is emitted and work proceeds."""
+
+    model_config = K8sModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.softLimitPercent) || has(self.maxTotalTokens) || "
+                    "has(self.maxToolCalls)",
+                    "message": "softLimitPercent needs maxTotalTokens or maxToolCalls",
+                    "fieldPath": ".softLimitPercent",
+                }
+            ]
+        }
+    }
+
+
+class LaneSpec(K8sModel):
+    """Handler mode and limits of one lane of the session's command queue."""
+
+    mode: LaneMode = "internal"
+    """internal (run in the session pod), external (sent to a LaneWorker pool) or hybrid."""
+    lane_worker_ref: LocalObjectReference | None = None
+    """LaneWorker whose Redis task stream receives this lane's tasks (external/hybrid)."""
+    timeout_seconds: Annotated[int, Field(ge=1, le=86400)] | None = None
+    """Timeout of one task of this lane in seconds."""
+    max_concurrency: Annotated[int, Field(ge=1, le=1024)] | None = None
+    """Tasks of this lane running at once in the session."""
+
+    model_config = K8sModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.mode == 'internal' || has(self.laneWorkerRef)",
+                    "message": "laneWorkerRef is required when mode is external or hybrid",
+                    "fieldPath": ".laneWorkerRef",
+                }
+            ]
+        }
+    }
+
+
+class PassivationSpec(K8sModel):
+    """How the session is passivated before its pod goes away (ARCHITECTURE.md §8)."""
+
+    deadline_seconds: Annotated[int, Field(ge=1, le=86400)] | None = None
+    """Grace window before forced eviction in seconds (default: BERTH_PASSIVATION_DEADLINE_SECONDS,
+    120)."""
+
+
+_NODE_SELECTOR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "maxProperties": 64,
+    "additionalProperties": {"type": "string", "maxLength": 63, "pattern": LABEL_VALUE},
+    "x-kubernetes-validations": [
+        {
+            "rule": f"self.all(k, k.matches('{LABEL_KEY_CEL}'))",
+            "message": "nodeSelector keys must be valid label keys",
+        }
+    ],
+}
+
+
+class PlacementSpec(K8sModel):
+    """Where and how big the session pod is (copied into the Pod spec)."""
+
+    node_selector: Annotated[
+        dict[str, str] | None, Field(json_schema_extra=_NODE_SELECTOR_SCHEMA)
+    ] = None
+    """Node labels the pod requires; values must be valid label values."""
+    affinity: PreservedObject | None = None
+    """core/v1 Affinity, passed through."""
+    tolerations: list[Toleration] | None = Field(default=None, max_length=64)
+    """Tolerations of the pod."""
+    priority_class_name: (
+        Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)] | None
+    ) = None
+    """PriorityClass of the pod."""
+    resources: ResourceRequirements | None = None
+    """Requests and limits of the session container."""
+    topology_spread_constraints: PreservedList | None = None
+    """core/v1 TopologySpreadConstraints, passed through."""
+
+
+class AgentSessionSpec(K8sModel):
+    """Desired state of an agent session: the task, the model and how it runs."""
+
+    prompt: Annotated[
+        str, Field(min_length=1, max_length=262144, json_schema_extra=_immutable("prompt"))
+    ]
+    """The task given to the agent. Immutable (keepAlive sessions take more prompts over HTTP)."""
+    model: Annotated[str, Field(min_length=3, max_length=256, pattern=MODEL_PATTERN)]
+    """Model as provider/model, e.g. openai/gpt-4o-mini. Used from the next placement on."""
+    llm: LLMSpec | None = None
+    """Endpoint and credentials of the model."""
+    identity: Annotated[IdentitySpec | None, Field(json_schema_extra=_immutable("identity"))] = None
+    """Identity labels. Immutable."""
+    workspace: Annotated[WorkspaceSpec | None, Field(json_schema_extra=_immutable("workspace"))] = (
+        None
+    )
+    """Workspace inside the shared volume. Immutable."""
+    store: Annotated[StoreSpec | None, Field(json_schema_extra=_immutable("store"))] = None
+    """Shared volume claim. Immutable."""
+    limits: LimitsSpec | None = None
+    """Agent-loop limits."""
+    retention: RetentionSpec | None = None
+    """Retention caps."""
+    budget: BudgetSpec | None = None
+    """Token and tool-call budget."""
+    lanes: Annotated[
+        dict[LaneName, LaneSpec] | None,
+        Field(
+            json_schema_extra={
+                "maxProperties": 4,
+                "x-kubernetes-validations": [
+                    {
+                        "rule": "self.all(k, k in " + repr(list(LANES)).replace(" ", "") + ")",
+                        "message": "unknown lane: lane names are query, execute, generate, control",
+                    }
+                ],
+            }
+        ),
+    ] = None
+    """Per-lane handler configuration, keyed by lane: query, execute, generate, control."""
+    passivation: PassivationSpec | None = None
+    """Passivation settings."""
+    suspend: bool | None = None
+    """true passivates the session and keeps it passivated; false resumes it."""
+    keep_alive: bool | None = None
+    """After the task, stay idle and accept more prompts instead of completing."""
+    placement: PlacementSpec | None = None
+    """Scheduling and resources of the session pod."""
+
+    model_config = K8sModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.identity) == has(oldSelf.identity)",
+                    "message": "identity is immutable (it cannot be added or removed)",
+                    "fieldPath": ".identity",
+                },
+                {
+                    "rule": "has(self.workspace) == has(oldSelf.workspace)",
+                    "message": "workspace is immutable (it cannot be added or removed)",
+                    "fieldPath": ".workspace",
+                },
+                {
+                    "rule": "has(self.store) == has(oldSelf.store)",
+                    "message": "store is immutable (it cannot be added or removed)",
+                    "fieldPath": ".store",
+                },
+            ]
+        }
+    }
+
+
+class RunRecord(K8sModel):
+    """One run of the session's lineage (a resume starts a new run)."""
+
+    run_id: str
+    """Run id (run-<id>)."""
+    resumed_from: str | None = None
+    """Run id this run resumed, if any."""
+    pod_name: str | None = None
+    """Pod that executed the run."""
+    node_name: str | None = None
+    """Node of that pod."""
+    epoch: Int64 | None = None
+    """Placement epoch of that pod."""
+    started_at: datetime | None = None
+    """When the operator first saw the run."""
+    ended_at: datetime | None = None
+    """When the run ended (absent while running)."""
+    outcome: RunOutcome = "running"
+    """running, completed, passivated, failed, fenced, crashed or lost."""
+    reason: Annotated[str, Field(max_length=1024)] | None = None
+    """Why it ended (from the termination message or the operator's observation)."""
+
+
+class Checkpoint(K8sModel):
+    """The last durable loop checkpoint the runtime reported."""
+
+    run_id: str | None = None
+    """Run the checkpoint belongs to."""
+    turn: int | None = None
+    """Completed tool rounds."""
+    tool_calls_count: int | None = None
+    """Tool calls made so far in the run lineage."""
+    at: datetime | None = None
+    """When it was written."""
+
+
+class Usage(K8sModel):
+    """Token usage of the session (cumulative across resumed runs)."""
+
+    prompt_tokens: Int64 = 0
+    """Prompt tokens."""
+    completion_tokens: Int64 = 0
+    """Completion tokens."""
+    total_tokens: Int64 = 0
+    """Prompt plus completion tokens."""
+
+
+class Result(K8sModel):
+    """Final answer of the session."""
+
+    text: Annotated[str, Field(max_length=8192)] = ""
+    """Final text of the agent (truncated to 4096 characters)."""
+    truncated: bool | None = None
+    """true when text was truncated."""
+    finished_at: datetime | None = None
+    """When the session finished."""
+
+
+class AgentSessionStatus(K8sModel):
+    """Observed state, written only by the operator through the status subresource."""
+
+    conditions: Annotated[
+        list[Condition] | None,
+        Field(
+            json_schema_extra={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"],
+            }
+        ),
+    ] = None
+    """Conditions: Ready (summary), Placed, Running, Passivated, Completed, BudgetExhausted,
+    Degraded, Failed."""
+    phase: Phase | None = None
+    """One-word summary for printer columns only; use conditions for logic."""
+    observed_generation: Int64 | None = None
+    """metadata.generation last acted on."""
+    epoch: Int64 | None = None
+    """Current placement epoch; bumped before every pod create (fencing token)."""
+    pod_name: str | None = None
+    """Pod of the current epoch."""
+    pod_uid: str | None = None
+    """UID of that pod once it was seen."""
+    pod_ip: str | None = None
+    """IP of that pod (the operator calls http://<podIP>:8080)."""
+    node_name: str | None = None
+    """Node of that pod."""
+    run_id: str | None = None
+    """Current (or last) run id."""
+    runs: list[RunRecord] | None = Field(default=None, max_length=64)
+    """Lineage of runs, newest last, bounded to the last 20."""
+    checkpoint: Checkpoint | None = None
+    """Last durable checkpoint."""
+    usage: Usage | None = None
+    """Token usage."""
+    passivations: Int64 | None = None
+    """How many times the session was passivated."""
+    restarts: int | None = None
+    """Consecutive placements after a pod died without passivating (reset on success)."""
+    next_attempt_at: datetime | None = None
+    """When the next replacement may be created (exponential backoff)."""
+    result: Result | None = None
+    """Final answer once Completed."""
+    last_error: Annotated[str, Field(max_length=4096)] | None = None
+    """Last error reported by the runtime or the operator."""
+
+
+ROOT_VALIDATIONS: list[dict[str, str]] = [
+    {
+        "rule": f"self.metadata.name.size() <= {MAX_SESSION_NAME_LENGTH}",
+        "message": f"metadata.name must be at most {MAX_SESSION_NAME_LENGTH} characters "
+        "(pod names <name>-e<epoch> must stay valid label values)",
+    }
+]

@@ -1,0 +1,134 @@
+"""Condition types and reasons of AgentSession, and the pure helper that sets one.
+
+Follows the Kubernetes API conventions for conditions (metav1.Condition): ``Ready`` is the
+summary; ``lastTransitionTime`` moves only when ``status`` changes; reasons are CamelCase
+constants documented here; the whole list is written at once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Final
+
+from berth_operator.api.common import Condition, ConditionStatus
+
+
+class CondType:
+    """AgentSession condition types."""
+
+    READY: Final = "Ready"
+    """Summary: True while the session runs healthily or has succeeded."""
+    PLACED: Final = "Placed"
+    """A pod of the current epoch exists and is bound to a node."""
+    RUNNING: Final = "Running"
+    """The runtime of the current pod answers /readyz (and the run is in progress)."""
+    PASSIVATED: Final = "Passivated"
+    """The session is passivated (False with reason Passivating while it passivates)."""
+    COMPLETED: Final = "Completed"
+    """The task finished (outcome completed)."""
+    BUDGET_EXHAUSTED: Final = "BudgetExhausted"
+    """The budget guard denied further work."""
+    DEGRADED: Final = "Degraded"
+    """The last pod died without passivating and the session is being recovered."""
+    FAILED: Final = "Failed"
+    """Terminal failure: the run failed or replacements were exhausted."""
+
+    ALL: Final = (READY, PLACED, RUNNING, PASSIVATED, COMPLETED, BUDGET_EXHAUSTED, DEGRADED, FAILED)
+
+
+class Reason:
+    """CamelCase reasons used in AgentSession conditions and Events."""
+
+    # Placed
+    POD_CREATED: Final = "PodCreated"
+    """The pod of the current epoch was created and waits for scheduling."""
+    POD_SCHEDULED: Final = "PodScheduled"
+    """The pod is bound to a node."""
+    WAITING_FOR_POD: Final = "WaitingForPod"
+    """No pod yet (first placement pending or previous pod being removed)."""
+    BACKOFF: Final = "BackOff"
+    """Waiting for the exponential backoff before the next replacement."""
+    LANE_WORKER_NOT_FOUND: Final = "LaneWorkerNotFound"
+    """A lane references a LaneWorker that does not exist."""
+    # Running
+    RUNTIME_READY: Final = "RuntimeReady"
+    STARTING: Final = "Starting"
+    NOT_RUNNING: Final = "NotRunning"
+    # Completed / phase-like summaries
+    RUN_COMPLETED: Final = "RunCompleted"
+    IN_PROGRESS: Final = "InProgress"
+    SUCCEEDED: Final = "Succeeded"
+    PENDING: Final = "Pending"
+    RESUMING: Final = "Resuming"
+    RUNNING: Final = "Running"
+    # Passivated
+    NOT_PASSIVATED: Final = "NotPassivated"
+    PASSIVATING: Final = "Passivating"
+    PASSIVATED: Final = "Passivated"
+    # BudgetExhausted
+    WITHIN_BUDGET: Final = "WithinBudget"
+    BUDGET_EXHAUSTED: Final = "BudgetExhausted"
+    # Degraded (why the last pod was replaced; see reconcile.replacement)
+    AS_EXPECTED: Final = "AsExpected"
+    POD_CRASHED: Final = "PodCrashed"
+    NODE_LOST: Final = "NodeLost"
+    POD_EVICTED: Final = "PodEvicted"
+    POD_DELETED: Final = "PodDeleted"
+    RUN_FAILED: Final = "RunFailed"
+    # Failed
+    RETRIES_EXHAUSTED: Final = "RetriesExhausted"
+    NOT_FAILED: Final = "NotFailed"
+
+
+def set_condition(
+    conditions: list[Condition],
+    type_: str,
+    status: ConditionStatus,
+    reason: str,
+    message: str,
+    *,
+    now: datetime,
+    generation: int | None,
+) -> list[Condition]:
+    """Return ``conditions`` with ``type_`` set; ``lastTransitionTime`` kept unless status changed.
+
+    Pure: the input list is not modified. Order: existing order, new types appended.
+    """
+    out: list[Condition] = []
+    found = False
+    for cond in conditions:
+        if cond.type != type_:
+            out.append(cond)
+            continue
+        found = True
+        ltt = cond.last_transition_time if cond.status == status else now
+        out.append(
+            Condition(
+                type=type_,
+                status=status,
+                reason=reason,
+                message=message,
+                last_transition_time=ltt,
+                observed_generation=generation,
+            )
+        )
+    if not found:
+        out.append(
+            Condition(
+                type=type_,
+                status=status,
+                reason=reason,
+                message=message,
+                last_transition_time=now,
+                observed_generation=generation,
+            )
+        )
+    return out
+
+
+def get_condition(conditions: list[Condition] | None, type_: str) -> Condition | None:
+    """The condition of ``type_`` or None."""
+    for cond in conditions or []:
+        if cond.type == type_:
+            return cond
+    return None

@@ -1,0 +1,77 @@
+"""Names shared by the operator, the CRDs and the session pod contract (ARCHITECTURE.md §1, §5).
+
+Everything here is a plain constant: the CRD generator, the builders, the decisions and the
+handlers import them so a name is spelled once.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "berth.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+CATEGORY: Final = "berth"
+
+SESSION_KIND: Final = "AgentSession"
+SESSION_PLURAL: Final = "agentsessions"
+SESSION_SINGULAR: Final = "agentsession"
+SESSION_SHORT_NAMES: Final = ("ags",)
+
+LANEWORKER_KIND: Final = "LaneWorker"
+LANEWORKER_PLURAL: Final = "laneworkers"
+LANEWORKER_SINGULAR: Final = "laneworker"
+LANEWORKER_SHORT_NAMES: Final = ("lw",)
+
+# Labels and annotations (prefix berth.dev/).
+LABEL_SESSION: Final = "berth.dev/session"
+"""Label on session pods and ConfigMaps: the AgentSession name."""
+LABEL_SESSION_UID: Final = "berth.dev/session-uid"
+"""Label on session pods and ConfigMaps: the AgentSession metadata.uid (names can be reused)."""
+LABEL_EPOCH: Final = "berth.dev/epoch"
+"""Label on session pods: the placement epoch (decimal)."""
+LABEL_LANEWORKER: Final = "berth.dev/laneworker"
+LABEL_TENANT: Final = "berth.dev/tenant"
+LABEL_PRINCIPAL: Final = "berth.dev/principal"
+LABEL_AGENT_TEMPLATE: Final = "berth.dev/agent-template"
+LABEL_CORRELATION: Final = "berth.dev/correlation-id"
+LABEL_COMPONENT: Final = "app.kubernetes.io/component"
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+LABEL_NAME: Final = "app.kubernetes.io/name"
+MANAGED_BY: Final = "berth-operator"
+COMPONENT_SESSION: Final = "session"
+COMPONENT_STORE_CLEANUP: Final = "store-cleanup"
+
+ANNOTATION_DELETE_STORE: Final = "berth.dev/delete-store"
+"""On an AgentSession: ``"true"`` makes deletion also remove its store and workspace."""
+ANNOTATION_REPLACED_REASON: Final = "berth.dev/placement-reason"
+"""On session pods: why this placement happened (a PlacementReason value)."""
+ANNOTATION_RESUME_RUN_ID: Final = "berth.dev/resume-run-id"
+"""On session pods: the run id this pod was asked to resume (empty for the first run)."""
+
+FINALIZER: Final = "berth.dev/finalizer"
+
+# Session pod contract (ARCHITECTURE.md §5).
+SESSION_CONTAINER: Final = "session"
+SESSION_PORT: Final = 8080
+OPTIONS_KEY: Final = "options.json"
+OPTIONS_MOUNT_PATH: Final = "/etc/berth/session"
+SHARED_MOUNT_PATH: Final = "/var/lib/berth/shared"
+TERMINATION_MESSAGE_PATH: Final = "/dev/termination-log"
+STORE_SUBDIR: Final = "store"
+WORKSPACES_SUBDIR: Final = "workspaces"
+SESSION_COMMAND: Final = "berth-session"
+WORKER_TASK_STREAM: Final = "berth:{namespace}:lw:{name}:tasks"
+"""Redis stream of a LaneWorker pool (ARCHITECTURE.md §7)."""
+WORKER_CONSUMER_GROUP: Final = "workers"
+RESULT_STREAM: Final = "berth:{namespace}:s:{session_uid}:results"
+"""Reply stream of one session (ARCHITECTURE.md §7)."""
+
+MAX_SESSION_NAME_LENGTH: Final = 50
+"""AgentSession names are capped so ``<name>-e<epoch>`` stays a valid label value (63 chars)."""
+MAX_RUNS_IN_STATUS: Final = 20
+"""status.runs keeps the last 20 runs (oldest dropped first)."""
+MAX_RESULT_TEXT: Final = 4096
+"""status.result.text is truncated to 4096 characters."""
+
+LANES: Final = ("query", "execute", "generate", "control")

@@ -1,0 +1,296 @@
+"""Generate the CustomResourceDefinitions in ``crds/`` from the pydantic models.
+
+Usage (``make crds``)::
+
+    python -m berth_operator.api.crdgen crds            # (re)write crds/*.yaml
+    python -m berth_operator.api.crdgen crds --check    # exit 1 if a file differs
+    python -m berth_operator.api.crdgen options-schema  # print the options.json JSON Schema
+
+pydantic emits JSON Schema (2020-12, ``$defs``/``$ref``, ``anyOf`` with null for optionals,
+``additionalProperties: false``, titles); Kubernetes wants a *structural* OpenAPI v3 schema
+(every node typed, no ``$ref``, no ``anyOf`` except int-or-string, ``properties`` and
+``additionalProperties`` exclusive). ``to_structural`` does that conversion; attribute docstrings
+become ``description``; integers become ``format: int32`` unless marked ``int64``.
+Extensions (``x-kubernetes-validations``, list types, int-or-string, preserve-unknown) pass
+through from ``json_schema_extra``. Called by the Makefile and by tests/unit/operator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from berth_operator.api import agentsession, laneworker
+from berth_operator.api.constants import (
+    CATEGORY,
+    GROUP,
+    LANEWORKER_KIND,
+    LANEWORKER_PLURAL,
+    LANEWORKER_SHORT_NAMES,
+    LANEWORKER_SINGULAR,
+    SESSION_KIND,
+    SESSION_PLURAL,
+    SESSION_SHORT_NAMES,
+    SESSION_SINGULAR,
+    VERSION,
+)
+from berth_operator.api.options import options_json_schema
+
+_DROP_KEYS = {"title", "additionalProperties", "propertyNames", "$defs", "examples"}
+_KEEP_FORMATS = {"int32", "int64", "date-time", "byte"}
+
+
+def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """Inline a ``$ref`` (siblings override the target, as in JSON Schema 2020-12)."""
+    if "$ref" in node:
+        name = node["$ref"].split("/")[-1]
+        merged = dict(defs[name])
+        merged.update({k: v for k, v in node.items() if k != "$ref"})
+        return _resolve(merged, defs)
+    if "allOf" in node and len(node["allOf"]) == 1:
+        merged = _resolve(node["allOf"][0], defs)
+        merged.update({k: v for k, v in node.items() if k != "allOf"})
+        return merged
+    return node
+
+
+def to_structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """Convert one pydantic JSON-Schema node to a structural OpenAPI v3 node (pure)."""
+    node = _resolve(node, defs)
+    if "anyOf" in node and not node.get("x-kubernetes-int-or-string"):
+        variants = [v for v in node["anyOf"] if v.get("type") != "null"]
+        if len(variants) != 1:
+            raise ValueError(f"cannot make a structural schema of anyOf {node['anyOf']!r}")
+        inner = to_structural(variants[0], defs)
+        outer = {k: v for k, v in node.items() if k not in ("anyOf", "default")}
+        # Descriptions and extensions written on the field win over the ones of the type.
+        for key, value in outer.items():
+            if key == "x-kubernetes-validations":
+                inner[key] = [*inner.get(key, []), *value]
+            elif key == "additionalProperties" and isinstance(value, dict):
+                inner[key] = to_structural(value, defs)
+            elif key not in _DROP_KEYS:
+                inner[key] = value
+        return _finish(inner, defs)
+    return _finish(dict(node), defs)
+
+
+def _finish(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROP_KEYS:
+            continue
+        if key == "default" and value is None:
+            continue
+        if key == "const":
+            out["enum"] = [value]
+            continue
+        if key == "format" and value not in _KEEP_FORMATS:
+            continue
+        if key == "properties":
+            out["properties"] = {k: to_structural(v, defs) for k, v in value.items()}
+            continue
+        if key == "items" and isinstance(value, dict):
+            out["items"] = to_structural(value, defs)
+            continue
+        if key == "anyOf" and node.get("x-kubernetes-int-or-string"):
+            continue  # int-or-string needs no anyOf in a structural schema
+        out[key] = value
+    add = node.get("additionalProperties")
+    if isinstance(add, dict) and "properties" not in node:
+        out["additionalProperties"] = to_structural(add, defs)
+    if node.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+    elif "type" not in out:
+        if "enum" in out:
+            out["type"] = "string"
+        elif "properties" in out or "additionalProperties" in out:
+            out["type"] = "object"
+    if out.get("type") == "integer" and "format" not in out:
+        out["format"] = "int32"
+    if out.get("type") == "string" and node.get("format") == "date-time":
+        out["format"] = "date-time"
+    first = {k: out[k] for k in ("type", "description") if k in out}
+    return first | {k: v for k, v in out.items() if k not in first}
+
+
+def model_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """Structural schema of ``model`` (by alias, validation mode)."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    defs = raw.get("$defs", {})
+    return to_structural(raw, defs)
+
+
+def _crd(
+    *,
+    kind: str,
+    plural: str,
+    singular: str,
+    short_names: tuple[str, ...],
+    description: str,
+    spec: type[BaseModel],
+    status: type[BaseModel],
+    columns: list[dict[str, Any]],
+    root_validations: list[dict[str, str]] | None = None,
+    scale: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    root: dict[str, Any] = {
+        "type": "object",
+        "description": description,
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string", "description": "APIVersion: berth.dev/v1alpha1."},
+            "kind": {"type": "string", "description": f"Kind: {kind}."},
+            "metadata": {"type": "object"},
+            "spec": model_schema(spec),
+            "status": model_schema(status),
+        },
+    }
+    if root_validations:
+        root["x-kubernetes-validations"] = root_validations
+    subresources: dict[str, Any] = {"status": {}}
+    if scale:
+        subresources["scale"] = scale
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{plural}.{GROUP}",
+            "labels": {"app.kubernetes.io/name": "berth", "app.kubernetes.io/part-of": "berth"},
+        },
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": singular,
+                "shortNames": list(short_names),
+                "categories": [CATEGORY],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": root},
+                    "subresources": subresources,
+                    "additionalPrinterColumns": columns,
+                }
+            ],
+        },
+    }
+
+
+def agentsession_crd() -> dict[str, Any]:
+    """The AgentSession CRD (ARCHITECTURE.md §3)."""
+    return _crd(
+        kind=SESSION_KIND,
+        plural=SESSION_PLURAL,
+        singular=SESSION_SINGULAR,
+        short_names=SESSION_SHORT_NAMES,
+        description="AgentSession runs one long-lived AI coding-agent session on the cluster: "
+        "Berth places a session pod, resumes the run on a new pod after a crash, node loss or "
+        "passivation, and reports progress in status.",
+        spec=agentsession.AgentSessionSpec,
+        status=agentsession.AgentSessionStatus,
+        root_validations=agentsession.ROOT_VALIDATIONS,
+        columns=[
+            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+            {
+                "name": "Ready",
+                "type": "string",
+                "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+            },
+            {"name": "Node", "type": "string", "jsonPath": ".status.nodeName"},
+            {"name": "Run", "type": "string", "jsonPath": ".status.runId"},
+            {"name": "Turn", "type": "integer", "jsonPath": ".status.checkpoint.turn"},
+            {"name": "Tokens", "type": "integer", "jsonPath": ".status.usage.totalTokens"},
+            {"name": "Epoch", "type": "integer", "jsonPath": ".status.epoch", "priority": 1},
+            {"name": "Pod", "type": "string", "jsonPath": ".status.podName", "priority": 1},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+    )
+
+
+def laneworker_crd() -> dict[str, Any]:
+    """The LaneWorker CRD (ARCHITECTURE.md §4), with /scale."""
+    return _crd(
+        kind=LANEWORKER_KIND,
+        plural=LANEWORKER_PLURAL,
+        singular=LANEWORKER_SINGULAR,
+        short_names=LANEWORKER_SHORT_NAMES,
+        description="LaneWorker is a pool of berth-worker pods that run the heavy tool calls "
+        "(bash, write, edit) of sessions from a Redis task stream, scaled on queue pressure.",
+        spec=laneworker.LaneWorkerSpec,
+        status=laneworker.LaneWorkerStatus,
+        scale={
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector",
+        },
+        columns=[
+            {"name": "Lane", "type": "string", "jsonPath": ".spec.lane"},
+            {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas"},
+            {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
+            {"name": "Desired", "type": "integer", "jsonPath": ".status.desiredReplicas"},
+            {"name": "Backlog", "type": "integer", "jsonPath": ".status.pressure.backlog"},
+            {"name": "InFlight", "type": "integer", "jsonPath": ".status.pressure.inFlight"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+    )
+
+
+HEADER = "# Generated by `make crds` (python -m berth_operator.api.crdgen crds). Do not edit.\n"
+
+
+def render(crd: dict[str, Any]) -> str:
+    """YAML text of one CRD file (stable key order as built)."""
+    return HEADER + yaml.safe_dump(crd, sort_keys=False, width=100, allow_unicode=True)
+
+
+def rendered_files() -> dict[str, str]:
+    """File name → content for every CRD."""
+    return {
+        f"{GROUP}_{SESSION_PLURAL}.yaml": render(agentsession_crd()),
+        f"{GROUP}_{LANEWORKER_PLURAL}.yaml": render(laneworker_crd()),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m berth_operator.api.crdgen")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    crds = sub.add_parser("crds", help="write the CRD YAML files")
+    crds.add_argument("outdir", nargs="?", default="crds")
+    crds.add_argument("--check", action="store_true", help="fail if files differ")
+    sub.add_parser("options-schema", help="print the JSON Schema of options.json")
+    args = parser.parse_args(argv)
+    if args.cmd == "options-schema":
+        sys.stdout.write(yaml.safe_dump(options_json_schema(), sort_keys=False))
+        return 0
+    outdir = Path(args.outdir)
+    stale = []
+    for name, text in rendered_files().items():
+        path = outdir / name
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(str(path))
+            continue
+        outdir.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path}")
+    if stale:
+        print("out of date (run `make crds`): " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,163 @@
+"""LaneWorker v1alpha1: spec and status models (ARCHITECTURE.md §4).
+
+A LaneWorker is a pool of ``berth-worker`` pods consuming the Redis task stream
+``berth:{ns}:lw:{name}:tasks``. This issue defines the API (CRD, ``/scale``) and the stream name
+sessions are given; scaling the Deployment is a later issue.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from berth_operator.api.common import (
+    Condition,
+    Int64,
+    K8sModel,
+    PreservedObject,
+    ResourceRequirements,
+    Toleration,
+)
+from berth_operator.api.constants import WORKER_TASK_STREAM
+
+
+class PrometheusSource(K8sModel):
+    """Prometheus query giving the pool's pressure (backlog plus in-flight tasks)."""
+
+    url: Annotated[str, Field(min_length=1, max_length=2048, pattern=r"^https?://\S+$")]
+    """Prometheus base URL."""
+    query: Annotated[str, Field(min_length=1, max_length=4096)]
+    """PromQL returning one number: tasks waiting plus tasks running."""
+
+
+class ScalingSpec(K8sModel):
+    """Queue-pressure autoscaling. Absent: the operator does not scale (use /scale, HPA, KEDA)."""
+
+    target_tasks_per_replica: Annotated[int, Field(ge=1, le=10000)] = 1
+    """Desired pressure (backlog + in-flight) per replica."""
+    polling_interval_seconds: Annotated[int, Field(ge=1, le=3600)] = 5
+    """How often pressure is read, in seconds."""
+    scale_up_stabilization_seconds: Annotated[int, Field(ge=0, le=3600)] = 0
+    """Window over which the highest recommendation is used when scaling up, in seconds."""
+    scale_down_stabilization_seconds: Annotated[int, Field(ge=0, le=86400)] = 300
+    """Window over which the highest recommendation is used when scaling down, in seconds."""
+    source: Literal["broker", "prometheus"] = "broker"
+    """Where pressure comes from: the Redis consumer group (broker) or a Prometheus query."""
+    prometheus: PrometheusSource | None = None
+    """Required when source is prometheus."""
+
+    model_config = K8sModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.source != 'prometheus' || has(self.prometheus)",
+                    "message": "scaling.prometheus is required when scaling.source is prometheus",
+                    "fieldPath": ".prometheus",
+                }
+            ]
+        }
+    }
+
+
+class WorkerTemplate(K8sModel):
+    """Overrides applied to the worker pods."""
+
+    resources: ResourceRequirements | None = None
+    """Requests and limits of the worker container."""
+    node_selector: dict[str, str] | None = None
+    """Node labels the worker pods require."""
+    tolerations: list[Toleration] | None = Field(default=None, max_length=64)
+    """Tolerations of the worker pods."""
+    security_context: PreservedObject | None = None
+    """core/v1 SecurityContext of the worker container, passed through."""
+
+
+class WorkerStore(K8sModel):
+    """Shared volume the workers mount (the sessions' workspaces live there)."""
+
+    claim_name: Annotated[str, Field(min_length=1, max_length=253)] | None = None
+    """PersistentVolumeClaim name (default: the operator's default claim)."""
+
+
+class LaneWorkerSpec(K8sModel):
+    """Desired state of a pool of lane workers."""
+
+    lane: Literal["query", "execute", "generate", "control"] = "execute"
+    """Lane whose tasks this pool runs."""
+    image: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
+    """Worker image (default: the operator's image)."""
+    concurrency: Annotated[int, Field(ge=1, le=256)] = 1
+    """Tasks one worker pod runs at once."""
+    replicas: Annotated[int, Field(ge=0, le=10000)] | None = None
+    """Replica count when scaling is absent (the /scale subresource writes this field)."""
+    min_replicas: Annotated[int, Field(ge=0, le=10000)] = 0
+    """Lower bound of autoscaling (may be 0)."""
+    max_replicas: Annotated[int, Field(ge=1, le=10000)] = 10
+    """Upper bound of autoscaling."""
+    scaling: ScalingSpec | None = None
+    """Queue-pressure autoscaling; absent means replicas is driven externally."""
+    store: WorkerStore | None = None
+    """Shared volume."""
+    task_timeout_seconds: Annotated[int, Field(ge=1, le=86400)] = 600
+    """Longest a task may run; also the drain time a worker gets on SIGTERM (seconds)."""
+    template: WorkerTemplate | None = None
+    """Pod overrides."""
+
+    model_config = K8sModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.minReplicas <= self.maxReplicas",
+                    "message": "minReplicas must not exceed maxReplicas",
+                    "fieldPath": ".minReplicas",
+                }
+            ]
+        }
+    }
+
+
+class Pressure(K8sModel):
+    """Queue pressure of the pool."""
+
+    backlog: Int64 = 0
+    """Tasks not yet delivered to a worker (consumer group lag)."""
+    in_flight: Int64 = 0
+    """Tasks delivered and not yet acknowledged (pending entries)."""
+
+
+class LaneWorkerStatus(K8sModel):
+    """Observed state of the pool, written by the operator."""
+
+    replicas: int | None = None
+    """Pods of the pool (for /scale)."""
+    ready_replicas: int | None = None
+    """Ready pods."""
+    desired_replicas: int | None = None
+    """Replicas the autoscaler last asked for."""
+    selector: str | None = None
+    """Label selector of the pool's pods (for /scale and HPA)."""
+    task_stream: str | None = None
+    """Redis stream the pool consumes."""
+    pressure: Pressure | None = None
+    """Last pressure reading."""
+    last_scale_time: datetime | None = None
+    """When the pool was last resized."""
+    conditions: Annotated[
+        list[Condition] | None,
+        Field(
+            json_schema_extra={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"],
+            }
+        ),
+    ] = None
+    """Conditions (Ready summary)."""
+    observed_generation: Int64 | None = None
+    """metadata.generation last acted on."""
+
+
+def task_stream(namespace: str, name: str) -> str:
+    """The Redis task stream of LaneWorker ``namespace/name`` (ARCHITECTURE.md §7)."""
+    return WORKER_TASK_STREAM.format(namespace=namespace, name=name)
