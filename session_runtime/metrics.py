@@ -5,6 +5,10 @@ session's hook events, its ``state()`` and a timing wrapper around the session s
 :class:`SessionMetrics` has its own ``CollectorRegistry`` (nothing goes to the global default
 registry), so every test builds a fresh, isolated set.
 
+Sources: rounds and checkpoint timings from the store wrapper (one observation per
+``commit_round``), tokens from the budget guard's ``record_after_llm`` (one per LLM call), tool
+calls from ``tool_end`` hook events, passivations and state from the server itself.
+
 Metrics (label values come from fixed sets, never session or pod names — CONVENTIONS §8):
 
 =============================================== ========= =========================================
@@ -23,12 +27,13 @@ name                                             type      meaning
 =============================================== ========= =========================================
 
 Counters count work done *by this process*: a resumed run's carried-forward usage and rounds are
-the baseline, not increments (Prometheus handles the counter reset of a new pod).
+not counted again (Prometheus handles the counter reset of a new pod).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -79,8 +84,8 @@ def reason_label(reason: str | None) -> str:
 class SessionMetrics:
     """The ``berth_session_*`` metric objects in a private registry.
 
-    Feed methods never raise for odd input (a negative delta is ignored): metrics must not break
-    the agent loop.
+    Feed methods ignore odd input (negative or non-int token counts): metrics must not break the
+    agent loop. Only :meth:`set_state` raises, for a state outside :data:`STATES` (a bug).
     """
 
     def __init__(self) -> None:
@@ -127,9 +132,6 @@ class SessionMetrics:
         for reason in PASSIVATION_REASON_LABELS:
             self.passivations_total.labels(reason=reason)
         self.set_state("starting")
-        self._seen_prompt = 0
-        self._seen_completion = 0
-        self._seen_turn = 0
 
     def set_state(self, state: str) -> None:
         """Make ``state`` (one of :data:`STATES`) the only gauge series at 1."""
@@ -138,31 +140,16 @@ class SessionMetrics:
         for name in STATES:
             self.state.labels(state=name).set(1 if name == state else 0)
 
-    def set_baseline(self, turn: int, prompt_tokens: int, completion_tokens: int) -> None:
-        """Start counting from a resumed run's carried-forward counters (no increments)."""
-        self._seen_turn = max(turn, 0)
-        self._seen_prompt = max(prompt_tokens, 0)
-        self._seen_completion = max(completion_tokens, 0)
+    def observe_llm_usage(self, usage: Mapping[str, Any]) -> None:
+        """Count one successful LLM call's ``prompt_tokens`` and ``completion_tokens``.
 
-    def observe_progress(self, turn: int, prompt_tokens: int, completion_tokens: int) -> None:
-        """Advance counters to the cumulative ``turn``/token values of the current run.
-
-        Values lower than the last seen (a new run started at turn 0) reset the baseline instead
-        of decrementing.
+        Fed per call (the server's budget guard sees every ``record_after_llm``), so a resumed
+        run's carried-forward usage is never counted again.
         """
-        for attr, value, inc in (
-            ("_seen_turn", turn, self.rounds_total.inc),
-            ("_seen_prompt", prompt_tokens, self.llm_tokens_total.labels(kind="prompt").inc),
-            (
-                "_seen_completion",
-                completion_tokens,
-                self.llm_tokens_total.labels(kind="completion").inc,
-            ),
-        ):
-            seen: int = getattr(self, attr)
-            if value > seen:
-                inc(value - seen)
-            setattr(self, attr, max(value, 0))
+        for kind in TOKEN_KINDS:
+            value = usage.get(f"{kind}_tokens")
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                self.llm_tokens_total.labels(kind=kind).inc(value)
 
     def observe_tool_call(self, lane: str) -> None:
         """Count one finished tool call in ``lane`` (anything but ``query`` counts as execute)."""

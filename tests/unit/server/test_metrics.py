@@ -42,18 +42,14 @@ def test_registries_are_isolated() -> None:
     assert samples(b)[("berth_session_rounds_total", ())] == 0
 
 
-def test_progress_counts_only_this_process_work() -> None:
+def test_llm_usage_is_counted_per_call() -> None:
     m = SessionMetrics()
-    m.set_baseline(turn=3, prompt_tokens=100, completion_tokens=50)
-    m.observe_progress(turn=5, prompt_tokens=130, completion_tokens=60)
-    m.observe_progress(turn=5, prompt_tokens=130, completion_tokens=60)  # no double count
+    m.observe_llm_usage({"prompt_tokens": 30, "completion_tokens": 10, "total_tokens": 40})
+    m.observe_llm_usage({"prompt_tokens": 5, "completion_tokens": -1, "total_tokens": 4})
+    m.observe_llm_usage({"prompt_tokens": True})
     s = samples(m)
-    assert s[("berth_session_rounds_total", ())] == 2
-    assert s[("berth_session_llm_tokens_total", (("kind", "prompt"),))] == 30
+    assert s[("berth_session_llm_tokens_total", (("kind", "prompt"),))] == 35
     assert s[("berth_session_llm_tokens_total", (("kind", "completion"),))] == 10
-    m.observe_progress(turn=1, prompt_tokens=10, completion_tokens=1)  # a new run: rebaseline
-    m.observe_progress(turn=2, prompt_tokens=20, completion_tokens=2)
-    assert samples(m)[("berth_session_rounds_total", ())] == 3
 
 
 @pytest.mark.parametrize(
