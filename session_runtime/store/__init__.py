@@ -14,12 +14,14 @@ from session_runtime.store.base import (
     SessionStore,
     WorkflowCheckpoint,
 )
+from session_runtime.store.file import FileSessionStore
 from session_runtime.store.ids import InvalidIdError
 from session_runtime.store.memory import MemorySessionStore
 
 __all__ = [
     "LOOP_CHECKPOINT_SCHEMA_VERSION",
     "WORKFLOW_CHECKPOINT_SCHEMA_VERSION",
+    "FileSessionStore",
     "InvalidIdError",
     "LoopCheckpoint",
     "MemorySessionStore",

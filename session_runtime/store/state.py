@@ -107,6 +107,17 @@ class SessionState:
 
     # -- reducer -------------------------------------------------------------------------------
 
+    def precheck(self, rec: dict[str, Any]) -> None:
+        """Raise ``CheckpointError`` if ``rec`` cannot follow the current state, *before* a
+        writer makes it durable (so a bad call never leaves an unloadable journal)."""
+        if rec["t"] == "result":
+            run = self.runs.get(rec["run"])
+            if run is None or run.pending is None or run.pending.turn != rec["turn"]:
+                raise CheckpointError(
+                    f"tool result {rec['call']} for round {rec['turn']} of run {rec['run']} in "
+                    f"session '{self.session_id}': that round was never begun"
+                )
+
     def apply(self, rec: dict[str, Any]) -> None:
         """Apply one journal record (already shape-checked). Raises ``CheckpointError`` when
         the record cannot follow the current state (a delta with no base to apply to)."""
@@ -117,13 +128,10 @@ class SessionState:
             run = self.runs.setdefault(rec["run"], RunState())
             run.pending = Pending(turn=rec["turn"], message=rec["message"])
         elif t == "result":
-            run = self.runs.setdefault(rec["run"], RunState())
-            if run.pending is None or run.pending.turn != rec["turn"]:
-                raise CheckpointError(
-                    f"journal of session '{self.session_id}' has a tool result for round "
-                    f"{rec['turn']} of run {rec['run']} that was never begun"
-                )
-            run.pending.results[rec["call"]] = rec["result"]
+            self.precheck(rec)
+            pending = self.runs[rec["run"]].pending
+            if pending is not None:
+                pending.results[rec["call"]] = rec["result"]
         elif t == "commit":
             self._apply_commit(rec)
         elif t == "checkpoint_delete":

@@ -1,0 +1,452 @@
+"""``FileSessionStore``: the session store on a (shared) directory, ARCHITECTURE §6.
+
+Owned by ``session_runtime.store``; constructed by the session pod (``berth-session``) with
+``BERTH_STORE_DIR`` and ``BERTH_EPOCH``, and by tests. Layout in :mod:`.layout`, record framing in
+:mod:`.journal`, record kinds in :mod:`.shapes`, fencing in :mod:`.fence`.
+
+How it writes
+    The first write to a session (or :meth:`FileSessionStore.acquire`) *opens* it: claim the
+    lease for this store's epoch, load the newest state of the highest epoch ``<=`` ours, write it
+    as ``snapshot-<epoch>-<seq>`` (the takeover snapshot; atomic: temp file, fsync, rename,
+    directory fsync) and create the empty ``journal-<epoch>-<seq>``. Every write then checks the
+    lease, appends one checksummed record to the journal and fdatasyncs it: a tool round costs its
+    own bytes (intent, results, and a commit that carries only the messages added since the
+    run's previous checkpoint), whatever the session's age.
+
+Compaction
+    When the journal has grown to at least ``max(snapshot_min_bytes, size of the last
+    snapshot)``, the state is written as the next snapshot, a new journal is started and the old
+    pair is deleted. Snapshot bytes therefore never exceed journal bytes written, so the amortised
+    write cost of a round stays proportional to the round's own size, and a load reads at most
+    about twice the state.
+
+How it reads
+    A store with epoch ``E`` reads the newest snapshot of the highest epoch ``<= E`` plus that
+    snapshot's journal, ignoring a torn tail. Files of higher epochs are invisible to it; once the
+    newer epoch has written its takeover snapshot, nothing the older epoch writes is ever read by
+    the newer one. A session this process has opened is served from memory (identical to disk).
+
+Fencing, and how a process reports it
+    A write that finds a higher epoch in the lease raises ``FencedError`` (a ``StoreError``), and
+    every later write of that session raises it again. The agent loop lets it end the run; the
+    session pod reports outcome ``fenced`` in its termination message and exits. Loads never
+    claim the lease, so inspecting a store never fences its owner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from session_runtime.errors import CheckpointError, FencedError, StoreError
+from session_runtime.store import fence, journal, layout, shapes
+from session_runtime.store.atomic import atomic_write
+from session_runtime.store.base import LoopCheckpoint, PendingRound, WorkflowCheckpoint
+from session_runtime.store.ids import check_id
+from session_runtime.store.redact import strip_secrets
+from session_runtime.store.state import (
+    SessionState,
+    begin_record,
+    check_record,
+    checkpoint_delete_record,
+    commit_record,
+    copy_json,
+    result_record,
+    session_record,
+    workflow_delete_record,
+    workflow_record,
+)
+
+log = logging.getLogger(__name__)
+
+#: Default lower bound of the journal size that triggers compaction (bytes).
+DEFAULT_SNAPSHOT_MIN_BYTES = 64 * 1024
+
+#: How often a loader retries when a concurrent compaction removed a file it was reading.
+_LOAD_ATTEMPTS = 20
+
+
+@dataclass(slots=True)
+class LoadedState:
+    """A session state read from disk: the state, the snapshot it came from, torn tail bytes."""
+
+    state: SessionState
+    epoch: int
+    seq: int
+    torn_bytes: int
+
+
+@dataclass(slots=True)
+class _Writer:
+    state: SessionState
+    seq: int
+    journal: journal.JournalWriter | None = None
+    since_snapshot: int = 0
+    snapshot_bytes: int = 0
+    broken: bool = False
+    fenced: FencedError | None = None
+
+
+class FileSessionStore:
+    """A ``SessionStore`` on a directory: journal + snapshots + epoch fencing (ARCHITECTURE §6).
+
+    ``directory``: the store root (created on first write); each session lives in
+    ``<directory>/<session_id>/``. ``epoch``: this placement's epoch (``BERTH_EPOCH``; 0 for a
+    single-process store, A3S ``FileSessionStore(dir)``). ``fsync``: False skips every fsync
+    (only for benchmarks of CPU cost; never in production). ``snapshot_min_bytes``: the
+    compaction threshold's lower bound (bytes).
+
+    Errors: ``InvalidIdError`` for unsafe ids; ``FencedError`` when a higher epoch owns the
+    session; ``CheckpointError`` for a checkpoint that cannot be used (newer schema, other
+    session, corrupt file); ``StoreError`` for I/O failures and values that are not JSON.
+    Thread-safe within a process; one writer process per (session, epoch).
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        epoch: int = 0,
+        fsync: bool = True,
+        snapshot_min_bytes: int = DEFAULT_SNAPSHOT_MIN_BYTES,
+    ) -> None:
+        self.root = Path(directory)
+        self.epoch = fence.check_epoch(epoch)
+        self._fsync = fsync
+        self.snapshot_min_bytes = snapshot_min_bytes
+        self._writers: dict[str, _Writer] = {}
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"FileSessionStore({str(self.root)!r}, epoch={self.epoch})"
+
+    # -- paths and reading -------------------------------------------------------------------
+
+    def session_dir(self, session_id: str) -> Path:
+        """``<root>/<session_id>`` after checking the id is safe (``InvalidIdError``)."""
+        return self.root / check_id("session id", session_id)
+
+    def read_state(self, session_id: str) -> LoadedState | None:
+        """Load the session from disk (never from memory, never claiming the lease), or None.
+
+        Reads the newest snapshot of the highest epoch ``<=`` this store's epoch plus its journal.
+        Retries when a concurrent compaction removed a file mid-read. Raises ``CheckpointError``
+        for a corrupt snapshot or journal or one that belongs to another session.
+        """
+        d = self.session_dir(session_id)
+        for _ in range(_LOAD_ATTEMPTS):
+            try:
+                listing = layout.scan(d)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                raise StoreError(f"cannot list session '{session_id}' in {d}: {exc}") from exc
+            newest = listing.newest_snapshot(self.epoch)
+            if newest is None:
+                return None
+            epoch, seq = newest
+            try:
+                snap = journal.read_file(d / layout.snapshot_name(epoch, seq))
+                tail = (
+                    journal.read_file(d / layout.journal_name(epoch, seq))
+                    if newest in listing.journals
+                    else journal.ReadResult([], 0)
+                )
+            except FileNotFoundError:
+                continue  # compacted under us: list again
+            except OSError as exc:
+                raise StoreError(f"cannot read session '{session_id}' in {d}: {exc}") from exc
+            state = self._state_from_snapshot(session_id, epoch, seq, snap)
+            for payload in tail.payloads:
+                state.apply(check_record(session_id, _decode(session_id, payload)))
+            return LoadedState(state, epoch, seq, tail.torn_bytes)
+        raise StoreError(
+            f"session '{session_id}' kept changing while loading it ({_LOAD_ATTEMPTS} attempts)"
+        )
+
+    @staticmethod
+    def _state_from_snapshot(
+        session_id: str, epoch: int, seq: int, snap: journal.ReadResult
+    ) -> SessionState:
+        name = layout.snapshot_name(epoch, seq)
+        if len(snap.payloads) != 1 or snap.torn_bytes:
+            raise CheckpointError(
+                f"snapshot {name} of session '{session_id}' is damaged (checksum mismatch or "
+                "truncated); refusing to load it"
+            )
+        rec = _decode(session_id, snap.payloads[0])
+        if not isinstance(rec, dict) or rec.get("t") != "snapshot":
+            raise CheckpointError(f"{name} of session '{session_id}' is not a snapshot")
+        owner = rec.get("session")
+        if owner != session_id:
+            raise CheckpointError(
+                f"snapshot {name} in the directory of session '{session_id}' belongs to session "
+                f"'{owner}'; refusing to load another session's checkpoints"
+            )
+        return SessionState.from_json(session_id, rec.get("state"))
+
+    def _view(self, session_id: str) -> SessionState | None:
+        w = self._writers.get(session_id)
+        if w is not None:
+            return w.state
+        loaded = self.read_state(session_id)
+        return None if loaded is None else loaded.state
+
+    # -- opening and writing -------------------------------------------------------------------
+
+    def acquire(self, session_id: str) -> None:
+        """Open ``session_id`` for writing now: claim the lease (fencing older epochs at once)
+        and write the takeover snapshot. Idempotent. Raises ``FencedError`` if a higher epoch
+        owns the session. Writes call this implicitly; a session pod calls it at start-up."""
+        with self._lock:
+            self._writer(session_id)
+
+    def _writer(self, session_id: str) -> _Writer:
+        w = self._writers.get(session_id)
+        if w is not None:
+            return w
+        d = self.session_dir(session_id)
+        try:
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fence.claim(d, session_id, self.epoch, fsync=self._fsync)
+            listing = layout.scan(d)
+            for tmp in listing.temps:  # left by a writer that died mid atomic write
+                (d / tmp).unlink(missing_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot open session '{session_id}' in {d}: {exc}") from exc
+        loaded = self.read_state(session_id)
+        state = loaded.state if loaded is not None else SessionState(session_id=session_id)
+        w = _Writer(state=state, seq=listing.next_seq(self.epoch))
+        self._rotate(session_id, w, w.seq)
+        self._writers[session_id] = w
+        return w
+
+    def _rotate(self, session_id: str, w: _Writer, seq: int) -> None:
+        """Write the state as snapshot ``seq``, start journal ``seq``, delete what it replaces."""
+        d = self.session_dir(session_id)
+        payload = shapes.encode(
+            {
+                "t": "snapshot",
+                "session": session_id,
+                "epoch": self.epoch,
+                "seq": seq,
+                "state": w.state.to_json(),
+            }
+        )
+        try:
+            atomic_write(
+                d / layout.snapshot_name(self.epoch, seq), journal.frame(payload), sync_dir=False
+            )
+            new = journal.JournalWriter(d / layout.journal_name(self.epoch, seq), fsync=self._fsync)
+        except OSError as exc:
+            w.broken = True
+            raise StoreError(f"cannot write a snapshot of session '{session_id}': {exc}") from exc
+        if w.journal is not None:
+            w.journal.close()
+        w.journal, w.seq, w.broken = new, seq, False
+        w.since_snapshot, w.snapshot_bytes = 0, len(payload)
+        self._collect_garbage(d)
+
+    def _collect_garbage(self, d: Path) -> None:
+        """Delete this epoch's superseded files and every epoch older than the newest older one
+        (the predecessor's files are kept for forensics and for its readers)."""
+        try:
+            listing = layout.scan(d)
+            older = [e for e, _ in listing.snapshots | listing.journals if e < self.epoch]
+            keep_from = max(older) if older else self.epoch
+            current = max(s for e, s in listing.snapshots if e == self.epoch)
+            for kind, keys in (("snapshot", listing.snapshots), ("journal", listing.journals)):
+                for e, s in keys:
+                    if e < keep_from or (e == self.epoch and s < current):
+                        name = (
+                            layout.snapshot_name(e, s)
+                            if kind == "snapshot"
+                            else (layout.journal_name(e, s))
+                        )
+                        (d / name).unlink(missing_ok=True)
+        except (OSError, ValueError) as exc:  # garbage stays; correctness does not depend on it
+            log.warning("store: cannot remove old files in %s: %s", d, exc)
+
+    def _write(
+        self,
+        session_id: str,
+        rec: dict[str, Any],
+        live_messages: list[dict[str, Any]] | None = None,
+    ) -> None:
+        payload = shapes.encode(rec)
+        with self._lock:
+            w = self._writer(session_id)
+            if w.fenced is not None:
+                raise w.fenced
+            d = self.session_dir(session_id)
+            try:
+                fence.check(d, session_id, self.epoch)
+            except FencedError as exc:
+                w.fenced = exc
+                raise
+            w.state.precheck(rec)
+            if w.broken or w.journal is None:
+                self._rotate(session_id, w, w.seq + 1)
+            if w.journal is None:  # pragma: no cover - _rotate sets it or raises
+                raise StoreError(f"no journal open for session '{session_id}'")
+            try:
+                w.since_snapshot += w.journal.append(payload)
+            except OSError as exc:
+                w.broken = True  # the segment may now end in a torn record: rotate first
+                raise StoreError(f"cannot append to the journal of '{session_id}': {exc}") from exc
+            if live_messages is not None:
+                w.state.apply_commit_live(rec, live_messages)
+            else:
+                w.state.apply(shapes.decode(payload))
+            if w.since_snapshot >= max(self.snapshot_min_bytes, w.snapshot_bytes):
+                try:
+                    self._rotate(session_id, w, w.seq + 1)
+                except StoreError as exc:  # the record is durable; compact on the next write
+                    log.warning("store: compaction of '%s' failed: %s", session_id, exc)
+
+    # -- SessionStore ------------------------------------------------------------------------
+
+    def save_session(self, session_id: str, data: dict[str, Any]) -> None:
+        """Journal ``data`` (credentials stripped, see :mod:`.redact`) as the session record."""
+        self._write(session_id, session_record(strip_secrets(data)))
+
+    def load_session(self, session_id: str) -> dict[str, Any] | None:
+        """A copy of the last ``save_session`` data, or None."""
+        with self._lock:
+            state = self._view(session_id)
+            if state is None or state.session is None:
+                return None
+            return dict(copy_json(state.session))
+
+    def begin_round(
+        self, session_id: str, run_id: str, turn: int, assistant_message: dict[str, Any]
+    ) -> None:
+        """Durably journal the intent of round ``turn`` of ``run_id`` before its tools run."""
+        check_id("run id", run_id)
+        self._write(session_id, begin_record(run_id, turn, assistant_message))
+
+    def record_tool_result(
+        self, session_id: str, run_id: str, turn: int, tool_call_id: str, result: dict[str, Any]
+    ) -> None:
+        """Durably journal one tool result; ``CheckpointError`` if the round was never begun."""
+        check_id("run id", run_id)
+        self._write(session_id, result_record(run_id, turn, tool_call_id, result))
+
+    def commit_round(self, checkpoint: LoopCheckpoint) -> None:
+        """Durably journal ``checkpoint`` as a delta against the run's previous checkpoint.
+
+        The messages handed over are kept by reference for the next round's prefix check, so the
+        caller must replace, not edit in place, messages it has committed.
+        """
+        check_id("run id", checkpoint.run_id)
+        sid = checkpoint.session_id
+        with self._lock:
+            keep = self._writer(sid).state.keep_count(checkpoint)
+            self._write(sid, commit_record(checkpoint, keep), live_messages=checkpoint.messages)
+
+    def load_checkpoint(self, session_id: str, run_id: str) -> LoopCheckpoint | None:
+        """The run's last checkpoint, or None. ``CheckpointError`` if it cannot be used."""
+        check_id("run id", run_id)
+        with self._lock:
+            state = self._view(session_id)
+            return None if state is None else state.checkpoint(run_id)
+
+    def load_pending_round(self, session_id: str, run_id: str) -> PendingRound | None:
+        """The run's uncommitted round, or None."""
+        check_id("run id", run_id)
+        with self._lock:
+            state = self._view(session_id)
+            return None if state is None else state.pending_round(run_id)
+
+    def save_workflow_checkpoint(self, session_id: str, checkpoint: WorkflowCheckpoint) -> None:
+        """Durably journal ``checkpoint`` under its ``workflow_id``."""
+        check_id("workflow id", checkpoint.workflow_id)
+        self._write(session_id, workflow_record(checkpoint))
+
+    def load_workflow_checkpoint(
+        self, session_id: str, workflow_id: str
+    ) -> WorkflowCheckpoint | None:
+        """The workflow's checkpoint (``ensure_loadable`` applied), or None."""
+        check_id("workflow id", workflow_id)
+        with self._lock:
+            state = self._view(session_id)
+            return None if state is None else state.workflow(workflow_id)
+
+    def delete_workflow_checkpoint(self, session_id: str, workflow_id: str) -> None:
+        """Forget the workflow's checkpoint."""
+        check_id("workflow id", workflow_id)
+        self._write(session_id, workflow_delete_record(workflow_id))
+
+    # -- extras ----------------------------------------------------------------------------------
+
+    def delete_loop_checkpoint(self, session_id: str, run_id: str) -> None:
+        """Forget the run's checkpoint and pending round (A3S ``delete_loop_checkpoint``)."""
+        check_id("run id", run_id)
+        self._write(session_id, checkpoint_delete_record(run_id))
+
+    def run_ids(self, session_id: str) -> list[str]:
+        """Runs with a checkpoint or a pending round, oldest first."""
+        with self._lock:
+            state = self._view(session_id)
+            return [] if state is None else state.run_ids()
+
+    def list_sessions(self) -> list[str]:
+        """Ids of the sessions under the root that have a snapshot this epoch may read, sorted."""
+        try:
+            names = sorted(os.listdir(self.root))
+        except FileNotFoundError:
+            return []
+        out = []
+        for name in names:
+            if not layout_safe(name):
+                continue
+            with contextlib.suppress(OSError):
+                if layout.scan(self.root / name).newest_snapshot(self.epoch) is not None:
+                    out.append(name)
+        return out
+
+    def highest_epoch(self, session_id: str) -> int | None:
+        """The epoch that holds the session's lease, or None if no writer ever claimed it."""
+        return fence.highest_epoch(self.session_dir(session_id))
+
+    def is_fenced(self, session_id: str) -> bool:
+        """True if a higher epoch than this store's holds the session's lease."""
+        owner = self.highest_epoch(session_id)
+        return owner is not None and owner > self.epoch
+
+    def close(self) -> None:
+        """Close journal files; a later write reopens the session with a fresh snapshot."""
+        with self._lock:
+            for w in self._writers.values():
+                if w.journal is not None:
+                    w.journal.close()
+            self._writers.clear()
+
+    def __enter__(self) -> FileSessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def layout_safe(name: str) -> bool:
+    """True if ``name`` is a safe session id (directory entries that are not are skipped)."""
+    try:
+        check_id("session id", name)
+    except StoreError:
+        return False
+    return True
+
+
+def _decode(session_id: str, payload: bytes) -> Any:
+    try:
+        return shapes.decode(payload)
+    except ValueError as exc:  # checksum matched but not JSON: written by something else
+        raise CheckpointError(
+            f"store of session '{session_id}' holds a record that is not JSON: {exc}"
+        ) from exc

@@ -1,0 +1,112 @@
+"""Checksummed, append-only record files: the journal segments and snapshots of the file store.
+
+Owned by ``session_runtime.store``; used by :mod:`.file`. Framing, one record per line::
+
+    <crc32 of payload, 8 lower-case hex digits> <space> <payload: canonical JSON, no newline> \\n
+
+A record is valid when its line is complete (ends with ``\\n``) and the checksum matches. Reading
+stops at the first invalid record; if nothing valid follows it, it and everything after it is a
+**torn tail** (the writer died mid-append) and is ignored. A valid record *after* an invalid one
+cannot come from a crash of a single appending writer, so it is reported as corruption.
+
+Appends are ``write`` + ``fdatasync``: when :meth:`JournalWriter.append` returns the record is
+durable. A writer never appends to a file it did not create, so a torn tail is never followed by
+new records in the same file.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from session_runtime.errors import CheckpointError
+from session_runtime.store.atomic import fsync_dir, write_all
+
+
+def frame(payload: bytes) -> bytes:
+    """One framed record: checksum, space, payload, newline. ``payload`` has no newline."""
+    return b"%08x %s\n" % (zlib.crc32(payload), payload)
+
+
+def _valid(line: bytes) -> bool:
+    if len(line) < 10 or line[8:9] != b" ":
+        return False
+    try:
+        crc = int(line[:8], 16)
+    except ValueError:
+        return False
+    return zlib.crc32(line[9:]) == crc
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Payloads of the valid records of a file, and the size of its ignored torn tail (bytes)."""
+
+    payloads: list[bytes]
+    torn_bytes: int
+
+
+def parse(data: bytes, name: str) -> ReadResult:
+    """Split framed ``data`` into payloads; see the module doc for torn tails and corruption.
+
+    Raises ``CheckpointError`` (``journal file <name> is corrupt at byte <n>: ...``) when a valid
+    record follows an invalid one.
+    """
+    payloads: list[bytes] = []
+    pos = 0
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        if end < 0 or not _valid(data[pos:end]):
+            # Torn tail unless some complete valid record follows.
+            rest = data[pos:].split(b"\n")
+            if any(_valid(line) for line in rest[1:-1]):
+                raise CheckpointError(
+                    f"journal file {name} is corrupt at byte {pos}: a damaged record is followed "
+                    "by valid ones (not a torn tail); refusing to load it"
+                )
+            return ReadResult(payloads, len(data) - pos)
+        payloads.append(data[pos + 9 : end])
+        pos = end + 1
+    return ReadResult(payloads, 0)
+
+
+def read_file(path: Path) -> ReadResult:
+    """Read and :func:`parse` ``path``; raises ``FileNotFoundError`` if it is gone."""
+    return parse(path.read_bytes(), path.name)
+
+
+class JournalWriter:
+    """Appends framed records to a new segment file it creates (``O_EXCL``).
+
+    ``fsync=False`` skips ``fdatasync`` (tests and benchmarks of CPU cost only). Raises
+    ``OSError``; after a failed append the file may hold a torn record, so the owner must stop
+    using this writer (the file store rotates to a new segment).
+    """
+
+    def __init__(self, path: Path, *, fsync: bool = True) -> None:
+        self.path = path
+        self._fsync = fsync
+        self._fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600
+        )
+        self.size = 0
+        if fsync:
+            os.fsync(self._fd)
+            fsync_dir(path.parent)
+
+    def append(self, payload: bytes) -> int:
+        """Append one record and make it durable; returns the bytes written."""
+        data = frame(payload)
+        write_all(self._fd, data)
+        if self._fsync:
+            os.fdatasync(self._fd)
+        self.size += len(data)
+        return len(data)
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
