@@ -1,0 +1,206 @@
+"""The LLM client: chat completions through the official ``openai`` package.
+
+Owned by ``session_runtime.llm``; the agent loop calls :meth:`LlmClient.complete` once per model
+turn. Works against any OpenAI-compatible endpoint (a provider's ``base_url``, or the
+``OPENAI_BASE_URL``/``OPENAI_API_KEY`` environment as the openai package reads them). Requests
+always stream (``stream_options.include_usage``), so text arrives as deltas and usage at the end.
+
+Errors: transient failures (connection, timeout, 429, 5xx) raise ``LlmTransientError`` — the
+loop's circuit breaker counts them; others raise ``LlmError``. The openai package's own retries
+are off (``max_retries=0``) so the breaker is the one retry policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import openai
+
+from session_runtime.errors import ConfigError, LlmError, LlmTransientError
+
+TextCallback = Callable[[str], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class RawToolCall:
+    """A tool call as the model sent it: ``arguments`` is the raw JSON text (maybe malformed)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(slots=True)
+class LlmResponse:
+    """One model turn: text, tool calls, ``finish_reason`` (``stop``/``tool_calls``/``length``)
+    and ``usage`` (``prompt_tokens``, ``completion_tokens``, ``total_tokens``)."""
+
+    text: str
+    tool_calls: list[RawToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+class LlmClient(Protocol):
+    """What the loop needs from a model endpoint."""
+
+    model: str
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        on_text: TextCallback | None = None,
+    ) -> LlmResponse: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    """A provider of the agent config: ``base_url`` (None = openai's default / env), the name of
+    the env var holding its key (``api_key_env``), an optional literal ``api_key`` (never saved),
+    and the ``models`` it serves (informational)."""
+
+    name: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    api_key: str | None = None
+    models: tuple[str, ...] = ()
+
+
+def parse_model(model: str) -> tuple[str, str]:
+    """Split ``provider/model`` into its parts (``gpt-4o`` alone means provider ``openai``).
+
+    Raises ConfigError for an empty provider or model name.
+    """
+    provider, sep, name = model.partition("/")
+    if not sep:
+        provider, name = "openai", model
+    if not provider or not name:
+        raise ConfigError(f"model must look like 'provider/model', got {model!r}")
+    return provider, name
+
+
+def resolve_endpoint(provider: ProviderConfig | None) -> tuple[str | None, str]:
+    """(base_url, api_key) for a provider; None falls back to OPENAI_BASE_URL / OPENAI_API_KEY."""
+    base_url = provider.base_url if provider else None
+    key: str | None = None
+    if provider is not None:
+        key = provider.api_key or (
+            os.environ.get(provider.api_key_env) if provider.api_key_env else None
+        )
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+    key = key or os.environ.get("OPENAI_API_KEY")
+    # Local OpenAI-compatible servers often need no key; the openai package requires a value.
+    return base_url, key or "unset"
+
+
+class OpenAIChatClient:
+    """:class:`LlmClient` over ``openai.AsyncOpenAI``. ``model`` is the name sent to the server
+    (the part after ``provider/``). One AsyncOpenAI per event loop (its HTTP pool is loop-bound).
+    ``timeout_s`` is the per-request timeout in seconds."""
+
+    def __init__(
+        self, model: str, base_url: str | None, api_key: str, timeout_s: float = 600.0
+    ) -> None:
+        self.model = model
+        self.base_url = base_url
+        self._api_key = api_key
+        self._timeout_s = timeout_s
+        self._clients: dict[int, tuple[asyncio.AbstractEventLoop, openai.AsyncOpenAI]] = {}
+
+    def _client(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        entry = self._clients.get(id(loop))
+        if entry is None or entry[0] is not loop:
+            for key, (other, _) in list(self._clients.items()):
+                if other.is_closed():
+                    del self._clients[key]
+            client = openai.AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=self._timeout_s,
+            )
+            entry = (loop, client)
+            self._clients[id(loop)] = entry
+        return entry[1]
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running loop (others are dropped with their loop)."""
+        entry = self._clients.pop(id(asyncio.get_running_loop()), None)
+        if entry is not None:
+            await entry[1].close()
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        on_text: TextCallback | None = None,
+    ) -> LlmResponse:
+        """Stream one chat completion; call ``on_text`` for every text delta, in order."""
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            kwargs["tools"] = tools
+        try:
+            stream = await self._client().chat.completions.create(**kwargs)
+            return await _collect(stream, on_text)
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            raise LlmTransientError(f"LLM connection failed: {exc}") from exc
+        except openai.APIStatusError as exc:
+            msg = f"LLM request failed with HTTP {exc.status_code}: {_error_text(exc)}"
+            if exc.status_code == 429 or exc.status_code >= 500:
+                raise LlmTransientError(msg) from exc
+            raise LlmError(msg) from exc
+        except openai.OpenAIError as exc:
+            raise LlmError(f"LLM request failed: {exc}") from exc
+
+
+def _error_text(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and "message" in inner:
+            return str(inner["message"])
+    return str(exc.message)
+
+
+async def _collect(stream: Any, on_text: TextCallback | None) -> LlmResponse:
+    text_parts: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish: str | None = None
+    usage: dict[str, int] = {}
+    async for chunk in stream:
+        if chunk.usage is not None:
+            usage = {
+                "prompt_tokens": int(chunk.usage.prompt_tokens or 0),
+                "completion_tokens": int(chunk.usage.completion_tokens or 0),
+                "total_tokens": int(chunk.usage.total_tokens or 0),
+            }
+        for choice in chunk.choices:
+            delta = choice.delta
+            if delta.content:
+                text_parts.append(delta.content)
+                if on_text is not None:
+                    await on_text(delta.content)
+            for tc in delta.tool_calls or []:
+                slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
+                if tc.id:
+                    slot["id"] = tc.id
+                if tc.function is not None:
+                    if tc.function.name:
+                        slot["name"] += tc.function.name
+                    if tc.function.arguments:
+                        slot["arguments"] += tc.function.arguments
+            if choice.finish_reason:
+                finish = choice.finish_reason
+    tool_calls = [RawToolCall(c["id"], c["name"], c["arguments"]) for _, c in sorted(calls.items())]
+    return LlmResponse("".join(text_parts), tool_calls, finish, usage)
