@@ -1,0 +1,52 @@
+# syntax=docker/dockerfile:1
+# One image for the three Berth programs: berth-operator (default command), berth-session (session
+# pods) and berth-worker (LaneWorker pods); the operator sets the command of the pods it creates.
+#
+# Runs as the numeric non-root user 10001 with a read-only root filesystem: bytecode is compiled at
+# build time, HOME and TMPDIR point at /tmp, and everything a program writes goes to /tmp (an
+# emptyDir in the chart) or to a mounted volume (the shared store/workspace PVC, the termination
+# log). Paths are taken from env (BERTH_STORE_DIR, BERTH_WORKSPACE, ...), never hard-coded.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+# --- build: wheel of berth and its dependencies into a venv ------------------------------------
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY operator/ operator/
+COPY session_runtime/ session_runtime/
+RUN python -m venv /opt/berth \
+ && /opt/berth/bin/pip install --upgrade pip \
+ && /opt/berth/bin/pip install . \
+ && /opt/berth/bin/python -m compileall -q -j 0 /opt/berth/lib \
+ && /opt/berth/bin/python -c "import berth_operator.main, session_runtime.server, session_runtime.worker" \
+ && test -x /opt/berth/bin/berth-operator \
+ && test -x /opt/berth/bin/berth-session \
+ && test -x /opt/berth/bin/berth-worker \
+ && test -x /opt/berth/bin/kubectl-berth
+
+# --- runtime: slim base, tools the agent's bash/edit lane needs, no compilers --------------------
+FROM ${PYTHON_IMAGE} AS runtime
+ARG BERTH_UID=10001
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends git ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --system --gid ${BERTH_UID} berth \
+ && useradd --system --uid ${BERTH_UID} --gid ${BERTH_UID} --home-dir /tmp --no-create-home \
+      --shell /usr/sbin/nologin berth
+COPY --from=build --chown=0:0 /opt/berth /opt/berth
+ENV PATH=/opt/berth/bin:$PATH \
+    HOME=/tmp \
+    TMPDIR=/tmp \
+    XDG_CACHE_HOME=/tmp/.cache \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+WORKDIR /tmp
+VOLUME ["/tmp"]
+USER 10001:10001
+# Session pods and the operator serve HTTP on 8080/8081; workers export metrics on 9090.
+EXPOSE 8080 8081 9090
+CMD ["berth-operator"]

@@ -1,0 +1,101 @@
+"""Kubernetes reads of the ``kubectl-berth`` plugin (``berth_operator.plugin``).
+
+The plugin is a short-lived CLI, so this uses the synchronous ``kubernetes`` client with the
+caller's kubeconfig (``KUBECONFIG`` or ``~/.kube/config``; in-cluster config as a fallback), not
+the operator's credentials. It only reads: the AgentSession object (spec and status). Everything
+the plugin changes goes through the session pod's HTTP API (ARCHITECTURE.md §5), never through
+the Kubernetes API.
+
+API errors are translated to :mod:`berth_operator.errors` here, so the plugin never sees
+``kubernetes.client.ApiException``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from berth_operator.api.constants import GROUP, SESSION_PLURAL, VERSION
+from berth_operator.errors import KubeError, NotFound
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+# The config loaders are untyped in the kubernetes package; give them a typed seam.
+_new_client_from_config: Callable[..., Any] = config.new_client_from_config
+_list_contexts: Callable[..., tuple[list[dict[str, Any]], dict[str, Any] | None]] = (
+    config.list_kube_config_contexts
+)
+_load_incluster_config: Callable[[], None] = config.load_incluster_config
+
+
+@dataclass(frozen=True)
+class PluginClient:
+    """A configured API client and the namespace the plugin works in."""
+
+    api: client.ApiClient
+    namespace: str
+
+    def get_session(self, name: str) -> dict[str, Any]:
+        """Return the AgentSession ``name`` as a dict. Raises NotFound or KubeError."""
+        objects = client.CustomObjectsApi(self.api)
+        try:
+            body: Any = objects.get_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, SESSION_PLURAL, name
+            )
+        except ApiException as exc:
+            status = int(exc.status or 0)
+            if status == 404:
+                raise NotFound(
+                    f"agentsession {self.namespace}/{name} not found", status=404
+                ) from exc
+            raise KubeError(
+                f"reading agentsession {self.namespace}/{name} failed: {exc.status} {exc.reason}",
+                status=status,
+                reason=str(exc.reason or ""),
+            ) from exc
+        except OSError as exc:  # urllib3 connection errors are OSError subclasses
+            raise KubeError(f"cannot reach the Kubernetes API: {exc}") from exc
+        if not isinstance(body, dict):
+            raise KubeError(f"unexpected answer reading agentsession {self.namespace}/{name}")
+        return body
+
+
+def connect(
+    *, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None
+) -> PluginClient:
+    """Load credentials like kubectl does and pick the namespace.
+
+    The namespace is ``namespace`` when given, else the current context's namespace, else
+    ``default``. Raises KubeError when no configuration can be loaded.
+    """
+    try:
+        api = _new_client_from_config(config_file=kubeconfig, context=context)
+        if namespace is None:
+            _, active = _list_contexts(config_file=kubeconfig)
+            if context is not None:
+                contexts, _ = _list_contexts(config_file=kubeconfig)
+                active = next((c for c in contexts if c.get("name") == context), active)
+            namespace = (active or {}).get("context", {}).get("namespace") or "default"
+    except (ConfigException, OSError) as kube_exc:
+        if kubeconfig is not None or context is not None:
+            raise KubeError(f"cannot load kubeconfig: {kube_exc}") from kube_exc
+        try:
+            _load_incluster_config()
+        except ConfigException as exc:
+            raise KubeError(
+                f"no kubeconfig found ({kube_exc}) and not running in a cluster ({exc})"
+            ) from exc
+        api = client.ApiClient()
+        namespace = namespace or _incluster_namespace()
+    return PluginClient(api=api, namespace=namespace)
+
+
+def _incluster_namespace() -> str:
+    path = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read().strip() or "default"
+    except OSError:
+        return "default"

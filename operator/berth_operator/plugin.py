@@ -1,0 +1,303 @@
+"""``kubectl-berth``: the kubectl plugin for AgentSessions (console script ``kubectl-berth``).
+
+Commands::
+
+    kubectl berth status NAME              conditions, run lineage and usage as tables
+    kubectl berth send NAME "prompt"       another prompt for a keepAlive session
+    kubectl berth passivate NAME           ask the session pod to checkpoint and exit
+
+``status`` reads the AgentSession through the Kubernetes API (``berth_operator.k8s.plugin_client``,
+the caller's kubeconfig). ``send`` and ``passivate`` talk to the session pod's HTTP API at
+``http://<status.podIP>:8080`` (ARCHITECTURE.md §5): ``POST /v1/messages {prompt}`` and
+``POST /v1/passivate {reason: "manual", deadlineMs}``. The operator notices the passivated pod and
+resumes it (or keeps it passivated when ``spec.suspend`` is true). Where pod IPs are not routable
+from the caller, ``--endpoint`` takes a base URL instead (e.g. a ``kubectl port-forward``).
+
+This module does not import kopf and does not call the Kubernetes API itself.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from berth_operator.api.agentsession import AgentSessionStatus
+from berth_operator.api.constants import SESSION_PORT
+from berth_operator.errors import BerthOperatorError, RuntimeUnreachable
+from berth_operator.k8s.plugin_client import PluginClient, connect
+
+DEFAULT_DEADLINE_SECONDS = 120
+"""Passivation deadline when neither ``--deadline-seconds`` nor spec.passivation sets one."""
+HTTP_TIMEOUT_SECONDS = 10.0
+"""How long ``send``/``passivate`` wait for the session pod to answer."""
+
+app = typer.Typer(
+    name="kubectl-berth",
+    help="Inspect and drive Berth AgentSessions.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+NamespaceOpt = Annotated[
+    str | None, typer.Option("--namespace", "-n", help="Namespace (default: the context's).")
+]
+KubeconfigOpt = Annotated[
+    str | None, typer.Option("--kubeconfig", help="Path to the kubeconfig file.")
+]
+ContextOpt = Annotated[str | None, typer.Option("--context", help="Kubeconfig context to use.")]
+EndpointOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--endpoint",
+        help="Base URL of the session pod's API (default http://<status.podIP>:8080).",
+    ),
+]
+
+
+class PluginError(Exception):
+    """A user-facing failure: printed as ``error: <message>`` with exit code 1."""
+
+
+# --- pure helpers (unit-tested) -------------------------------------------------------------
+
+
+def age(ts: datetime | None, now: datetime) -> str:
+    """kubectl-style age (``45s``, ``12m``, ``3h``, ``2d``) of ``ts`` at ``now``; ``-`` if none."""
+    if ts is None:
+        return "-"
+    seconds = max(0, int((now - ts).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def parse_status(body: dict[str, Any]) -> AgentSessionStatus:
+    """The AgentSession's status as the operator's model. Raises PluginError when malformed."""
+    try:
+        return AgentSessionStatus.model_validate(body.get("status") or {})
+    except ValidationError as exc:
+        raise PluginError(f"unexpected AgentSession status: {exc}") from exc
+
+
+def status_tables(body: dict[str, Any], now: datetime) -> list[Table]:
+    """Summary, conditions, lineage and usage tables of one AgentSession object."""
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    st = parse_status(body)
+
+    summary = Table(title=f"AgentSession {meta.get('namespace', '')}/{meta.get('name', '')}")
+    for col in ("Phase", "Pod", "Node", "Epoch", "Run", "Turn", "Passivations", "KeepAlive"):
+        summary.add_column(col)
+    summary.add_row(
+        st.phase or "-",
+        st.pod_name or "-",
+        st.node_name or "-",
+        "-" if st.epoch is None else str(st.epoch),
+        st.run_id or "-",
+        "-" if st.checkpoint is None or st.checkpoint.turn is None else str(st.checkpoint.turn),
+        str(st.passivations or 0),
+        "yes" if spec.get("keepAlive") else "no",
+    )
+
+    conditions = Table(title="Conditions")
+    for col in ("Type", "Status", "Reason", "Age", "Message"):
+        conditions.add_column(col)
+    for c in st.conditions or []:
+        conditions.add_row(
+            c.type, c.status, c.reason, age(c.last_transition_time, now), c.message or ""
+        )
+
+    lineage = Table(title="Runs (oldest first)")
+    for col in ("Run", "Resumed from", "Pod", "Node", "Started", "Ended", "Outcome", "Reason"):
+        lineage.add_column(col)
+    for r in st.runs or []:
+        lineage.add_row(
+            r.run_id,
+            r.resumed_from or "-",
+            r.pod_name or "-",
+            r.node_name or "-",
+            age(r.started_at, now),
+            age(r.ended_at, now),
+            r.outcome,
+            r.reason or "",
+        )
+
+    usage = Table(title="Usage")
+    for col in ("Prompt tokens", "Completion tokens", "Total tokens", "Budget", "Tool calls"):
+        usage.add_column(col, justify="right")
+    u = st.usage
+    budget = (spec.get("budget") or {}).get("maxTotalTokens")
+    tool_calls = st.checkpoint.tool_calls_count if st.checkpoint else None
+    usage.add_row(
+        str(u.prompt_tokens if u else 0),
+        str(u.completion_tokens if u else 0),
+        str(u.total_tokens if u else 0),
+        "-" if budget is None else str(budget),
+        "-" if tool_calls is None else str(tool_calls),
+    )
+    tables = [summary, conditions, lineage, usage]
+    if st.last_error:
+        errors = Table(title="Last error")
+        errors.add_column("Message")
+        errors.add_row(st.last_error)
+        tables.append(errors)
+    return tables
+
+
+def session_endpoint(body: dict[str, Any], override: str | None) -> str:
+    """Base URL of the session pod's API. Raises PluginError when the pod has no IP."""
+    if override:
+        return override.rstrip("/")
+    ip = (body.get("status") or {}).get("podIP")
+    if not ip:
+        name = (body.get("metadata") or {}).get("name", "?")
+        phase = (body.get("status") or {}).get("phase", "unknown")
+        raise PluginError(f"session {name} has no running pod (phase {phase}); nothing to talk to")
+    host = f"[{ip}]" if ":" in ip else ip
+    return f"http://{host}:{SESSION_PORT}"
+
+
+def passivate_body(body: dict[str, Any], deadline_seconds: int | None) -> dict[str, Any]:
+    """``POST /v1/passivate`` body: reason manual, deadline from the flag or the spec."""
+    if deadline_seconds is None:
+        passivation = (body.get("spec") or {}).get("passivation") or {}
+        deadline_seconds = int(passivation.get("deadlineSeconds") or DEFAULT_DEADLINE_SECONDS)
+    return {"reason": "manual", "deadlineMs": deadline_seconds * 1000}
+
+
+def post_json(url: str, payload: dict[str, Any]) -> tuple[int, Any]:
+    """POST ``payload`` as JSON; return (HTTP status, decoded body or text).
+
+    Raises RuntimeUnreachable when nothing answers. HTTP error statuses are returned, not raised.
+    """
+    data = json.dumps(payload).encode()
+    req = urllib.request.Request(
+        url, data=data, method="POST", headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_SECONDS) as resp:
+            status, raw = int(resp.status), resp.read()
+    except urllib.error.HTTPError as exc:
+        status, raw = int(exc.code), exc.read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise RuntimeUnreachable(f"session pod at {url} did not answer: {exc}") from exc
+    text = raw.decode(errors="replace")
+    try:
+        return status, json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return status, text
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+def _client(kubeconfig: str | None, context: str | None, namespace: str | None) -> PluginClient:
+    return connect(kubeconfig=kubeconfig, context=context, namespace=namespace)
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code=1)
+
+
+def _describe(status: int, answer: Any) -> str:
+    if isinstance(answer, dict):
+        return str(answer.get("error") or answer.get("message") or json.dumps(answer))
+    return f"HTTP {status}: {answer}"
+
+
+@app.command()
+def status(
+    name: Annotated[str, typer.Argument(help="AgentSession name.")],
+    namespace: NamespaceOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="table (default) or json (the raw status).")
+    ] = "table",
+) -> None:
+    """Show conditions, run lineage and token usage of an AgentSession."""
+    try:
+        body = _client(kubeconfig, context, namespace).get_session(name)
+        if output == "json":
+            out.print_json(data=body.get("status") or {})
+            return
+        if output != "table":
+            raise PluginError(f"unknown output format {output!r}; use table or json")
+        for table in status_tables(body, datetime.now(UTC)):
+            out.print(table)
+    except (BerthOperatorError, PluginError) as exc:
+        raise _fail(str(exc)) from exc
+
+
+@app.command()
+def send(
+    name: Annotated[str, typer.Argument(help="AgentSession name (must have spec.keepAlive).")],
+    prompt: Annotated[str, typer.Argument(help="The next prompt for the session.")],
+    namespace: NamespaceOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    endpoint: EndpointOpt = None,
+) -> None:
+    """Send another prompt to a keepAlive session."""
+    try:
+        body = _client(kubeconfig, context, namespace).get_session(name)
+        if not (body.get("spec") or {}).get("keepAlive"):
+            raise PluginError(f"session {name} is not keepAlive: `send` needs spec.keepAlive: true")
+        code, answer = post_json(
+            f"{session_endpoint(body, endpoint)}/v1/messages", {"prompt": prompt}
+        )
+        if code >= 300:
+            raise PluginError(f"session pod refused the prompt: {_describe(code, answer)}")
+        out.print(f"prompt accepted by {name} (HTTP {code})", highlight=False)
+    except (BerthOperatorError, PluginError) as exc:
+        raise _fail(str(exc)) from exc
+
+
+@app.command()
+def passivate(
+    name: Annotated[str, typer.Argument(help="AgentSession name.")],
+    namespace: NamespaceOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    endpoint: EndpointOpt = None,
+    deadline_seconds: Annotated[
+        int | None,
+        typer.Option(
+            "--deadline-seconds",
+            min=1,
+            help="Grace window for running tools (default spec.passivation.deadlineSeconds "
+            "or 120).",
+        ),
+    ] = None,
+) -> None:
+    """Ask the session pod to checkpoint and exit (reason manual); the operator resumes it."""
+    try:
+        body = _client(kubeconfig, context, namespace).get_session(name)
+        payload = passivate_body(body, deadline_seconds)
+        code, answer = post_json(f"{session_endpoint(body, endpoint)}/v1/passivate", payload)
+        if code >= 300:
+            raise PluginError(f"session pod refused to passivate: {_describe(code, answer)}")
+        out.print(
+            f"passivation of {name} requested (deadline {payload['deadlineMs'] // 1000}s, "
+            f"HTTP {code})",
+            highlight=False,
+        )
+    except (BerthOperatorError, PluginError) as exc:
+        raise _fail(str(exc)) from exc
+
+
+def main() -> None:
+    """Console-script entry point (``kubectl-berth``)."""
+    app()
