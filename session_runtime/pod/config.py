@@ -22,6 +22,9 @@ variable                   required meaning
                                     message on stderr only
 ``BERTH_REDIS_URL``        no       Redis for external lanes; required when options name a
                                     LaneWorker (checked by the server, not here)
+``BERTH_SHARED_ROOT``      no       mount path of the shared volume; when set, external tasks
+                                    carry the workspace relative to it (workers may mount the
+                                    volume elsewhere); unset = absolute workspace path
 ``POD_NAME``               no       downward API; reported in ``/v1/state``
 ``POD_IP``                 no       address to bind; default ``0.0.0.0`` (all interfaces)
 ``NODE_NAME``              no       downward API; reported in ``/v1/state``
@@ -77,6 +80,7 @@ class PodConfig:
     resume_run_id: str | None = None
     termination_log: Path | None = None
     redis_url: str | None = None
+    shared_root: Path | None = None
     pod_name: str | None = None
     pod_ip: str = DEFAULT_BIND_HOST
     node_name: str | None = None
@@ -164,6 +168,7 @@ def parse_env(env: Mapping[str, str]) -> PodConfig:
         resume_run_id=_opt(env, "BERTH_RESUME_RUN_ID"),
         termination_log=termination_log_from_env(env),
         redis_url=_opt(env, "BERTH_REDIS_URL"),
+        shared_root=Path(root) if (root := _opt(env, "BERTH_SHARED_ROOT")) else None,
         pod_name=_opt(env, "POD_NAME"),
         pod_ip=_opt(env, "POD_IP") or DEFAULT_BIND_HOST,
         node_name=_opt(env, "NODE_NAME"),

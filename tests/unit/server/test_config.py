@@ -37,6 +37,7 @@ def test_full_env() -> None:
             "BERTH_RESUME_RUN_ID": "run-7",
             "BERTH_TERMINATION_LOG": "tl",
             "BERTH_REDIS_URL": "redis://127.0.0.1:6379/0",
+            "BERTH_SHARED_ROOT": "vol",
             "POD_NAME": "p",
             "POD_IP": "127.0.0.9",
             "NODE_NAME": "n1",
@@ -48,6 +49,7 @@ def test_full_env() -> None:
     )
     assert cfg.resume_run_id == "run-7"
     assert cfg.termination_log == Path("tl")
+    assert cfg.shared_root == Path("vol")
     assert (cfg.pod_ip, cfg.http_port, cfg.node_name) == ("127.0.0.9", 9090, "n1")
     assert cfg.test_ignore_passivation is True
     assert "sk-secret" not in repr(cfg)

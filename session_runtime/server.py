@@ -1,0 +1,769 @@
+"""``berth-session``: the process of a session pod (ARCHITECTURE §5 contract, §8 passivation).
+
+Owned by the session-pod entrypoint; started by the kubelet (or the dev cluster's process node
+agent) in the pod the operator creates. It reads its environment and the options file
+(:mod:`session_runtime.pod.config`, :mod:`session_runtime.pod.options`), builds the agent session
+on the shared-volume store with the pod's epoch, starts the task (``send(prompt)``) or resumes the
+interrupted run (``resume_session`` + ``resume_run(BERTH_RESUME_RUN_ID)``), serves the pod API, and
+when it ends writes exactly one JSON object to ``BERTH_TERMINATION_LOG``
+(:mod:`session_runtime.pod.termination`) and exits with the outcome's code.
+
+HTTP (aiohttp, on ``POD_IP:BERTH_HTTP_PORT``, default port 8080)::
+
+    GET  /healthz          200 {"ok": true}                    the event loop answers
+    GET  /readyz           200 {"ready": true, "state"} once the session is built and the
+                           process is not exiting; else 503 {"ready": false, "state"}
+    GET  /metrics          Prometheus text, berth_session_* (session_runtime.metrics)
+    GET  /v1/state         200 session_runtime.pod.api.state_body(...)
+    POST /v1/passivate     {"reason": str, "deadlineMs": int?}  (deadline in epoch ms; default
+                           now + passivation.deadlineSeconds)
+                           202 {"accepted": true, "state", "passivation"}; idempotent: later calls
+                           answer 202 with the first request's passivation and the current state;
+                           409 {"error": "finished", "state"} once the run completed, failed or
+                           was fenced; 400 for a bad body
+    POST /v1/messages      {"prompt": str}  keepAlive sessions only
+                           202 {"accepted": true, "state": "running"} when idle: a new run starts;
+                           409 {"error": "not_keep_alive"} for a session without keepAlive;
+                           409 {"error": "busy", "state"} while a run is in progress or the
+                           session is starting: messages are NOT queued, the caller retries;
+                           409 {"error": "passivating" | "finished", "state"} afterwards;
+                           400 for a bad body
+
+Passivation (§8): ``POST /v1/passivate`` and SIGTERM/SIGINT both call ``Session.passivate_async``
+(reason ``sigterm`` for a signal, deadline ``now + min(deadlineSeconds, 20 s)`` so it fits the
+kubelet's default 30 s grace period). The runtime emits ``passivation_requested`` to its hooks,
+starts no new LLM call, lets running tools finish until the deadline and writes its checkpoint; the
+process then exits with outcome ``passivated``. If the runtime has not finished
+:data:`PASSIVATION_SLACK_MS` after the deadline, the process exits ``passivated`` anyway: the last
+durable round in the store is what the replacement resumes from. A run that completes while
+passivation is pending ends ``completed`` (keepAlive: ``passivated``).
+
+Outcomes and exit codes: ``completed`` 0, ``passivated`` 0, ``failed`` 1 (2 for bad input: env or
+options file), ``fenced`` 3 (a ``FencedError`` was seen anywhere: a newer epoch owns the session).
+
+Store layout: ``FileSessionStore(BERTH_STORE_DIR/<namespace>, epoch=BERTH_EPOCH)`` with session id
+``<name>``, i.e. ``BERTH_STORE_DIR/<ns>/<name>/`` as in ARCHITECTURE §6.
+
+TEST ONLY: ``BERTH_TEST_IGNORE_PASSIVATION=1`` makes the server accept passivation requests (202,
+counted, shown in ``/v1/state`` with ``"ignored": true``) and SIGTERM without passivating, so drain
+tests can exercise the operator's deadline path. Never set it in production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from session_runtime.errors import (
+    ConfigError,
+    FencedError,
+    ResumeError,
+    RunPassivatedError,
+    SessionNotFoundError,
+    SessionRuntimeError,
+)
+from session_runtime.metrics import CONTENT_TYPE, SessionMetrics
+from session_runtime.pod import termination
+from session_runtime.pod.api import (
+    MessageRequest,
+    PassivateRequest,
+    Passivation,
+    Phase,
+    outcome_of,
+    state_body,
+)
+from session_runtime.pod.config import (
+    PodConfig,
+    PodConfigError,
+    parse_env,
+    termination_log_from_env,
+)
+from session_runtime.pod.options import OptionsError, PodOptions, load_options
+from session_runtime.pod.termination import Outcome, TerminationMessage, Usage
+from session_runtime.tools.base import Lane, lane_for_tool
+
+log = logging.getLogger("berth.session")
+
+#: Cap of the passivation deadline on SIGTERM, in seconds (kubelet default grace period is 30 s).
+SIGTERM_DEADLINE_CAP_SECONDS = 20
+
+#: How long after a passivation deadline the process still waits for the runtime's checkpoint.
+PASSIVATION_SLACK_MS = 3000
+
+
+def now_ms() -> int:
+    """Wall clock in epoch milliseconds (the unit of ``deadlineMs``)."""
+    return time.time_ns() // 1_000_000
+
+
+class _Finish(Exception):
+    """Internal: carries the termination message out of a run driver."""
+
+    def __init__(self, message: TerminationMessage) -> None:
+        super().__init__(message.outcome)
+        self.message = message
+
+
+class MeteredStore:
+    """Wraps the session store: times ``commit_round``, counts rounds, notices fencing.
+
+    Delegates every attribute to the wrapped store. ``commit_round`` feeds
+    ``berth_session_checkpoint_write_seconds`` and, when the checkpoint's ``turn`` moved past the
+    last one seen for its run, ``berth_session_rounds_total``. Any ``FencedError`` raised through
+    a wrapped method calls ``on_fenced`` before it propagates (the loop may swallow store errors).
+    """
+
+    def __init__(
+        self,
+        inner: Any,
+        metrics: SessionMetrics,
+        on_fenced: Callable[[FencedError], None],
+        *,
+        resume_start_turn: int = 0,
+    ) -> None:
+        self._inner = inner
+        self._metrics = metrics
+        self._on_fenced = on_fenced
+        self._turns: dict[str, int] = {}
+        self._first_run_start = resume_start_turn
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attr(*args, **kwargs)
+            except FencedError as exc:
+                self._on_fenced(exc)
+                raise
+
+        return call
+
+    def commit_round(self, checkpoint: Any) -> None:
+        """Time the durable commit, then count the round if ``checkpoint.turn`` advanced."""
+        started = time.perf_counter()
+        try:
+            self._inner.commit_round(checkpoint)
+        except FencedError as exc:
+            self._on_fenced(exc)
+            raise
+        self._metrics.checkpoint_write_seconds.observe(time.perf_counter() - started)
+        run_id, turn = str(checkpoint.run_id), int(checkpoint.turn)
+        if run_id not in self._turns:
+            self._turns[run_id], self._first_run_start = self._first_run_start, 0
+        if turn > self._turns[run_id]:
+            self._metrics.rounds_total.inc(turn - self._turns[run_id])
+            self._turns[run_id] = turn
+
+
+def _metered_guard(budget: Any, metrics: SessionMetrics, baseline: Mapping[str, Any]) -> Any:
+    """The core's ``TokenBudgetGuard`` for ``spec.budget`` that also counts tokens per LLM call.
+
+    Always installed (with no limits it allows everything) because its ``record_after_llm`` is
+    where ``berth_session_llm_tokens_total`` comes from. ``baseline`` is the resumed checkpoint's
+    ``{"total_tokens", "tool_calls_count"}`` so the session budget spans all its runs.
+    """
+    from session_runtime.agent.budget import TokenBudgetGuard
+
+    class MeteredBudgetGuard(TokenBudgetGuard):
+        def record_after_llm(self, session_id: str, usage: dict[str, int]) -> None:
+            metrics.observe_llm_usage(usage)
+            super().record_after_llm(session_id, usage)
+
+    guard = MeteredBudgetGuard(
+        max_total_tokens=budget.max_total_tokens,
+        max_tool_calls=budget.max_tool_calls,
+        soft_limit_percent=budget.soft_limit_percent,
+    )
+    guard.tokens_used = int(baseline.get("total_tokens", 0))
+    guard.tool_calls = int(baseline.get("tool_calls_count", 0))
+    return guard
+
+
+class SessionPod:
+    """One session pod: the agent session, its lifecycle phase and the pod API's behaviour.
+
+    Built by :func:`run`; its HTTP handlers and signal handlers call :meth:`request_passivation`
+    and :meth:`post_message`. :meth:`wait` returns the termination message. Single event loop:
+    every method runs on it (no locks).
+    """
+
+    def __init__(self, cfg: PodConfig, opts: PodOptions, metrics: SessionMetrics) -> None:
+        self.cfg = cfg
+        self.opts = opts
+        self.metrics = metrics
+        self.phase: Phase = "starting"
+        self.session: Any = None
+        self.agent: Any = None
+        self.passivation: Passivation | None = None
+        self.fenced: FencedError | None = None
+        self._result: Any = None
+        self._finished: asyncio.Future[TerminationMessage] | None = None
+        self._run_task: asyncio.Task[None] | None = None
+        self._passivate_task: asyncio.Task[None] | None = None
+        self._resume_baseline: dict[str, Any] = {}
+        self._fresh = not cfg.resume_run_id
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    def _set_phase(self, phase: Phase) -> None:
+        self.phase = phase
+        self.metrics.set_state(phase)
+
+    def _future(self) -> asyncio.Future[TerminationMessage]:
+        if self._finished is None:
+            self._finished = asyncio.get_running_loop().create_future()
+        return self._finished
+
+    def finish(self, message: TerminationMessage) -> None:
+        """Record the outcome (first call wins) and let :meth:`wait` return."""
+        fut = self._future()
+        if fut.done():
+            return
+        if self.fenced is not None and message.outcome == "failed":
+            message = self._message("fenced", reason=str(self.fenced))
+        self._set_phase(message.outcome)
+        fut.set_result(message)
+
+    async def wait(self) -> TerminationMessage:
+        """The termination message, once the session has ended."""
+        return await self._future()
+
+    def _on_fenced(self, exc: FencedError) -> None:
+        if self.fenced is None:
+            log.error("fenced: %s", exc)
+            self.fenced = exc
+
+    def runtime_state(self) -> dict[str, Any] | None:
+        """``Session.state()`` or None (no session yet, or the call failed)."""
+        if self.session is None:
+            return None
+        try:
+            state = self.session.state()
+        except Exception:
+            log.debug("state() failed", exc_info=True)
+            return None
+        return dict(state) if isinstance(state, Mapping) else None
+
+    def _message(
+        self,
+        outcome: Outcome,
+        *,
+        reason: str | None = None,
+        run_id: str | None = None,
+        turn: int | None = None,
+    ) -> TerminationMessage:
+        """A termination message filled from ``state()`` and the last result where not given."""
+        rt = self.runtime_state() or {}
+        result = self._result
+        usage = Usage.from_mapping(rt.get("usage"))
+        if result is not None and usage.total_tokens == 0:
+            usage = Usage.from_mapping(getattr(result, "usage", None))
+        rt_turn = rt.get("turn")
+        return TerminationMessage(
+            outcome=outcome,
+            run_id=run_id
+            or rt.get("run_id")
+            or getattr(result, "run_id", None)
+            or self.cfg.resume_run_id,
+            turn=turn
+            if turn is not None
+            else rt_turn
+            if isinstance(rt_turn, int)
+            else int(getattr(result, "turn", 0) or 0),
+            usage=usage,
+            reason=reason,
+            result_text=getattr(result, "text", None),
+        )
+
+    # ---- building the session ----------------------------------------------------------
+
+    def build(self) -> None:
+        """Create the agent and the session (fresh, or resumed when ``BERTH_RESUME_RUN_ID`` is
+        set and the session was saved). Raises the runtime's errors and ``ValueError``."""
+        from session_runtime import Agent
+        from session_runtime.store.file import FileSessionStore
+
+        cfg = self.cfg
+        store_root = cfg.store_dir / cfg.namespace
+        store_root.mkdir(parents=True, exist_ok=True)
+        raw_store = FileSessionStore(str(store_root), epoch=cfg.epoch)
+        start_turn = 0
+        if cfg.resume_run_id:
+            cp = raw_store.load_checkpoint(cfg.name, cfg.resume_run_id)
+            if cp is not None:
+                start_turn = cp.turn
+                self._resume_baseline = {
+                    "total_tokens": int(cp.total_usage.get("total_tokens", 0)),
+                    "tool_calls_count": cp.tool_calls_count,
+                }
+        store = MeteredStore(raw_store, self.metrics, self._on_fenced, resume_start_turn=start_turn)
+        options = self._session_options(store)
+        executor = build_executor(cfg, self.opts)
+        self.agent = Agent.create(self._agent_config())
+        cfg.workspace.mkdir(parents=True, exist_ok=True)
+        workspace = str(cfg.workspace)
+        if cfg.resume_run_id:
+            try:
+                self.session = self.agent.resume_session(
+                    cfg.name, options, workspace=workspace, executor=executor
+                )
+            except SessionNotFoundError:
+                log.warning(
+                    "nothing saved for %s: the previous pod stopped before its first checkpoint; "
+                    "starting the task afresh",
+                    cfg.session_key,
+                )
+                self._fresh = True
+        if self.session is None:
+            self.session = self.agent.session(workspace, options, executor=executor)
+        self.session.register_hook("berth-session-metrics", "tool_end", self._on_tool_end)
+
+    def _agent_config(self) -> dict[str, Any] | None:
+        """Agent config: the options' ``llm.baseUrl`` wins over ``OPENAI_BASE_URL``; the key is
+        read by the runtime from the env var the options name (default ``OPENAI_API_KEY``)."""
+        base_url = self.opts.llm.base_url or self.cfg.openai_base_url
+        provider, _, model = self.opts.model.partition("/")
+        if base_url is None and self.opts.llm.api_key_env == "OPENAI_API_KEY":
+            return None  # the runtime's default: openai/<model> from OPENAI_* env vars
+        return {
+            "default_model": self.opts.model,
+            "providers": {
+                provider: {
+                    "base_url": base_url,
+                    "api_key_env": self.opts.llm.api_key_env,
+                    "models": [model],
+                }
+            },
+        }
+
+    def _session_options(self, store: Any) -> Any:
+        from session_runtime import SessionOptions, SessionRetentionLimits
+
+        opts, cfg = self.opts, self.cfg
+        lim = opts.limits
+        kwargs: dict[str, Any] = {}
+        for name, value in (
+            ("max_tool_rounds", lim.max_tool_rounds),
+            ("max_parse_retries", lim.max_parse_retries),
+            ("circuit_breaker_threshold", lim.circuit_breaker_threshold),
+            ("auto_compact", lim.auto_compact),
+            ("auto_compact_threshold", lim.auto_compact_threshold),
+            ("continuation_enabled", lim.continuation_enabled),
+            ("max_continuation_turns", lim.max_continuation_turns),
+        ):
+            if value is not None:
+                kwargs[name] = value
+        if lim.tool_timeout_seconds is not None:
+            kwargs["tool_timeout_ms"] = lim.tool_timeout_seconds * 1000
+        ident = opts.identity
+        return SessionOptions(
+            model=opts.model,
+            session_id=cfg.name,
+            session_store=store,
+            auto_save=True,
+            tenant_id=ident.tenant_id,
+            principal=ident.principal,
+            agent_template_id=ident.agent_template_id,
+            correlation_id=ident.correlation_id,
+            budget_guard=_metered_guard(opts.budget, self.metrics, self._resume_baseline),
+            retention_limits=SessionRetentionLimits(**opts.retention.model_dump()),
+            **kwargs,
+        )
+
+    def _on_tool_end(self, event: Mapping[str, Any]) -> None:
+        self.metrics.observe_tool_call(lane_for_tool(str(event.get("name", ""))))
+
+    # ---- runs ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the task or the resumed run (or passivate at once if that was asked first)."""
+        if self.passivation is not None and not self.cfg.test_ignore_passivation:
+            self._set_phase("passivating")
+            self.finish(
+                self._message("passivated", reason=self.passivation.reason, turn=self._start_turn())
+            )
+            return
+        if self._fresh:
+            prompt = self.opts.prompt
+            self._start_run(lambda: self.session.send_async(prompt))
+        else:
+            self._start_run(self._resume)
+
+    async def _resume(self) -> Any:
+        """``resume_run(BERTH_RESUME_RUN_ID)``; without any checkpoint of that run (the previous
+        pod died before the run's first commit, so no tool can have run) the task starts afresh."""
+        run_id = self.cfg.resume_run_id or ""
+        try:
+            return await self.session.resume_run_async(run_id)
+        except ResumeError as exc:
+            log.warning("%s: starting the task afresh", exc)
+            return await self.session.send_async(self.opts.prompt)
+
+    def _start_turn(self) -> int:
+        rt = self.runtime_state() or {}
+        turn = rt.get("turn")
+        return turn if isinstance(turn, int) else 0
+
+    def _start_run(self, factory: Callable[[], Awaitable[Any]]) -> None:
+        self._set_phase("running")
+        self._run_task = asyncio.get_running_loop().create_task(self._drive(factory))
+
+    async def _drive(self, factory: Callable[[], Awaitable[Any]]) -> None:
+        """Await one run and turn its end into a phase change or a termination message."""
+        try:
+            result = await factory()
+        except RunPassivatedError as exc:
+            if self.passivation is None:  # passivated by someone else (e.g. a host event)
+                self.finish(
+                    self._message("passivated", reason=str(exc), run_id=exc.run_id, turn=exc.turn)
+                )
+            return  # else the passivation task finishes
+        except FencedError as exc:
+            self._on_fenced(exc)
+            self.finish(self._message("fenced", reason=str(exc)))
+            return
+        except SessionRuntimeError as exc:
+            self.finish(self._message("failed", reason=str(exc)))
+            return
+        except Exception as exc:
+            log.exception("run failed unexpectedly")
+            self.finish(
+                self._message("failed", reason=f"internal error: {type(exc).__name__}: {exc}")
+            )
+            return
+        self._result = result
+        if self.fenced is not None:
+            self.finish(self._message("fenced", reason=str(self.fenced)))
+        elif not self.opts.keep_alive:
+            self.finish(self._message("completed"))
+        elif self.passivation is not None and not self.cfg.test_ignore_passivation:
+            self._set_phase("passivating")  # the passivation task finishes
+        else:
+            self._set_phase("idle")
+
+    # ---- pod API behaviour ---------------------------------------------------------------
+
+    def request_passivation(self, reason: str, deadline_ms: int | None) -> Passivation:
+        """Accept a passivation request (idempotent: the first request wins)."""
+        if self.passivation is not None:
+            return self.passivation
+        now = now_ms()
+        if deadline_ms is None:
+            deadline_ms = now + self.opts.passivation.deadline_seconds * 1000
+        self.passivation = Passivation(reason, deadline_ms, now)
+        self.metrics.observe_passivation(reason)
+        if self.cfg.test_ignore_passivation:
+            log.warning(
+                "passivation (%s) accepted and IGNORED (BERTH_TEST_IGNORE_PASSIVATION)", reason
+            )
+            return self.passivation
+        log.info("passivation requested: reason=%s deadline_ms=%d", reason, deadline_ms)
+        if self.phase in ("running", "idle"):
+            self._set_phase("passivating")
+            self._passivate_task = asyncio.get_running_loop().create_task(
+                self._passivate(self.passivation)
+            )
+        # "starting": start() sees the request and ends passivated without starting a run.
+        return self.passivation
+
+    async def _passivate(self, p: Passivation) -> None:
+        """Run ``Session.passivate_async`` until the deadline (+ slack), then finish."""
+        timeout = max(0, p.deadline_ms - now_ms() + PASSIVATION_SLACK_MS) / 1000
+        try:
+            answer = await asyncio.wait_for(
+                self.session.passivate_async(p.reason, p.deadline_ms), timeout
+            )
+        except TimeoutError:
+            log.warning(
+                "passivation did not finish by its deadline; exiting on the last durable round"
+            )
+            self.finish(
+                self._message(
+                    "passivated", reason=f"{p.reason} (deadline passed; last durable round kept)"
+                )
+            )
+            return
+        except FencedError as exc:
+            self._on_fenced(exc)
+            self.finish(self._message("fenced", reason=str(exc)))
+            return
+        except Exception as exc:
+            log.exception("passivation failed")
+            self.finish(self._message("failed", reason=f"passivation failed: {exc}"))
+            return
+        if self._run_task is not None:  # let the run end on its boundary so state() is final
+            remaining = max(0, p.deadline_ms - now_ms() + PASSIVATION_SLACK_MS) / 1000
+            await asyncio.wait({self._run_task}, timeout=remaining)
+        info = answer if isinstance(answer, Mapping) else {}
+        turn = info.get("turn")
+        self.finish(
+            self._message(
+                "passivated",
+                reason=p.reason,
+                run_id=info.get("run_id"),
+                turn=turn if isinstance(turn, int) else None,
+            )
+        )
+
+    def post_message(self, prompt: str) -> tuple[int, dict[str, Any]]:
+        """``POST /v1/messages`` behaviour: (HTTP status, body). See the module docstring."""
+        if not self.opts.keep_alive:
+            return 409, {"error": "not_keep_alive", "state": self.phase}
+        if self.phase == "idle":
+            self._start_run(lambda: self.session.send_async(prompt))
+            return 202, {"accepted": True, "state": self.phase}
+        if self.phase in ("starting", "running"):
+            return 409, {"error": "busy", "state": self.phase}
+        if self.phase == "passivating":
+            return 409, {"error": "passivating", "state": self.phase}
+        return 409, {"error": "finished", "state": self.phase}
+
+    def state_json(self) -> dict[str, Any]:
+        """The ``GET /v1/state`` body."""
+        return state_body(
+            self.phase,
+            self.runtime_state(),
+            session=self.cfg.session_key,
+            epoch=self.cfg.epoch,
+            identity=self.opts.identity,
+            pod_name=self.cfg.pod_name,
+            node_name=self.cfg.node_name,
+            passivation=self.passivation,
+            ignoring_passivation=self.cfg.test_ignore_passivation,
+        )
+
+    async def close(self) -> None:
+        """Cancel what still runs and close the session and agent (errors are logged)."""
+        for task in (self._passivate_task, self._run_task):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        for obj in (self.session, self.agent):
+            if obj is None:
+                continue
+            try:
+                closer = getattr(obj, "close_async", None)
+                if closer is not None:
+                    await closer()
+                else:
+                    obj.close()
+            except Exception:
+                log.debug("close failed", exc_info=True)
+
+
+def build_executor(cfg: PodConfig, opts: PodOptions) -> Any:
+    """The session's tool executor: None (tools run directly) without ``lanes`` in the options;
+    otherwise a ``LaneQueue`` with the options' per-lane modes, timeouts and concurrency, and, when
+    any lane is external or hybrid, the Redis transport to its LaneWorker (ARCHITECTURE §7).
+
+    Raises ``ConfigError`` when a lane needs Redis and ``BERTH_REDIS_URL`` is not set.
+    """
+    if not opts.lanes:
+        return None
+    from session_runtime.lanes import LaneHandlerConfig, LaneQueue, SessionQueueConfig
+    from session_runtime.tools.executor import DirectExecutor
+
+    config = SessionQueueConfig()
+    handlers: dict[Lane, LaneHandlerConfig] = {}
+    timeouts: dict[Lane, int] = {}
+    workers: dict[Lane, str] = {}
+    for lane, lo in opts.lanes.items():
+        if lo.max_concurrency is not None:
+            setattr(config, f"{lane}_max_concurrency", lo.max_concurrency)
+        timeout_ms = None if lo.timeout_seconds is None else lo.timeout_seconds * 1000
+        if timeout_ms is not None:
+            timeouts[lane] = timeout_ms
+        if lo.mode != "internal" and lo.lane_worker is not None:
+            workers[lane] = lo.lane_worker.name
+        handlers[lane] = (
+            LaneHandlerConfig(lo.mode, timeout_ms)
+            if timeout_ms is not None
+            else LaneHandlerConfig(lo.mode)
+        )
+    config.lane_handlers, config.lane_timeouts = handlers, timeouts
+    config.validate()
+    transport = None
+    if workers:
+        if not cfg.redis_url:
+            raise ConfigError(
+                f"lanes {sorted(workers)} are external but BERTH_REDIS_URL is not set"
+            )
+        from session_runtime.transport import RedisTaskTransport
+
+        transport = RedisTaskTransport.from_url(
+            cfg.redis_url,
+            namespace=cfg.namespace,
+            session_name=cfg.name,
+            session_uid=cfg.session_uid,
+            epoch=cfg.epoch,
+            lane_workers=workers,
+            shared_root=None if cfg.shared_root is None else str(cfg.shared_root),
+        )
+    return LaneQueue(config, runner=DirectExecutor(), transport=transport)
+
+
+# ---- HTTP ------------------------------------------------------------------------------------
+
+
+def _json(status: int, body: Mapping[str, Any]) -> web.Response:
+    return web.json_response(dict(body), status=status)
+
+
+async def _body(request: web.Request, model: type[BaseModel]) -> BaseModel | web.Response:
+    try:
+        data = await request.json()
+        return model.model_validate(data)
+    except ValueError as exc:  # JSONDecodeError and ValidationError are ValueErrors
+        detail = (
+            "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            if isinstance(exc, ValidationError)
+            else "body is not JSON"
+        )
+        return _json(400, {"error": "bad_request", "detail": detail})
+
+
+def make_app(pod: SessionPod) -> web.Application:
+    """The pod API (routes in the module docstring)."""
+
+    async def healthz(_: web.Request) -> web.Response:
+        return _json(200, {"ok": True})
+
+    async def readyz(_: web.Request) -> web.Response:
+        ready = pod.session is not None and outcome_of(pod.phase) is None
+        return _json(200 if ready else 503, {"ready": ready, "state": pod.phase})
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=pod.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def state(_: web.Request) -> web.Response:
+        return _json(200, pod.state_json())
+
+    async def passivate(request: web.Request) -> web.Response:
+        body = await _body(request, PassivateRequest)
+        if isinstance(body, web.Response):
+            return body
+        assert isinstance(body, PassivateRequest)
+        if pod.phase in ("completed", "failed", "fenced"):
+            return _json(409, {"error": "finished", "state": pod.phase})
+        p = pod.request_passivation(body.reason, body.deadline_ms)
+        return _json(202, {"accepted": True, "state": pod.phase, "passivation": p.to_json()})
+
+    async def messages(request: web.Request) -> web.Response:
+        body = await _body(request, MessageRequest)
+        if isinstance(body, web.Response):
+            return body
+        assert isinstance(body, MessageRequest)
+        status, answer = pod.post_message(body.prompt)
+        return _json(status, answer)
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/v1/state", state)
+    app.router.add_post("/v1/passivate", passivate)
+    app.router.add_post("/v1/messages", messages)
+    return app
+
+
+# ---- process ---------------------------------------------------------------------------------
+
+
+async def run(cfg: PodConfig, opts: PodOptions) -> TerminationMessage:
+    """Serve the pod until the session ends; return its termination message."""
+    metrics = SessionMetrics()
+    pod = SessionPod(cfg, opts, metrics)
+    runner = web.AppRunner(make_app(pod), access_log=None)
+    await runner.setup()
+    try:
+        try:
+            await web.TCPSite(runner, cfg.pod_ip, cfg.http_port).start()
+        except OSError as exc:
+            return TerminationMessage(
+                "failed", reason=f"cannot listen on {cfg.pod_ip}:{cfg.http_port}: {exc}"
+            )
+        log.info("serving on %s:%d", cfg.pod_ip, cfg.http_port)
+        loop = asyncio.get_running_loop()
+
+        def on_signal(name: str) -> None:
+            log.info("%s received", name)
+            deadline_s = min(opts.passivation.deadline_seconds, SIGTERM_DEADLINE_CAP_SECONDS)
+            pod.request_passivation("sigterm", now_ms() + deadline_s * 1000)
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig.name)
+        try:
+            pod.build()
+        except FencedError as exc:
+            pod._on_fenced(exc)
+            return pod._message("fenced", reason=str(exc))
+        except (ConfigError, ValueError) as exc:
+            return TerminationMessage("failed", reason=str(exc), bad_input=True)
+        except SessionRuntimeError as exc:
+            return pod._message("failed", reason=str(exc))
+        pod.start()
+        message = await pod.wait()
+        await pod.close()
+        return message
+    finally:
+        with contextlib.suppress(Exception):
+            await runner.cleanup()
+
+
+def load(env: Mapping[str, str]) -> tuple[PodConfig, PodOptions]:
+    """Parse the environment and the options file; raises PodConfigError or OptionsError."""
+    cfg = parse_env(env)
+    opts = load_options(cfg.options_file)
+    ref = opts.session
+    if ref is not None and (
+        (ref.namespace, ref.name) != (cfg.namespace, cfg.name) or ref.uid != cfg.session_uid
+    ):
+        raise OptionsError(
+            f"options file {cfg.options_file} is for {ref.namespace}/{ref.name} (uid {ref.uid}), "
+            f"not {cfg.session_key} (uid {cfg.session_uid})"
+        )
+    return cfg, opts
+
+
+def main() -> None:
+    """Console script ``berth-session``. Exits with the outcome's code (module docstring)."""
+    logging.basicConfig(
+        level=os.environ.get("BERTH_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    env = os.environ
+    try:
+        cfg, opts = load(env)
+    except (PodConfigError, OptionsError) as exc:
+        log.error("%s", exc)
+        message = TerminationMessage("failed", reason=str(exc), bad_input=True)
+        termination.write(termination_log_from_env(env), message)
+        sys.exit(message.exit_code)
+    try:
+        message = asyncio.run(run(cfg, opts))
+    except Exception as exc:  # a bug: still leave a termination message behind
+        log.exception("berth-session crashed")
+        message = TerminationMessage(
+            "failed", reason=f"internal error: {type(exc).__name__}: {exc}"
+        )
+    termination.write(cfg.termination_log, message)
+    sys.exit(message.exit_code)
+
+
+if __name__ == "__main__":
+    main()
