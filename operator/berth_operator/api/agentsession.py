@@ -449,6 +449,9 @@ class AgentSessionStatus(K8sModel):
     """How many times the session was passivated."""
     restarts: int | None = None
     """Consecutive placements after a pod died without passivating (reset on success)."""
+    placement_reason: str | None = None
+    """Why the current (or next) pod is placed: Initial, PodCrashed, NodeLost, PodEvicted,
+    PodDeleted, RunFailed, Passivated, PlacementInterrupted."""
     next_attempt_at: datetime | None = None
     """When the next replacement may be created (exponential backoff)."""
     result: Result | None = None

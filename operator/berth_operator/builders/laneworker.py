@@ -1,0 +1,244 @@
+"""Builder of the worker Deployment of a LaneWorker (ARCHITECTURE.md §4, §7; issue 8).
+
+Pure: takes the LaneWorker's identity, its parsed spec and the operator settings and returns the
+``apps/v1`` Deployment as a dict. Called by ``berth_operator.handlers.laneworker`` on create,
+update and resume of a LaneWorker.
+
+Contract given to ``berth-worker`` (read by ``session_runtime.worker.WorkerSettings.from_env``):
+
+- command ``berth-worker``; env ``BERTH_REDIS_URL`` (operator setting ``redis_url``),
+  ``BERTH_NAMESPACE`` (downward API), ``BERTH_LANEWORKER`` (the LaneWorker name, which names the
+  task stream ``berth:{ns}:lw:{name}:tasks``), ``POD_NAME`` (the consumer name in group
+  ``workers``) and ``POD_IP`` (downward API), ``BERTH_WORKER_CONCURRENCY`` (``spec.concurrency``),
+  ``BERTH_SHARED_ROOT`` (the shared volume's mount path), ``BERTH_TASK_TIMEOUT_SECONDS``
+  (``spec.taskTimeoutSeconds``), ``BERTH_METRICS_PORT`` (:data:`METRICS_PORT`);
+- the shared RWX claim (``spec.store.claimName`` or the operator's ``default_claim_name``) at
+  ``/var/lib/berth/shared`` — the same mount path as session pods, so sessions may send workspace
+  paths relative to the volume root; an ``emptyDir`` at ``/tmp`` because the root filesystem is
+  read-only;
+- non-root (``runAsNonRoot``, the operator's ``run_as_user``), no privilege escalation, all
+  capabilities dropped, RuntimeDefault seccomp, no ServiceAccount token (workers never call the
+  Kubernetes API, §2);
+- ``terminationGracePeriodSeconds`` = ``taskTimeoutSeconds`` + :data:`DRAIN_MARGIN_SECONDS`: on
+  SIGTERM a worker takes no new task and finishes those it holds, each bounded by the task
+  timeout, so a scale-down never kills a running task;
+- readiness: ``GET /metrics`` on the worker's metrics port (the server starts with the worker);
+  Prometheus scrape annotations (``prometheus.io/scrape``, ``prometheus.io/port``) on the pods.
+
+The pod template carries a hash of itself in :data:`ANNOTATION_TEMPLATE_HASH` on the Deployment,
+so the handler replaces the template only when the spec changed (the apiserver adds defaults, so
+comparing the live template with the built one would always differ).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from berth_operator.api.constants import (
+    API_VERSION,
+    LABEL_COMPONENT,
+    LABEL_LANEWORKER,
+    LABEL_MANAGED_BY,
+    LABEL_NAME,
+    LANEWORKER_KIND,
+    MANAGED_BY,
+    SHARED_MOUNT_PATH,
+)
+from berth_operator.api.laneworker import LaneWorkerSpec
+from berth_operator.errors import SpecError
+from berth_operator.settings import OperatorSettings
+
+WORKER_COMMAND: Final = "berth-worker"
+WORKER_CONTAINER: Final = "worker"
+COMPONENT_LANEWORKER: Final = "laneworker"
+METRICS_PORT: Final = 9090
+"""Port of the worker's Prometheus endpoint (``BERTH_METRICS_PORT``)."""
+DRAIN_MARGIN_SECONDS: Final = 15
+"""Added to ``taskTimeoutSeconds`` for the termination grace: reply, ack and exit (seconds)."""
+ANNOTATION_TEMPLATE_HASH: Final = "berth.dev/template-hash"
+"""On the Deployment: sha256 (first 16 hex digits) of the pod template the operator built."""
+TMP_MOUNT_PATH: Final = "/tmp"
+
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True, slots=True)
+class LaneWorkerRef:
+    """Identity of one LaneWorker object."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+def deployment_name(name: str) -> str:
+    """Name of the worker Deployment: ``<laneworker>-workers``."""
+    return f"{name}-workers"
+
+
+def selector_labels(name: str) -> dict[str, str]:
+    """Labels selecting the pods of LaneWorker ``name`` (Deployment selector, ``status.selector``).
+
+    Raises SpecError when ``name`` is not a valid label value (longer than 63 characters).
+    """
+    if len(name) > 63 or not _LABEL_VALUE.match(name):
+        raise SpecError(f"LaneWorker name {name!r} must be a valid label value (<= 63 characters)")
+    return {
+        LABEL_NAME: "berth",
+        LABEL_COMPONENT: COMPONENT_LANEWORKER,
+        LABEL_LANEWORKER: name,
+    }
+
+
+def selector_string(name: str) -> str:
+    """``status.selector`` for ``/scale``: the selector labels as ``k=v,k=v`` (sorted)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(name).items()))
+
+
+def termination_grace_seconds(spec: LaneWorkerSpec) -> int:
+    """``taskTimeoutSeconds`` + :data:`DRAIN_MARGIN_SECONDS` (seconds)."""
+    return spec.task_timeout_seconds + DRAIN_MARGIN_SECONDS
+
+
+def owner_reference(ref: LaneWorkerRef) -> dict[str, Any]:
+    """Controller owner reference to the LaneWorker (the Deployment is garbage-collected)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": LANEWORKER_KIND,
+        "name": ref.name,
+        "uid": ref.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _field_env(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def build_pod_template(
+    ref: LaneWorkerRef, spec: LaneWorkerSpec, settings: OperatorSettings
+) -> dict[str, Any]:
+    """The worker pod template (``spec.template`` of the Deployment). Raises SpecError."""
+    labels = {**selector_labels(ref.name), LABEL_MANAGED_BY: MANAGED_BY}
+    claim = (spec.store.claim_name if spec.store else None) or settings.default_claim_name
+    uid = settings.run_as_user
+    security: dict[str, Any] = {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    template = spec.template
+    if template is not None and template.security_context:
+        # Overrides pass through, except that the root filesystem stays read-only and the
+        # container stays non-root (the issue's requirement; /tmp is writable).
+        security = {
+            **security,
+            **template.security_context,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+        }
+    container: dict[str, Any] = {
+        "name": WORKER_CONTAINER,
+        "image": spec.image or settings.session_image,
+        "imagePullPolicy": settings.image_pull_policy,
+        "command": [WORKER_COMMAND],
+        "env": [
+            {"name": "BERTH_REDIS_URL", "value": settings.redis_url},
+            _field_env("BERTH_NAMESPACE", "metadata.namespace"),
+            {"name": "BERTH_LANEWORKER", "value": ref.name},
+            _field_env("POD_NAME", "metadata.name"),
+            _field_env("POD_IP", "status.podIP"),
+            {"name": "BERTH_WORKER_CONCURRENCY", "value": str(spec.concurrency)},
+            {"name": "BERTH_SHARED_ROOT", "value": SHARED_MOUNT_PATH},
+            {"name": "BERTH_TASK_TIMEOUT_SECONDS", "value": str(spec.task_timeout_seconds)},
+            {"name": "BERTH_METRICS_PORT", "value": str(METRICS_PORT)},
+        ],
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+        "readinessProbe": {
+            "httpGet": {"path": "/metrics", "port": "metrics"},
+            "periodSeconds": 2,
+            "timeoutSeconds": 1,
+            "failureThreshold": 3,
+        },
+        "volumeMounts": [
+            {"name": "shared", "mountPath": SHARED_MOUNT_PATH},
+            {"name": "tmp", "mountPath": TMP_MOUNT_PATH},
+        ],
+        "securityContext": security,
+    }
+    if template is not None and template.resources is not None:
+        container["resources"] = template.resources.wire()
+    pod_spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": termination_grace_seconds(spec),
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": uid,
+            "runAsGroup": uid,
+            "fsGroup": uid,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": [
+            {"name": "shared", "persistentVolumeClaim": {"claimName": claim}},
+            {"name": "tmp", "emptyDir": {}},
+        ],
+    }
+    if template is not None and template.node_selector:
+        pod_spec["nodeSelector"] = dict(template.node_selector)
+    if template is not None and template.tolerations:
+        pod_spec["tolerations"] = [t.wire() for t in template.tolerations]
+    return {
+        "metadata": {
+            "labels": labels,
+            "annotations": {
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": str(METRICS_PORT),
+            },
+        },
+        "spec": pod_spec,
+    }
+
+
+def template_hash(template: dict[str, Any]) -> str:
+    """First 16 hex digits of the sha256 of the template's canonical JSON."""
+    canonical = json.dumps(template, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def build_deployment(
+    ref: LaneWorkerRef, spec: LaneWorkerSpec, settings: OperatorSettings, *, replicas: int
+) -> dict[str, Any]:
+    """The ``apps/v1`` Deployment of the pool with ``replicas`` pods. Raises SpecError.
+
+    Rolling updates never take a ready worker away before its replacement is ready
+    (``maxUnavailable: 0``), so a template change does not shrink a busy pool.
+    """
+    template = build_pod_template(ref, spec, settings)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": deployment_name(ref.name),
+            "namespace": ref.namespace,
+            "labels": {**selector_labels(ref.name), LABEL_MANAGED_BY: MANAGED_BY},
+            "annotations": {ANNOTATION_TEMPLATE_HASH: template_hash(template)},
+            "ownerReferences": [owner_reference(ref)],
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": selector_labels(ref.name)},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0},
+            },
+            "revisionHistoryLimit": 3,
+            "template": template,
+        },
+    }

@@ -1,0 +1,279 @@
+"""Builders of the session Pod and its options ConfigMap (ARCHITECTURE.md §5).
+
+Contract given to ``berth-session`` (read by session_runtime.pod.config / .options):
+
+- env: BERTH_SESSION (<ns>/<name>), BERTH_SESSION_UID, BERTH_EPOCH, BERTH_RESUME_RUN_ID (when
+  resuming), BERTH_STORE_DIR (<mount>/store), BERTH_WORKSPACE (<mount>/<workspace subPath>),
+  BERTH_REDIS_URL, BERTH_OPTIONS_FILE (/etc/berth/session/options.json),
+  BERTH_TERMINATION_LOG (= terminationMessagePath), POD_NAME, POD_NAMESPACE, POD_IP, NODE_NAME
+  (downward API), OPENAI_API_KEY (secretKeyRef of spec.llm.apiKeySecretRef), OPENAI_BASE_URL
+  (spec.llm.baseURL, when set).
+- volumes: the shared PVC at /var/lib/berth/shared, the options ConfigMap read-only at
+  /etc/berth/session, an emptyDir at /tmp (the root filesystem is read-only).
+- restartPolicy Never: the operator, not the kubelet, replaces a dead session pod, with a new
+  epoch, so a restart is always a fenced resume.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from berth_operator.api.agentsession import AgentSessionSpec
+from berth_operator.api.constants import (
+    ANNOTATION_REPLACED_REASON,
+    ANNOTATION_RESUME_RUN_ID,
+    LABEL_EPOCH,
+    OPTIONS_KEY,
+    OPTIONS_MOUNT_PATH,
+    SESSION_COMMAND,
+    SESSION_CONTAINER,
+    SESSION_PORT,
+    SHARED_MOUNT_PATH,
+    TERMINATION_MESSAGE_PATH,
+)
+from berth_operator.api.laneworker import task_stream
+from berth_operator.api.options import (
+    LaneOptions,
+    LaneWorkerTarget,
+    LLMOptions,
+    PassivationOptions,
+    SessionPodOptions,
+)
+from berth_operator.api.options import SessionRef as OptionsSessionRef
+from berth_operator.builders.names import (
+    SessionRef,
+    options_configmap_name,
+    owner_reference,
+    pod_name,
+    session_labels,
+    store_dir,
+    workspace_subpath,
+)
+from berth_operator.settings import OperatorSettings
+
+SHUTDOWN_MARGIN_SECONDS = 15
+"""terminationGracePeriodSeconds = passivation deadline + this margin (seconds)."""
+
+
+def result_stream(ref: SessionRef) -> str:
+    """Reply stream of the session: ``berth:{ns}:s:{uid}:results`` (ARCHITECTURE.md §7)."""
+    return f"berth:{ref.namespace}:s:{ref.uid}:results"
+
+
+def passivation_deadline(spec: AgentSessionSpec, settings: OperatorSettings) -> int:
+    """spec.passivation.deadlineSeconds or the operator default (seconds)."""
+    if spec.passivation is not None and spec.passivation.deadline_seconds is not None:
+        return spec.passivation.deadline_seconds
+    return settings.passivation_deadline_seconds
+
+
+def build_options(
+    ref: SessionRef, spec: AgentSessionSpec, settings: OperatorSettings
+) -> SessionPodOptions:
+    """Render options.json from the spec; external lanes get their LaneWorker's task stream."""
+    lanes: dict[str, LaneOptions] | None = None
+    if spec.lanes:
+        lanes = {}
+        for lane, cfg in spec.lanes.items():
+            target = None
+            if cfg.lane_worker_ref is not None:
+                target = LaneWorkerTarget(
+                    name=cfg.lane_worker_ref.name,
+                    task_stream=task_stream(ref.namespace, cfg.lane_worker_ref.name),
+                )
+            lanes[lane] = LaneOptions(
+                mode=cfg.mode,
+                timeout_seconds=cfg.timeout_seconds,
+                max_concurrency=cfg.max_concurrency,
+                lane_worker=target,
+            )
+    return SessionPodOptions(
+        session=OptionsSessionRef(namespace=ref.namespace, name=ref.name, uid=ref.uid),
+        prompt=spec.prompt,
+        model=spec.model,
+        llm=LLMOptions(base_url=spec.llm.base_url if spec.llm else None),
+        identity=spec.identity,
+        limits=spec.limits,
+        retention=spec.retention,
+        budget=spec.budget,
+        lanes=lanes,
+        result_stream=result_stream(ref),
+        keep_alive=bool(spec.keep_alive),
+        passivation=PassivationOptions(deadline_seconds=passivation_deadline(spec, settings)),
+    )
+
+
+def build_options_configmap(
+    ref: SessionRef, spec: AgentSessionSpec, options: SessionPodOptions
+) -> dict[str, Any]:
+    """The ConfigMap ``<session>-options`` with key options.json (owned by the session)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": options_configmap_name(ref.name),
+            "namespace": ref.namespace,
+            "labels": session_labels(ref, spec),
+            "ownerReferences": [owner_reference(ref)],
+        },
+        "data": {OPTIONS_KEY: json.dumps(options.wire(), indent=2, sort_keys=True) + "\n"},
+    }
+
+
+def _field_env(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def session_env(
+    ref: SessionRef,
+    spec: AgentSessionSpec,
+    settings: OperatorSettings,
+    *,
+    epoch: int,
+    resume_run_id: str | None,
+) -> list[dict[str, Any]]:
+    """Environment of the session container (see the module docstring)."""
+    env: list[dict[str, Any]] = [
+        {"name": "BERTH_SESSION", "value": ref.key},
+        {"name": "BERTH_SESSION_UID", "value": ref.uid},
+        {"name": "BERTH_EPOCH", "value": str(epoch)},
+    ]
+    if resume_run_id:
+        env.append({"name": "BERTH_RESUME_RUN_ID", "value": resume_run_id})
+    env += [
+        {"name": "BERTH_STORE_DIR", "value": store_dir(SHARED_MOUNT_PATH)},
+        {"name": "BERTH_WORKSPACE", "value": f"{SHARED_MOUNT_PATH}/{workspace_subpath(ref, spec)}"},
+        {"name": "BERTH_REDIS_URL", "value": settings.redis_url},
+        {"name": "BERTH_OPTIONS_FILE", "value": f"{OPTIONS_MOUNT_PATH}/{OPTIONS_KEY}"},
+        {"name": "BERTH_TERMINATION_LOG", "value": TERMINATION_MESSAGE_PATH},
+        {"name": "BERTH_HTTP_PORT", "value": str(SESSION_PORT)},
+        _field_env("POD_NAME", "metadata.name"),
+        _field_env("POD_NAMESPACE", "metadata.namespace"),
+        _field_env("POD_IP", "status.podIP"),
+        _field_env("NODE_NAME", "spec.nodeName"),
+    ]
+    if spec.llm is not None and spec.llm.api_key_secret_ref is not None:
+        env.append(
+            {
+                "name": "OPENAI_API_KEY",
+                "valueFrom": {
+                    "secretKeyRef": {
+                        "name": spec.llm.api_key_secret_ref.name,
+                        "key": spec.llm.api_key_secret_ref.key,
+                    }
+                },
+            }
+        )
+    if spec.llm is not None and spec.llm.base_url:
+        env.append({"name": "OPENAI_BASE_URL", "value": spec.llm.base_url})
+    return env
+
+
+def build_session_pod(
+    ref: SessionRef,
+    spec: AgentSessionSpec,
+    settings: OperatorSettings,
+    *,
+    epoch: int,
+    resume_run_id: str | None,
+    reason: str,
+) -> dict[str, Any]:
+    """The session Pod of ``epoch`` (name ``<session>-e<epoch>``), owned by the AgentSession.
+
+    ``reason`` (a PlacementReason) and ``resume_run_id`` are recorded as annotations so the
+    lineage can say why this pod exists and what it resumed.
+    """
+    uid = settings.run_as_user
+    claim = (spec.store.claim_name if spec.store else None) or settings.default_claim_name
+    labels = session_labels(ref, spec) | {LABEL_EPOCH: str(epoch)}
+    container: dict[str, Any] = {
+        "name": SESSION_CONTAINER,
+        "image": settings.session_image,
+        "imagePullPolicy": settings.image_pull_policy,
+        "command": [SESSION_COMMAND],
+        "env": session_env(ref, spec, settings, epoch=epoch, resume_run_id=resume_run_id),
+        "ports": [{"name": "http", "containerPort": SESSION_PORT, "protocol": "TCP"}],
+        "readinessProbe": {
+            "httpGet": {"path": "/readyz", "port": "http"},
+            "periodSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": "http"},
+            "periodSeconds": 10,
+            "failureThreshold": 6,
+        },
+        "volumeMounts": [
+            {"name": "shared", "mountPath": SHARED_MOUNT_PATH},
+            {"name": "options", "mountPath": OPTIONS_MOUNT_PATH, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "terminationMessagePath": TERMINATION_MESSAGE_PATH,
+        "terminationMessagePolicy": "File",
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    placement = spec.placement
+    if placement is not None and placement.resources is not None:
+        container["resources"] = placement.resources.wire()
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": passivation_deadline(spec, settings)
+        + SHUTDOWN_MARGIN_SECONDS,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": uid,
+            "runAsGroup": uid,
+            "fsGroup": uid,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": [
+            {"name": "shared", "persistentVolumeClaim": {"claimName": claim}},
+            {
+                "name": "options",
+                "configMap": {
+                    "name": options_configmap_name(ref.name),
+                    "items": [{"key": OPTIONS_KEY, "path": OPTIONS_KEY}],
+                },
+            },
+            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+        ],
+    }
+    if settings.session_service_account:
+        pod_spec["serviceAccountName"] = settings.session_service_account
+    if placement is not None:
+        if placement.node_selector:
+            pod_spec["nodeSelector"] = dict(placement.node_selector)
+        if placement.affinity:
+            pod_spec["affinity"] = placement.affinity
+        if placement.tolerations:
+            pod_spec["tolerations"] = [t.wire() for t in placement.tolerations]
+        if placement.priority_class_name:
+            pod_spec["priorityClassName"] = placement.priority_class_name
+        if placement.topology_spread_constraints:
+            pod_spec["topologySpreadConstraints"] = placement.topology_spread_constraints
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(ref.name, epoch),
+            "namespace": ref.namespace,
+            "labels": labels,
+            "annotations": {
+                ANNOTATION_REPLACED_REASON: reason,
+                ANNOTATION_RESUME_RUN_ID: resume_run_id or "",
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": str(SESSION_PORT),
+            },
+            "ownerReferences": [owner_reference(ref)],
+        },
+        "spec": pod_spec,
+    }

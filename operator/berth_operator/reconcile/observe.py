@@ -1,0 +1,150 @@
+"""Observations of Pods and Nodes, parsed from API bodies (plain dicts) into frozen dataclasses.
+
+Only the fields the decisions need are kept, so the pod index stays small (500+ sessions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from berth_operator.api.constants import (
+    ANNOTATION_REPLACED_REASON,
+    ANNOTATION_RESUME_RUN_ID,
+    LABEL_EPOCH,
+    SESSION_CONTAINER,
+)
+
+
+def parse_time(value: Any) -> datetime | None:
+    """RFC 3339 timestamp (``2026-01-01T00:00:00Z``) → aware datetime; None when absent/bad."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Terminated:
+    """state.terminated of the session container."""
+
+    exit_code: int
+    reason: str = ""
+    message: str = ""
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedPod:
+    """What the operator knows about one session pod."""
+
+    name: str
+    uid: str
+    epoch: int
+    phase: str = "Pending"
+    node_name: str = ""
+    pod_ip: str = ""
+    deleting: bool = False
+    ready: bool = False
+    scheduled: bool = False
+    unschedulable_message: str = ""
+    started_at: datetime | None = None
+    created_at: datetime | None = None
+    reason: str = ""
+    message: str = ""
+    disruption_reason: str = ""
+    terminated: Terminated | None = None
+    resume_run_id: str = ""
+    placement_reason: str = ""
+
+
+def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {c.get("type", ""): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+
+
+def observe_pod(body: Mapping[str, Any]) -> ObservedPod:
+    """Parse a Pod body. The epoch comes from the berth.dev/epoch label (0 when missing)."""
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    try:
+        epoch = int(labels.get(LABEL_EPOCH, "0"))
+    except ValueError:
+        epoch = 0
+    conds = _conditions(status)
+    sched = conds.get("PodScheduled", {})
+    terminated = None
+    for cs in status.get("containerStatuses") or []:
+        if cs.get("name") != SESSION_CONTAINER:
+            continue
+        term = (cs.get("state") or {}).get("terminated")
+        if term:
+            terminated = Terminated(
+                exit_code=int(term.get("exitCode", 0)),
+                reason=term.get("reason") or "",
+                message=term.get("message") or "",
+                finished_at=parse_time(term.get("finishedAt")),
+            )
+    return ObservedPod(
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        epoch=epoch,
+        phase=status.get("phase") or "Pending",
+        node_name=spec.get("nodeName") or "",
+        pod_ip=status.get("podIP") or "",
+        deleting=bool(meta.get("deletionTimestamp")),
+        ready=conds.get("Ready", {}).get("status") == "True",
+        scheduled=sched.get("status") == "True",
+        unschedulable_message=(
+            sched.get("message", "") if sched.get("reason") == "Unschedulable" else ""
+        ),
+        started_at=parse_time(status.get("startTime")),
+        created_at=parse_time(meta.get("creationTimestamp")),
+        reason=status.get("reason") or "",
+        message=status.get("message") or "",
+        disruption_reason=(
+            conds.get("DisruptionTarget", {}).get("reason", "")
+            if conds.get("DisruptionTarget", {}).get("status") == "True"
+            else ""
+        ),
+        terminated=terminated,
+        resume_run_id=annotations.get(ANNOTATION_RESUME_RUN_ID, ""),
+        placement_reason=annotations.get(ANNOTATION_REPLACED_REASON, ""),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedNode:
+    """What the operator knows about a node that runs (or ran) a session pod."""
+
+    name: str
+    exists: bool = True
+    ready: str = "Unknown"
+    """Status of the Ready condition: True, False or Unknown."""
+    ready_since: datetime | None = None
+    unschedulable: bool = False
+    taints: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    """(key, effect) pairs."""
+
+
+def observe_node(body: Mapping[str, Any] | None, name: str) -> ObservedNode:
+    """Parse a Node body; ``None`` (404) gives ``exists=False``."""
+    if body is None:
+        return ObservedNode(name=name, exists=False, ready="Unknown")
+    status = body.get("status") or {}
+    spec = body.get("spec") or {}
+    ready = _conditions(status).get("Ready", {})
+    return ObservedNode(
+        name=name,
+        exists=True,
+        ready=ready.get("status", "Unknown"),
+        ready_since=parse_time(ready.get("lastTransitionTime")),
+        unschedulable=bool(spec.get("unschedulable")),
+        taints=tuple((t.get("key", ""), t.get("effect", "")) for t in spec.get("taints") or []),
+    )

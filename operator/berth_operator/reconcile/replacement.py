@@ -1,0 +1,198 @@
+"""Why a session pod must be replaced — the one place that decides it (ARCHITECTURE.md §8).
+
+``classify(pod, node, now, ...)`` maps the observed pod (and its node) to a ``Verdict``:
+
+| observation                                              | verdict                          |
+|----------------------------------------------------------|----------------------------------|
+| pending or running, node fine                            | alive                            |
+| terminated, message outcome completed                    | completed (terminal)             |
+| terminated, outcome failed with a budget reason          | budget_exhausted (terminal)      |
+| terminated, outcome passivated                           | replace Passivated (no failure)  |
+| terminated, outcome fenced                               | replace Fenced (no failure)      |
+| terminated, outcome failed                               | replace RunFailed                |
+| terminated without a message (SIGKILL, OOM, crash)       | replace PodCrashed               |
+| status.reason Evicted / DisruptionTarget (kubelet, taint)| replace PodEvicted               |
+| node NotReady/Unknown past the grace, or node deleted    | replace NodeLost, force delete   |
+
+Every replacement resumes the last run from the store on a new epoch. The passivation issue adds
+its triggers here (cordoned node, disruption taints, eviction requests, spec.suspend): they
+become a ``passivate`` verdict computed from the same observations.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, Literal
+
+from pydantic import ValidationError
+
+from berth_operator.api.conditions import Reason
+from berth_operator.api.options import TerminationMessage
+from berth_operator.reconcile.observe import ObservedNode, ObservedPod
+
+VerdictKind = Literal["alive", "completed", "budget_exhausted", "replace"]
+
+
+class PlacementReason:
+    """Why a pod was placed (pod annotation berth.dev/placement-reason, metric label)."""
+
+    INITIAL: Final = "Initial"
+    CRASHED: Final = Reason.POD_CRASHED
+    NODE_LOST: Final = Reason.NODE_LOST
+    EVICTED: Final = Reason.POD_EVICTED
+    DELETED: Final = Reason.POD_DELETED
+    RUN_FAILED: Final = Reason.RUN_FAILED
+    PASSIVATED: Final = "Passivated"
+    FENCED: Final = "Fenced"
+    INTERRUPTED: Final = "PlacementInterrupted"
+
+    ALL: Final = (
+        INITIAL,
+        CRASHED,
+        NODE_LOST,
+        EVICTED,
+        DELETED,
+        RUN_FAILED,
+        PASSIVATED,
+        FENCED,
+        INTERRUPTED,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Decision about one pod of the current epoch."""
+
+    kind: VerdictKind
+    reason: str = ""
+    detail: str = ""
+    counts_as_failure: bool = False
+    """True for deaths without passivation (they consume a retry and back off)."""
+    force_delete: bool = False
+    """Delete with gracePeriodSeconds=0 (the kubelet will never confirm: node lost)."""
+    termination: TerminationMessage | None = None
+    run_outcome: str = ""
+    """Lineage outcome: completed, passivated, failed, fenced, crashed or lost."""
+
+
+BUDGET_MARKERS = ("budget exhausted", "budgetexhausted")
+
+
+def parse_termination(message: str) -> TerminationMessage | None:
+    """The runtime's termination JSON, or None when absent or not ours."""
+    if not message.strip():
+        return None
+    try:
+        return TerminationMessage.model_validate(json.loads(message))
+    except (ValueError, ValidationError):
+        return None
+
+
+def node_lost(node: ObservedNode | None, now: datetime, grace_seconds: float) -> bool:
+    """A node is lost when deleted, or Ready is False/Unknown for at least ``grace_seconds``."""
+    if node is None:
+        return False
+    if not node.exists:
+        return True
+    if node.ready == "True":
+        return False
+    if node.ready_since is None:
+        return grace_seconds <= 0
+    return (now - node.ready_since).total_seconds() >= grace_seconds
+
+
+def classify(
+    pod: ObservedPod, node: ObservedNode | None, now: datetime, *, node_grace_seconds: float
+) -> Verdict:
+    """Classify the current pod (see the module table)."""
+    term = pod.terminated
+    finished = pod.phase in ("Succeeded", "Failed") or term is not None
+    if finished:
+        msg = parse_termination(term.message) if term is not None else None
+        if msg is not None:
+            reason_text = msg.reason or ""
+            if msg.outcome == "completed":
+                return Verdict(
+                    "completed",
+                    Reason.RUN_COMPLETED,
+                    reason_text,
+                    termination=msg,
+                    run_outcome="completed",
+                )
+            if msg.outcome == "passivated":
+                return Verdict(
+                    "replace",
+                    PlacementReason.PASSIVATED,
+                    reason_text,
+                    termination=msg,
+                    run_outcome="passivated",
+                )
+            if msg.outcome == "fenced":
+                return Verdict(
+                    "replace",
+                    PlacementReason.FENCED,
+                    reason_text,
+                    termination=msg,
+                    run_outcome="fenced",
+                )
+            if any(m in reason_text.lower() for m in BUDGET_MARKERS):
+                return Verdict(
+                    "budget_exhausted",
+                    Reason.BUDGET_EXHAUSTED,
+                    reason_text,
+                    termination=msg,
+                    run_outcome="failed",
+                )
+            return Verdict(
+                "replace",
+                PlacementReason.RUN_FAILED,
+                reason_text or "run failed",
+                counts_as_failure=True,
+                termination=msg,
+                run_outcome="failed",
+            )
+        if pod.reason == "Evicted" or pod.disruption_reason:
+            detail = pod.message or pod.disruption_reason or "evicted"
+            return Verdict(
+                "replace",
+                PlacementReason.EVICTED,
+                detail,
+                counts_as_failure=True,
+                run_outcome="crashed",
+            )
+        if term is not None:
+            detail = f"exit code {term.exit_code}" + (f" ({term.reason})" if term.reason else "")
+        else:
+            detail = pod.message or f"pod phase {pod.phase}"
+        return Verdict(
+            "replace",
+            PlacementReason.CRASHED,
+            detail,
+            counts_as_failure=True,
+            run_outcome="crashed",
+        )
+    if pod.node_name and node_lost(node, now, node_grace_seconds):
+        state = (
+            "deleted"
+            if node is not None and not node.exists
+            else f"Ready={node.ready if node else '?'}"
+        )
+        return Verdict(
+            "replace",
+            PlacementReason.NODE_LOST,
+            f"node {pod.node_name} {state}",
+            counts_as_failure=True,
+            force_delete=True,
+            run_outcome="lost",
+        )
+    if pod.reason == "Evicted":
+        return Verdict(
+            "replace",
+            PlacementReason.EVICTED,
+            pod.message or "evicted",
+            counts_as_failure=True,
+            run_outcome="crashed",
+        )
+    return Verdict("alive")

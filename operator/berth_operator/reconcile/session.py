@@ -1,0 +1,580 @@
+"""``decide``: the AgentSession reconcile decision (ARCHITECTURE.md §3, §5, §8).
+
+Input: an ``Observation`` (session spec and status as last written, the session's pods from the
+watch cache, their nodes, the pod created but not yet seen, the runtime's /v1/state, now).
+Output: a ``Plan``: the whole new status, pods to delete, at most one pod to create, Events,
+and when to look again. The handler writes the status *first* (with the object's
+resourceVersion, so a stale view never commits) and only then creates the pod: the epoch is
+bumped in status before every create, so a restart between the two can only skip an epoch, never
+reuse one. The handler also lists the pods straight from the API before it creates, so a stale
+cache never makes two pods for one session.
+
+States (status.phase is derived, conditions carry the detail)::
+
+    Pending ──pod running──► Running ──completed──► Succeeded
+       ▲                       │ died without passivating (crash, node lost, evicted)
+       │                       ▼
+       └── new epoch ◄── Resuming (backoff base·2^(n-1)) ──n > max retries──► Failed
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from berth_operator.api.agentsession import (
+    AgentSessionSpec,
+    AgentSessionStatus,
+    Checkpoint,
+    Phase,
+    Result,
+    RunRecord,
+    Usage,
+)
+from berth_operator.api.common import Condition, ConditionStatus
+from berth_operator.api.conditions import CondType, Reason, get_condition, set_condition
+from berth_operator.api.constants import MAX_RESULT_TEXT, MAX_RUNS_IN_STATUS
+from berth_operator.api.options import RuntimeState, TerminationMessage, UsageView
+from berth_operator.builders.names import SessionRef, pod_name
+from berth_operator.reconcile.observe import ObservedNode, ObservedPod
+from berth_operator.reconcile.replacement import PlacementReason, Verdict, classify
+from berth_operator.settings import OperatorSettings
+
+NOT_RUNNING_REQUEUE = 1.0
+"""Seconds between looks while a pod is starting or being removed."""
+LANEWORKER_REQUEUE = 10.0
+"""Seconds between looks while a referenced LaneWorker is missing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """Everything ``decide`` looks at."""
+
+    ref: SessionRef
+    spec: AgentSessionSpec
+    status: AgentSessionStatus
+    pods: tuple[ObservedPod, ...] = ()
+    nodes: dict[str, ObservedNode] = field(default_factory=dict)
+    inflight: str | None = None
+    """Name of a pod this process created that the watch cache has not shown yet."""
+    state: RuntimeState | None = None
+    state_error: str | None = None
+    missing_laneworkers: tuple[str, ...] = ()
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePod:
+    """Create the pod of ``epoch`` (after the status with that epoch was written)."""
+
+    epoch: int
+    reason: str
+    resume_run_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeletePod:
+    """Delete a pod (``uid`` as precondition; ``force`` = gracePeriodSeconds 0)."""
+
+    name: str
+    uid: str
+    force: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A Kubernetes Event to post on the AgentSession."""
+
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(slots=True)
+class Plan:
+    """What the handler does, in order: status, deletes, create, events."""
+
+    status: AgentSessionStatus
+    delete: list[DeletePod] = field(default_factory=list)
+    create: CreatePod | None = None
+    events: list[Event] = field(default_factory=list)
+    requeue_after: float | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers (pure)
+
+
+def _truncate(text: str, limit: int = MAX_RESULT_TEXT) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    return text[: limit - 1] + "…", True
+
+
+def _usage(old: Usage | None, new: UsageView | None) -> Usage | None:
+    """Cumulative usage never goes backwards (a resumed run carries usage forward)."""
+    if new is None:
+        return old
+    if old is not None and new.total_tokens < old.total_tokens:
+        return old
+    return Usage(
+        prompt_tokens=new.prompt_tokens,
+        completion_tokens=new.completion_tokens,
+        total_tokens=new.total_tokens,
+    )
+
+
+def _record_run(
+    runs: list[RunRecord],
+    run_id: str,
+    pod: ObservedPod,
+    now: datetime,
+    resumed_from: str | None,
+) -> list[RunRecord]:
+    """Append a lineage entry for ``run_id`` if it is new (bounded to the last 20)."""
+    if any(r.run_id == run_id for r in runs):
+        return runs
+    origin = resumed_from or pod.resume_run_id or None
+    if origin == run_id:
+        origin = None
+    entry = RunRecord(
+        run_id=run_id,
+        resumed_from=origin,
+        pod_name=pod.name,
+        node_name=pod.node_name or None,
+        epoch=pod.epoch,
+        started_at=now,
+    )
+    return [*runs, entry][-MAX_RUNS_IN_STATUS:]
+
+
+def _end_run(
+    runs: list[RunRecord],
+    pod: ObservedPod,
+    run_id: str | None,
+    outcome: str,
+    reason: str,
+    now: datetime,
+) -> list[RunRecord]:
+    """Close the lineage entry of ``run_id`` (or the open entries of ``pod``)."""
+    out: list[RunRecord] = []
+    for r in runs:
+        match = (run_id is not None and r.run_id == run_id) or (
+            run_id is None and r.pod_name == pod.name
+        )
+        if match and r.outcome == "running":
+            r = r.model_copy(
+                update={"ended_at": now, "outcome": outcome, "reason": reason[:1024] or None}
+            )
+        out.append(r)
+    return out
+
+
+def _absorb_termination(
+    st: AgentSessionStatus, pod: ObservedPod, msg: TerminationMessage | None, now: datetime
+) -> None:
+    if msg is None:
+        return
+    if msg.run_id:
+        st.runs = _record_run(list(st.runs or []), msg.run_id, pod, now, msg.resumed_from)
+        st.run_id = msg.run_id
+    st.usage = _usage(st.usage, msg.usage)
+    if msg.turn is not None and msg.run_id:
+        cp = st.checkpoint or Checkpoint()
+        st.checkpoint = cp.model_copy(update={"run_id": msg.run_id, "turn": msg.turn})
+
+
+def _absorb_state(
+    st: AgentSessionStatus, pod: ObservedPod, state: RuntimeState, now: datetime
+) -> None:
+    if state.run_id:
+        st.runs = _record_run(list(st.runs or []), state.run_id, pod, now, state.resumed_from)
+        st.run_id = state.run_id
+    st.usage = _usage(st.usage, state.usage)
+    cp_view = state.checkpoint
+    run_id = (cp_view.run_id if cp_view else None) or state.run_id
+    turn = cp_view.turn if cp_view and cp_view.turn is not None else state.turn
+    calls = (
+        cp_view.tool_calls_count
+        if cp_view and cp_view.tool_calls_count is not None
+        else state.tool_calls_count
+    )
+    at = (
+        datetime.fromtimestamp(cp_view.checkpoint_ms / 1000, UTC)
+        if cp_view and cp_view.checkpoint_ms
+        else (st.checkpoint.at if st.checkpoint else None)
+    )
+    if run_id is not None or turn is not None:
+        st.checkpoint = Checkpoint(run_id=run_id, turn=turn, tool_calls_count=calls, at=at)
+    if state.last_error:
+        st.last_error = state.last_error[:4096]
+
+
+class _Conds:
+    """Accumulates condition updates for one decision."""
+
+    def __init__(self, existing: list[Condition] | None, now: datetime, generation: int) -> None:
+        self.items = list(existing or [])
+        self.now = now
+        self.generation = generation
+
+    def set(self, type_: str, status: ConditionStatus, reason: str, message: str = "") -> None:
+        self.items = set_condition(
+            self.items, type_, status, reason, message, now=self.now, generation=self.generation
+        )
+
+    def get(self, type_: str) -> Condition | None:
+        return get_condition(self.items, type_)
+
+    def is_true(self, type_: str) -> bool:
+        cond = self.get(type_)
+        return cond is not None and cond.status == "True"
+
+    def ensure(self, type_: str, status: ConditionStatus, reason: str) -> None:
+        """Set only when absent (keeps the message of an earlier decision)."""
+        if self.get(type_) is None:
+            self.set(type_, status, reason)
+
+
+_READY_BY_PHASE: dict[str, tuple[ConditionStatus, str]] = {
+    "Running": ("True", Reason.RUNNING),
+    "Succeeded": ("True", Reason.SUCCEEDED),
+    "Pending": ("False", Reason.PENDING),
+    "Resuming": ("False", Reason.RESUMING),
+    "Passivating": ("False", Reason.PASSIVATING),
+    "Passivated": ("False", Reason.PASSIVATED),
+    "Failed": ("False", "Failed"),
+}
+
+
+def _finish(st: AgentSessionStatus, conds: _Conds, phase: Phase, message: str = "") -> None:
+    for type_, status, reason in (
+        (CondType.PLACED, "False", Reason.WAITING_FOR_POD),
+        (CondType.RUNNING, "False", Reason.NOT_RUNNING),
+        (CondType.PASSIVATED, "False", Reason.NOT_PASSIVATED),
+        (CondType.COMPLETED, "False", Reason.IN_PROGRESS),
+        (CondType.BUDGET_EXHAUSTED, "False", Reason.WITHIN_BUDGET),
+        (CondType.DEGRADED, "False", Reason.AS_EXPECTED),
+        (CondType.FAILED, "False", Reason.NOT_FAILED),
+    ):
+        conds.ensure(type_, status, reason)  # type: ignore[arg-type]
+    ready_status, ready_reason = _READY_BY_PHASE[phase]
+    conds.set(CondType.READY, ready_status, ready_reason, message)
+    order = {t: i for i, t in enumerate(CondType.ALL)}
+    st.conditions = sorted(conds.items, key=lambda c: order.get(c.type, len(order)))
+    st.phase = phase
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def decide(obs: Observation, settings: OperatorSettings) -> Plan:
+    """Decide the next step for one AgentSession (see the module docstring). Pure."""
+    now = obs.now
+    st = obs.status.model_copy(deep=True)
+    st.observed_generation = obs.ref.generation
+    conds = _Conds(st.conditions, now, obs.ref.generation)
+    plan = Plan(status=st)
+    epoch = st.epoch or 0
+
+    # A pod of a higher epoch than status says means a status write was lost: adopt it.
+    live = [p for p in obs.pods]
+    top = max((p.epoch for p in live), default=0)
+    if top > epoch:
+        epoch = top
+        st.epoch = epoch
+        st.pod_name = pod_name(obs.ref.name, epoch)
+    current = next((p for p in live if p.epoch == epoch and epoch > 0), None)
+    for p in live:
+        if p is not current and not p.deleting:
+            lost = p.node_name in obs.nodes and not obs.nodes[p.node_name].exists
+            plan.delete.append(DeletePod(p.name, p.uid, force=lost))
+
+    terminal = conds.is_true(CondType.COMPLETED) or conds.is_true(CondType.FAILED)
+    if terminal:
+        phase: Phase = "Succeeded" if conds.is_true(CondType.COMPLETED) else "Failed"
+        _finish(st, conds, phase)
+        return plan
+
+    # ---- a pod we created is not in the cache yet: it exists, wait for the watch event
+    if current is None and obs.inflight and obs.inflight == st.pod_name:
+        conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"pod {obs.inflight} created")
+        _finish(st, conds, "Pending" if epoch <= 1 else "Resuming")
+        plan.requeue_after = NOT_RUNNING_REQUEUE
+        return plan
+
+    # ---- current pod being deleted: wait until it is gone (force it if its node is lost)
+    if current is not None and current.deleting:
+        node = obs.nodes.get(current.node_name)
+        verdict = classify(current, node, now, node_grace_seconds=settings.node_lost_grace_seconds)
+        if st.pod_uid == current.uid:
+            # Deleted by someone else while we still counted on it: account for it now.
+            _handle_death(obs, st, conds, plan, current, verdict_or_deleted(verdict), settings)
+            return plan
+        if verdict.force_delete:
+            plan.delete.append(DeletePod(current.name, current.uid, force=True))
+        conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, f"pod {current.name} terminating")
+        _finish(st, conds, "Resuming" if epoch > 1 else "Pending")
+        plan.requeue_after = NOT_RUNNING_REQUEUE
+        return plan
+
+    if current is not None:
+        node = obs.nodes.get(current.node_name)
+        verdict = classify(current, node, now, node_grace_seconds=settings.node_lost_grace_seconds)
+        st.pod_name = current.name
+        st.pod_uid = current.uid
+        st.pod_ip = current.pod_ip or None
+        st.node_name = current.node_name or None
+        if verdict.kind == "alive":
+            _handle_alive(obs, st, conds, plan, current, settings)
+        elif verdict.kind == "completed":
+            _absorb_termination(st, current, verdict.termination, now)
+            if obs.state is not None:
+                _absorb_state(st, current, obs.state, now)
+            st.runs = _end_run(
+                list(st.runs or []), current, st.run_id, "completed", verdict.detail, now
+            )
+            text = (
+                (verdict.termination.text if verdict.termination else None)
+                or (obs.state.text if obs.state else None)
+                or ""
+            )
+            text, truncated = _truncate(text)
+            st.result = Result(text=text, truncated=truncated or None, finished_at=now)
+            st.restarts = 0
+            st.next_attempt_at = None
+            conds.set(CondType.COMPLETED, "True", Reason.RUN_COMPLETED, "the task finished")
+            conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, "pod finished")
+            conds.set(CondType.DEGRADED, "False", Reason.AS_EXPECTED)
+            plan.events.append(Event("Normal", Reason.RUN_COMPLETED, f"run {st.run_id} completed"))
+            _finish(st, conds, "Succeeded")
+        elif verdict.kind == "budget_exhausted":
+            _absorb_termination(st, current, verdict.termination, now)
+            st.runs = _end_run(
+                list(st.runs or []), current, st.run_id, "failed", verdict.detail, now
+            )
+            st.last_error = verdict.detail[:4096]
+            conds.set(CondType.BUDGET_EXHAUSTED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
+            conds.set(CondType.FAILED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
+            conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, "pod finished")
+            plan.events.append(Event("Warning", Reason.BUDGET_EXHAUSTED, verdict.detail))
+            _finish(st, conds, "Failed", verdict.detail)
+        else:
+            _handle_death(obs, st, conds, plan, current, verdict, settings)
+        return plan
+
+    # ---- no pod of the current epoch
+    if st.pod_name is not None and epoch > 0:
+        gone = ObservedPod(name=st.pod_name, uid=st.pod_uid or "", epoch=epoch)
+        if st.pod_uid:
+            verdict = Verdict(
+                "replace",
+                PlacementReason.DELETED,
+                f"pod {st.pod_name} disappeared",
+                counts_as_failure=True,
+                run_outcome="lost",
+            )
+        else:
+            verdict = Verdict(
+                "replace",
+                PlacementReason.INTERRUPTED,
+                f"pod {st.pod_name} was never seen",
+                run_outcome="lost",
+            )
+        _handle_death(obs, st, conds, plan, gone, verdict, settings)
+        if conds.is_true(CondType.FAILED):
+            return plan
+    _maybe_place(obs, st, conds, plan, settings, epoch)
+    return plan
+
+
+def verdict_or_deleted(verdict: Verdict) -> Verdict:
+    """A pod deleted by someone else: keep a real death verdict, else call it PodDeleted."""
+    if verdict.kind == "replace":
+        return verdict
+    return Verdict(
+        "replace",
+        PlacementReason.DELETED,
+        "pod deleted",
+        counts_as_failure=True,
+        run_outcome="lost",
+    )
+
+
+def _handle_alive(
+    obs: Observation,
+    st: AgentSessionStatus,
+    conds: _Conds,
+    plan: Plan,
+    pod: ObservedPod,
+    settings: OperatorSettings,
+) -> None:
+    now = obs.now
+    if pod.scheduled or pod.node_name:
+        conds.set(
+            CondType.PLACED, "True", Reason.POD_SCHEDULED, f"pod {pod.name} on node {pod.node_name}"
+        )
+    elif pod.unschedulable_message:
+        conds.set(CondType.PLACED, "False", "Unschedulable", pod.unschedulable_message[:1024])
+    else:
+        conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"pod {pod.name} created")
+    running = pod.phase == "Running" and obs.state is not None
+    if obs.state is not None:
+        _absorb_state(st, pod, obs.state, now)
+    if running:
+        conds.set(
+            CondType.RUNNING,
+            "True",
+            Reason.RUNTIME_READY,
+            f"runtime state {obs.state.state if obs.state else '?'}",
+        )
+        conds.set(CondType.DEGRADED, "False", Reason.AS_EXPECTED)
+        if (
+            st.restarts
+            and pod.started_at is not None
+            and (now - pod.started_at).total_seconds() >= settings.restart_reset_seconds
+        ):
+            st.restarts = 0
+        st.next_attempt_at = None
+        _finish(st, conds, "Running")
+        plan.requeue_after = settings.status_refresh_seconds
+    else:
+        why = obs.state_error or f"pod phase {pod.phase}"
+        conds.set(CondType.RUNNING, "False", Reason.STARTING, why[:1024])
+        _finish(st, conds, "Pending" if (st.epoch or 0) <= 1 else "Resuming")
+        plan.requeue_after = (
+            NOT_RUNNING_REQUEUE if pod.phase == "Running" else settings.status_refresh_seconds
+        )
+
+
+def _handle_death(
+    obs: Observation,
+    st: AgentSessionStatus,
+    conds: _Conds,
+    plan: Plan,
+    pod: ObservedPod,
+    verdict: Verdict,
+    settings: OperatorSettings,
+) -> None:
+    """The current pod is gone or must go: record it, delete it, schedule the replacement."""
+    now = obs.now
+    _absorb_termination(st, pod, verdict.termination, now)
+    run_id = verdict.termination.run_id if verdict.termination else None
+    st.runs = _end_run(
+        list(st.runs or []),
+        pod,
+        run_id or None,
+        verdict.run_outcome,
+        f"{verdict.reason}: {verdict.detail}",
+        now,
+    )
+    if run_id is None:
+        # close any entry of this pod still open
+        st.runs = _end_run(
+            list(st.runs or []),
+            pod,
+            None,
+            verdict.run_outcome,
+            f"{verdict.reason}: {verdict.detail}",
+            now,
+        )
+    if pod.uid and (not pod.deleting or verdict.force_delete):
+        plan.delete.append(DeletePod(pod.name, pod.uid, force=verdict.force_delete))
+    st.pod_name = None
+    st.pod_uid = None
+    st.pod_ip = None
+    st.placement_reason = verdict.reason
+    conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, f"{verdict.reason}: {verdict.detail}")
+    conds.set(CondType.PLACED, "False", Reason.WAITING_FOR_POD, f"replacing pod {pod.name}")
+    if verdict.reason == PlacementReason.PASSIVATED:
+        st.passivations = (st.passivations or 0) + 1
+        st.next_attempt_at = None
+        plan.events.append(Event("Normal", "Passivated", f"pod {pod.name} passivated; resuming"))
+        _finish(st, conds, "Resuming")
+        plan.requeue_after = 0
+        return
+    if not verdict.counts_as_failure:
+        st.next_attempt_at = None
+        plan.events.append(Event("Normal", verdict.reason, f"{verdict.detail}; replacing"))
+        _finish(st, conds, "Resuming")
+        plan.requeue_after = 0
+        return
+    st.restarts = (st.restarts or 0) + 1
+    conds.set(CondType.DEGRADED, "True", verdict.reason, f"pod {pod.name}: {verdict.detail}")
+    if st.restarts > settings.max_placement_retries:
+        msg = (
+            f"pod {pod.name} died ({verdict.reason}: {verdict.detail}) and "
+            f"{settings.max_placement_retries} replacements were already made"
+        )
+        st.last_error = msg
+        conds.set(CondType.FAILED, "True", Reason.RETRIES_EXHAUSTED, msg)
+        plan.events.append(Event("Warning", Reason.RETRIES_EXHAUSTED, msg))
+        _finish(st, conds, "Failed", msg)
+        return
+    delay = settings.backoff_seconds(st.restarts)
+    st.next_attempt_at = now + timedelta(seconds=delay)
+    plan.events.append(
+        Event(
+            "Warning",
+            verdict.reason,
+            f"pod {pod.name}: {verdict.detail}; resuming in {delay:g}s "
+            f"(attempt {st.restarts}/{settings.max_placement_retries})",
+        )
+    )
+    _finish(st, conds, "Resuming")
+    plan.requeue_after = delay
+
+
+def _maybe_place(
+    obs: Observation,
+    st: AgentSessionStatus,
+    conds: _Conds,
+    plan: Plan,
+    settings: OperatorSettings,
+    epoch: int,
+) -> None:
+    """No pod of the current epoch: place the next one when allowed."""
+    now = obs.now
+    resuming = epoch > 0
+    if obs.spec.suspend:
+        conds.set(CondType.PASSIVATED, "True", Reason.PASSIVATED, "spec.suspend is true")
+        _finish(st, conds, "Passivated")
+        return
+    if obs.missing_laneworkers:
+        msg = "LaneWorker not found: " + ", ".join(obs.missing_laneworkers)
+        conds.set(CondType.PLACED, "False", Reason.LANE_WORKER_NOT_FOUND, msg)
+        _finish(st, conds, "Resuming" if resuming else "Pending", msg)
+        plan.requeue_after = LANEWORKER_REQUEUE
+        return
+    if obs.pods or plan.delete:
+        # Old pods still exist (being deleted): never two pods of one session at once.
+        conds.set(CondType.PLACED, "False", Reason.WAITING_FOR_POD, "waiting for old pods to go")
+        _finish(st, conds, "Resuming" if resuming else "Pending")
+        plan.requeue_after = NOT_RUNNING_REQUEUE
+        return
+    if st.next_attempt_at is not None and st.next_attempt_at > now:
+        wait = (st.next_attempt_at - now).total_seconds()
+        conds.set(CondType.PLACED, "False", Reason.BACKOFF, f"next attempt in {wait:.0f}s")
+        _finish(st, conds, "Resuming")
+        plan.requeue_after = wait
+        return
+    new_epoch = epoch + 1
+    reason = st.placement_reason if resuming and st.placement_reason else PlacementReason.INITIAL
+    if not resuming:
+        reason = PlacementReason.INITIAL
+    resume = st.run_id if resuming else None
+    st.epoch = new_epoch
+    st.pod_name = pod_name(obs.ref.name, new_epoch)
+    st.pod_uid = None
+    st.pod_ip = None
+    st.node_name = None
+    st.placement_reason = reason
+    st.next_attempt_at = None
+    plan.create = CreatePod(epoch=new_epoch, reason=reason, resume_run_id=resume)
+    conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"creating pod {st.pod_name}")
+    msg = f"placing pod {st.pod_name} (epoch {new_epoch}, {reason})" + (
+        f", resuming run {resume}" if resume else ""
+    )
+    plan.events.append(Event("Normal", "Placing", msg))
+    _finish(st, conds, "Resuming" if resuming else "Pending")
+    plan.requeue_after = NOT_RUNNING_REQUEUE
