@@ -1,0 +1,259 @@
+"""``berth-session`` as a real process: run, state, passivate, resume, crash, fencing, metrics.
+
+Every test runs the console script with a real environment (ARCHITECTURE §5), a file store and a
+workspace under ``tmp_path``, and a scripted OpenAI-compatible model over HTTP. Side effects of
+``bash`` tool calls are counted in workspace files, so "no execute tool ran twice" is a line
+count. Tools that must still be running when the test acts block until the test creates a file.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from session_runtime.pod.termination import validate
+from tests.integration.server.harness import bash, blocking_bash, pod_world, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+WAIT_THEN_FINISH = {
+    "turns": [
+        {"tool_calls": [blocking_bash("c1.txt")]},
+        {"tool_calls": [bash("echo second >> c2.txt")]},
+        {"text": "finished"},
+    ]
+}
+
+
+def test_completes_and_writes_the_termination_message(tmp_path: Path) -> None:
+    script = {"turns": [{"tool_calls": [bash("echo one >> c.txt")]}, {"text": "done"}]}
+    with pod_world(tmp_path, script) as world:
+        pod = world.start(epoch=1)
+        assert pod.wait_exit() == 0, pod.stderr()
+        msg = pod.termination()
+        assert validate(msg) == []
+        assert msg["outcome"] == "completed"
+        assert msg["runId"].startswith("run-")
+        assert msg["turn"] == 1
+        assert msg["resultText"] == "done"
+        assert msg["reason"] is None
+        usage = msg["usage"]
+        assert usage["totalTokens"] == usage["promptTokens"] + usage["completionTokens"] > 0
+        assert world.lines("c.txt") == ["one"]
+        assert (world.store / world.namespace / world.name).is_dir()  # store/<ns>/<name>/
+
+
+def test_state_passivate_mid_run_then_resume_on_a_new_epoch(tmp_path: Path) -> None:
+    with pod_world(tmp_path, WAIT_THEN_FINISH) as world:
+        first = world.start(epoch=1, tag="a")
+        first.wait_ready()
+        wait_for("the first tool to start", lambda: world.lines("c1.txt"))
+
+        state = first.state()
+        assert state["state"] == "running"
+        assert state["runId"].startswith("run-")
+        assert state["epoch"] == 1
+        assert state["session"] == "team-a/fix-bug"
+        assert state["identity"]["tenantId"] == "acme"
+        assert state["podName"] == "fix-bug-a" and state["nodeName"] == "node-a"
+        assert state["passivation"] is None
+        run_id = state["runId"]
+
+        status, body = first.request("POST", "/v1/messages", {"prompt": "more"})
+        assert (status, body["error"]) == (409, "not_keep_alive")
+        status, body = first.request("POST", "/v1/passivate", {"deadlineMs": 1})
+        assert status == 400
+
+        deadline = int(time.time() * 1000) + 60_000
+        status, body = first.request(
+            "POST", "/v1/passivate", {"reason": "node_drain", "deadlineMs": deadline}
+        )
+        assert status == 202 and body["state"] == "passivating"
+        again_status, again = first.request("POST", "/v1/passivate", {"reason": "eviction"})
+        assert again_status == 202
+        assert again["passivation"] == body["passivation"]  # idempotent: first request wins
+        assert first.state()["passivation"]["reason"] == "node_drain"
+
+        world.touch("go")  # the running tool may finish before the deadline
+        assert first.wait_exit() == 0, first.stderr()
+        msg = first.termination()
+        assert (msg["outcome"], msg["runId"], msg["reason"]) == ("passivated", run_id, "node_drain")
+        assert msg["turn"] == 1
+        assert world.lines("c2.txt") == []  # no new LLM call after the request
+
+        second = world.start(epoch=2, resume_run_id=run_id, tag="b")
+        assert second.wait_exit() == 0, second.stderr()
+        done = second.termination()
+        assert done["outcome"] == "completed"
+        assert done["resultText"] == "finished"
+        assert done["runId"] != run_id and done["turn"] == 2
+        assert done["usage"]["totalTokens"] > msg["usage"]["totalTokens"]  # carried forward
+        assert world.lines("c1.txt") == ["ran"]  # not run twice
+        assert world.lines("c2.txt") == ["second"]
+
+
+def test_sigterm_passivates(tmp_path: Path) -> None:
+    with pod_world(tmp_path, WAIT_THEN_FINISH) as world:
+        pod = world.start(epoch=1)
+        pod.wait_ready()
+        wait_for("the first tool to start", lambda: world.lines("c1.txt"))
+        pod.signal(signal.SIGTERM)
+        pod.wait_state(lambda s: s["state"] == "passivating", "passivating after SIGTERM")
+        world.touch("go")
+        assert pod.wait_exit() == 0, pod.stderr()
+        msg = pod.termination()
+        assert (msg["outcome"], msg["reason"], msg["turn"]) == ("passivated", "sigterm", 1)
+
+
+def test_sigkill_mid_round_then_resume_runs_no_recorded_tool_twice(tmp_path: Path) -> None:
+    script = {
+        "turns": [
+            {"tool_calls": [bash("echo a >> a.txt"), blocking_bash("b.txt")]},
+            {"text": "recovered"},
+        ]
+    }
+    with pod_world(tmp_path, script) as world:
+        first = world.start(epoch=1, tag="a")
+        first.wait_ready()
+        wait_for("the second tool to start", lambda: world.lines("b.txt"))
+        run_id = first.state()["runId"]
+        first.signal(signal.SIGKILL)
+        first.wait_exit()
+        assert not first.termination_log.exists()  # SIGKILL leaves nothing behind
+
+        world.touch("go")  # a re-run of the blocking tool would now finish and show twice
+        second = world.start(epoch=2, resume_run_id=run_id, tag="b")
+        assert second.wait_exit() == 0, second.stderr()
+        msg = second.termination()
+        assert (msg["outcome"], msg["resultText"]) == ("completed", "recovered")
+        assert world.lines("a.txt") == ["a"]  # recorded result reused
+        assert world.lines("b.txt") == ["ran"]  # unrecorded execute tool not re-run
+        last = world.model_requests()[-1]["messages"]
+        tool_outputs = [m["content"] for m in last if m.get("role") == "tool"]
+        assert len(tool_outputs) == 2
+        assert "interrupted" in tool_outputs[1]
+
+
+def test_a_stale_epoch_is_fenced(tmp_path: Path) -> None:
+    script = {"turns": [{"tool_calls": [blocking_bash("c1.txt")]}, {"text": "taken over"}]}
+    with pod_world(tmp_path, script) as world:
+        stale = world.start(epoch=1, tag="a")
+        stale.wait_ready()
+        wait_for("the tool to start", lambda: world.lines("c1.txt"))
+        run_id = stale.state()["runId"]
+
+        newer = world.start(epoch=2, resume_run_id=run_id, tag="b")
+        assert newer.wait_exit() == 0, newer.stderr()
+        assert newer.termination()["outcome"] == "completed"
+
+        world.touch("go")  # the stale pod's tool ends; journaling its result hits the lease
+        assert stale.wait_exit() == 3, stale.stderr()
+        msg = stale.termination()
+        assert msg["outcome"] == "fenced"
+        assert "epoch 2" in msg["reason"]
+        assert world.lines("c1.txt") == ["ran"]
+
+
+def test_keep_alive_messages_and_metrics(tmp_path: Path) -> None:
+    script = {
+        "turns": [
+            {"tool_calls": [bash("echo k >> k.txt"), {"name": "ls", "arguments": {}}]},
+            {"text": "first done"},
+            {"tool_calls": [blocking_bash("m.txt", go="go2")]},
+            {"text": "second answer"},
+        ]
+    }
+    with pod_world(tmp_path, script, keepAlive=True) as world:
+        pod = world.start(epoch=1)
+        pod.wait_ready()
+        idle = pod.wait_state(lambda s: s["state"] == "idle", "idle after the task")
+        assert idle["turn"] == 1
+
+        status, text = pod.request("GET", "/metrics")
+        assert status == 200
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        values = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in families.values()
+            for s in f.samples
+        }
+        assert values[("berth_session_rounds_total", ())] == 1
+        assert values[("berth_session_tool_calls_total", (("lane", "execute"),))] == 1
+        assert values[("berth_session_tool_calls_total", (("lane", "query"),))] == 1
+        assert values[("berth_session_llm_tokens_total", (("kind", "prompt"),))] > 0
+        assert values[("berth_session_checkpoint_write_seconds_count", ())] >= 1
+        assert values[("berth_session_state", (("state", "idle"),))] == 1
+        assert values[("berth_session_state", (("state", "running"),))] == 0
+        promtool = shutil.which("promtool")
+        if promtool:
+            check = subprocess.run(
+                [promtool, "check", "metrics"], input=text.encode(), capture_output=True
+            )
+            assert check.returncode == 0, check.stdout + check.stderr
+
+        assert pod.request("POST", "/v1/messages", {"prompt": ""})[0] == 400
+        status, body = pod.request("POST", "/v1/messages", {"prompt": "and now?"})
+        assert (status, body["state"]) == (202, "running")
+        wait_for("the second run's tool", lambda: world.lines("m.txt"))
+        status, body = pod.request("POST", "/v1/messages", {"prompt": "hurry"})
+        assert (status, body["error"]) == (409, "busy")
+        world.touch("go2")
+        pod.wait_state(lambda s: s["state"] == "idle", "idle after the second run")
+
+        status, _ = pod.request("POST", "/v1/passivate", {"reason": "idle_reaper"})
+        assert status == 202
+        assert pod.wait_exit() == 0, pod.stderr()
+        msg = pod.termination()
+        assert (msg["outcome"], msg["reason"]) == ("passivated", "idle_reaper")
+        assert msg["resultText"] == "second answer"
+
+
+def test_ignore_passivation_test_hook(tmp_path: Path) -> None:
+    script = {"turns": [{"tool_calls": [blocking_bash("c1.txt")]}, {"text": "ignored it"}]}
+    with pod_world(tmp_path, script) as world:
+        pod = world.start(epoch=1, BERTH_TEST_IGNORE_PASSIVATION="1")
+        pod.wait_ready()
+        wait_for("the tool to start", lambda: world.lines("c1.txt"))
+        status, body = pod.request("POST", "/v1/passivate", {"reason": "node_drain"})
+        assert status == 202 and body["state"] == "running"
+        state = pod.state()
+        assert state["state"] == "running" and state["passivation"]["ignored"] is True
+        pod.signal(signal.SIGTERM)  # ignored as well
+        world.touch("go")
+        assert pod.wait_exit() == 0, pod.stderr()
+        assert pod.termination()["outcome"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("breakage", "fragment"),
+    [
+        ("missing-options", "cannot read options file"),
+        ("bad-json", "is not valid JSON"),
+        ("bad-epoch", "BERTH_EPOCH must be an integer"),
+        ("other-session", "is for team-a/someone-else"),
+    ],
+)
+def test_bad_input_fails_cleanly(tmp_path: Path, breakage: str, fragment: str) -> None:
+    with pod_world(tmp_path, {"turns": [{"text": "unused"}]}) as world:
+        extra: dict[str, str] = {}
+        if breakage == "bad-epoch":
+            extra["BERTH_EPOCH"] = "soon"
+        elif breakage == "missing-options":
+            extra["BERTH_OPTIONS_FILE"] = str(tmp_path / "nope" / "options.json")
+        elif breakage == "bad-json":
+            bad = tmp_path / "bad.json"
+            bad.write_text("{'prompt': 1")
+            extra["BERTH_OPTIONS_FILE"] = str(bad)
+        else:
+            world.options["session"]["name"] = "someone-else"
+        pod = world.start(epoch=1, **extra)
+        assert pod.wait_exit() == 2
+        msg = pod.termination()
+        assert msg["outcome"] == "failed" and fragment in msg["reason"]
+        assert "Traceback" not in pod.stderr()
