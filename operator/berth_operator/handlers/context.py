@@ -1,0 +1,71 @@
+"""Process-wide state shared by the handlers (passed to kopf as ``memo.ctx``).
+
+- ``wakeups``: one asyncio.Event per session uid; pod and session events set it so the session's
+  daemon reconciles at once instead of at its next timer.
+- ``inflight``: pods this process created that the watch cache has not shown yet, with the
+  monotonic time of the create. ``decide`` treats such a pod as existing, so a lagging cache never
+  leads to a second create; entries expire after ``inflight_ttl_seconds`` (then the direct LIST
+  before every create is the guard).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from berth_operator.k8s.client import KubeClient
+from berth_operator.metrics import INFLIGHT, PhaseTracker
+from berth_operator.runtime_client import RuntimeClient
+from berth_operator.settings import OperatorSettings
+
+
+@dataclass
+class OperatorContext:
+    """Everything a handler needs besides its kopf kwargs."""
+
+    settings: OperatorSettings
+    kube: KubeClient
+    runtime: RuntimeClient
+    phases: PhaseTracker = field(default_factory=PhaseTracker)
+    wakeups: dict[str, asyncio.Event] = field(default_factory=dict)
+    inflight: dict[str, tuple[str, float]] = field(default_factory=dict)
+    configmap_generation: dict[str, int] = field(default_factory=dict)
+
+    def wakeup(self, uid: str) -> asyncio.Event:
+        """The wake-up event of session ``uid`` (created on first use)."""
+        event = self.wakeups.get(uid)
+        if event is None:
+            event = self.wakeups[uid] = asyncio.Event()
+        return event
+
+    def wake(self, uid: str) -> None:
+        """Make the daemon of session ``uid`` reconcile now."""
+        event = self.wakeups.get(uid)
+        if event is not None:
+            event.set()
+
+    def mark_inflight(self, uid: str, pod_name: str) -> None:
+        """Remember a create until the cache shows the pod."""
+        self.inflight[uid] = (pod_name, time.monotonic())
+        INFLIGHT.set(len(self.inflight))
+
+    def inflight_for(self, uid: str, cached_names: set[str]) -> str | None:
+        """The in-flight pod name of ``uid``, dropping it once cached or expired."""
+        entry = self.inflight.get(uid)
+        if entry is None:
+            return None
+        name, since = entry
+        if name in cached_names or time.monotonic() - since > self.settings.inflight_ttl_seconds:
+            del self.inflight[uid]
+            INFLIGHT.set(len(self.inflight))
+            return None
+        return name
+
+    def forget(self, uid: str) -> None:
+        """Drop everything kept for a deleted session."""
+        self.wakeups.pop(uid, None)
+        self.inflight.pop(uid, None)
+        self.configmap_generation.pop(uid, None)
+        INFLIGHT.set(len(self.inflight))
+        self.phases.set(uid, None)

@@ -1,0 +1,344 @@
+"""kopf handlers of LaneWorker: the worker Deployment and the scaling loop (issue 8).
+
+Thin: they read (spec, Deployment, pods, pressure), call the pure builders and decisions
+(:mod:`berth_operator.builders.laneworker`, :mod:`berth_operator.reconcile.scaling`) and apply the
+result through :mod:`berth_operator.k8s.laneworker`. Registered when ``berth_operator.main``
+imports this module (or with ``kopf run -m berth_operator.handlers.laneworker``).
+
+- ``laneworker_apply`` (create, update of ``spec``, resume): make the Deployment exist with the
+  current pod template; when ``spec.scaling`` is omitted, copy ``spec.replicas`` (the ``/scale``
+  subresource) to it.
+- ``laneworker_scaler`` (a kopf daemon per LaneWorker): every ``scaling.pollingIntervalSeconds``
+  (5 s for pools without ``scaling``) read pressure, decide replicas, mark busy/idle pods with a
+  deletion cost before a scale-down, scale the Deployment, write the status and the
+  ``berth_operator_laneworker_desired_replicas`` / ``berth_operator_lane_pressure`` gauges. The
+  stabilization history lives in the daemon (memory); a restarted operator seeds it with the
+  running replica count, so it never shrinks a pool on its first reading.
+
+Errors: a spec the operator cannot act on is ``kopf.PermanentError``; API failures in the
+create/update handler are ``kopf.TemporaryError`` (retried); in the daemon any failure of one tick
+is logged and the next tick retries (pressure failures leave replicas unchanged and set
+``ScalingActive=False, reason=PressureUnavailable``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import kopf
+from pydantic import ValidationError
+from redis.asyncio import Redis
+
+from berth_operator import metrics
+from berth_operator.api.common import Condition
+from berth_operator.api.constants import GROUP, LANEWORKER_PLURAL, VERSION
+from berth_operator.api.laneworker import LaneWorkerSpec, LaneWorkerStatus, task_stream
+from berth_operator.builders.laneworker import (
+    ANNOTATION_TEMPLATE_HASH,
+    LaneWorkerRef,
+    build_deployment,
+    deployment_name,
+    selector_string,
+)
+from berth_operator.errors import BerthOperatorError, KubeError, NotFound, SpecError
+from berth_operator.k8s.laneworker import LaneWorkerApi, load_api_client
+from berth_operator.pressure import (
+    BrokerPressure,
+    PressureUnavailable,
+    broker_pressure,
+    prometheus_pressure,
+)
+from berth_operator.reconcile.scaling import (
+    DELETION_COST_ANNOTATION,
+    DeploymentCounts,
+    PoolObservation,
+    Sample,
+    decide,
+    deletion_cost_plan,
+    external_replicas,
+    owns_replicas,
+    pod_view,
+    pool_status,
+    scaling_conditions,
+    seed_history,
+)
+from berth_operator.settings import OperatorSettings
+
+UNSCALED_REFRESH_SECONDS = 5.0
+"""Status refresh period of a LaneWorker without ``spec.scaling`` (seconds)."""
+
+
+@dataclass
+class _Context:
+    """Clients shared by every LaneWorker handler of this process (created on first use)."""
+
+    settings: OperatorSettings
+    api: LaneWorkerApi
+    redis: Redis[Any]
+    http: aiohttp.ClientSession
+
+
+_context: _Context | None = None
+_context_lock = asyncio.Lock()
+
+
+async def _ctx() -> _Context:
+    global _context
+    async with _context_lock:
+        if _context is None:
+            settings = OperatorSettings.from_env()
+            _context = _Context(
+                settings=settings,
+                api=LaneWorkerApi(load_api_client()),
+                redis=Redis.from_url(settings.redis_url),
+                http=aiohttp.ClientSession(),
+            )
+        return _context
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def _parse(spec: Mapping[str, Any]) -> LaneWorkerSpec:
+    try:
+        return LaneWorkerSpec.model_validate(dict(spec))
+    except ValidationError as exc:
+        raise kopf.PermanentError(f"invalid LaneWorker spec: {exc}") from exc
+
+
+async def _ensure_deployment(
+    ctx: _Context, ref: LaneWorkerRef, spec: LaneWorkerSpec, logger: logging.Logger | Any
+) -> dict[str, Any] | None:
+    """Create the Deployment, or replace its template when the built one changed.
+
+    Returns the Deployment as read before any template change (None right after creating it).
+    """
+    name = deployment_name(ref.name)
+    current = await ctx.api.get_deployment(ref.namespace, name)
+    counts = DeploymentCounts.of(current)
+    if owns_replicas(spec):
+        replicas = counts.spec_replicas if counts else spec.min_replicas
+    else:
+        wanted = external_replicas(spec, counts.spec_replicas if counts else None)
+        replicas = wanted if wanted is not None else (counts.spec_replicas if counts else 0)
+    body = build_deployment(ref, spec, ctx.settings, replicas=replicas)
+    new_hash = body["metadata"]["annotations"][ANNOTATION_TEMPLATE_HASH]
+    if current is None:
+        await ctx.api.create_deployment(body)
+        logger.info(f"created deployment {name} with {replicas} replicas")
+        return None
+    old_hash = (current.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_TEMPLATE_HASH)
+    if old_hash != new_hash:
+        await ctx.api.replace_template(
+            ref.namespace,
+            name,
+            body["spec"]["template"],
+            hash_annotation=ANNOTATION_TEMPLATE_HASH,
+            new_hash=new_hash,
+            old_hash=old_hash,
+        )
+        logger.info(f"updated the pod template of deployment {name}")
+    if not owns_replicas(spec) and counts is not None and replicas != counts.spec_replicas:
+        await ctx.api.scale_deployment(ref.namespace, name, replicas)
+        logger.info(f"scaled deployment {name} to {replicas} (spec.replicas, /scale)")
+    return current
+
+
+@kopf.on.resume(GROUP, VERSION, LANEWORKER_PLURAL)
+@kopf.on.create(GROUP, VERSION, LANEWORKER_PLURAL)
+@kopf.on.update(GROUP, VERSION, LANEWORKER_PLURAL, field="spec")
+async def laneworker_apply(
+    name: str, namespace: str | None, uid: str, spec: kopf.Spec, logger: kopf.Logger, **_: Any
+) -> None:
+    """Make the worker Deployment match the spec (and ``spec.replicas`` when scaling is off)."""
+    if namespace is None:
+        raise kopf.PermanentError("LaneWorker is namespaced")
+    parsed = _parse(spec)
+    ctx = await _ctx()
+    try:
+        await _ensure_deployment(ctx, LaneWorkerRef(namespace, name, uid), parsed, logger)
+    except SpecError as exc:
+        raise kopf.PermanentError(str(exc)) from exc
+    except KubeError as exc:
+        raise kopf.TemporaryError(str(exc), delay=5) from exc
+
+
+@dataclass
+class _LoopState:
+    """What the scaling loop of one LaneWorker remembers between ticks."""
+
+    history: tuple[Sample, ...] = ()
+    last_scale_time: datetime | None = None
+    last_status: dict[str, Any] = field(default_factory=dict)
+    conditions: list[Condition] = field(default_factory=list)
+
+
+async def _read_pressure(
+    ctx: _Context, namespace: str, name: str, spec: LaneWorkerSpec
+) -> tuple[int | None, BrokerPressure | None, str]:
+    """(pressure, broker reading or None, error text) for this tick."""
+    scaling = spec.scaling
+    if scaling is None:
+        return None, None, "spec.scaling is omitted"
+    broker: BrokerPressure | None = None
+    broker_error = ""
+    try:
+        broker = await broker_pressure(ctx.redis, namespace, name)
+    except PressureUnavailable as exc:
+        broker_error = str(exc)
+    if scaling.source == "broker":
+        return (broker.total if broker else None), broker, broker_error
+    if scaling.prometheus is None:
+        return None, broker, "scaling.prometheus is not set"
+    try:
+        value = await prometheus_pressure(
+            ctx.http, scaling.prometheus.url, scaling.prometheus.query
+        )
+    except PressureUnavailable as exc:
+        return None, broker, str(exc)
+    return value, broker, ""
+
+
+async def _tick(
+    ctx: _Context,
+    ref: LaneWorkerRef,
+    spec: LaneWorkerSpec,
+    generation: int | None,
+    state: _LoopState,
+    logger: Any,
+) -> None:
+    """One polling interval of one LaneWorker."""
+    dep_name = deployment_name(ref.name)
+    deployment = await ctx.api.get_deployment(ref.namespace, dep_name)
+    if deployment is None:
+        await _ensure_deployment(ctx, ref, spec, logger)
+        deployment = await ctx.api.get_deployment(ref.namespace, dep_name)
+    counts = DeploymentCounts.of(deployment)
+    current = counts.spec_replicas if counts else 0
+    now = _now()
+    pressure: int | None = None
+    broker: BrokerPressure | None = None
+    error = ""
+    desired = current
+    recommendation = None
+    if owns_replicas(spec):
+        pressure, broker, error = await _read_pressure(ctx, ref.namespace, ref.name, spec)
+        if not state.history:
+            state.history = seed_history(current, now)
+        decision = decide(spec, pressure=pressure, current=current, history=state.history, now=now)
+        state.history = decision.history
+        desired = decision.desired
+        recommendation = decision.recommendation
+        if counts is not None and decision.action != "none":
+            if decision.action == "down" and broker is not None:
+                selector = selector_string(ref.name)
+                pods = [pod_view(p) for p in await ctx.api.list_pods(ref.namespace, selector)]
+                plan = deletion_cost_plan(
+                    pods, broker.per_consumer, current=current, desired=desired
+                )
+                for pod, cost in plan.items():
+                    with contextlib.suppress(NotFound):
+                        await ctx.api.annotate_pod(
+                            ref.namespace, pod, {DELETION_COST_ANNOTATION: cost}
+                        )
+            await ctx.api.scale_deployment(ref.namespace, dep_name, desired)
+            state.last_scale_time = now
+            logger.info(
+                f"scaled {dep_name} {current} -> {desired} (pressure {pressure}, "
+                f"source {spec.scaling.source if spec.scaling else '-'})"
+            )
+    state.conditions = scaling_conditions(
+        state.conditions,
+        PoolObservation(
+            deployment_exists=counts is not None,
+            spec_replicas=desired,
+            ready_replicas=counts.ready_replicas if counts else 0,
+            scaling_enabled=owns_replicas(spec),
+            pressure=pressure,
+            source=spec.scaling.source if spec.scaling else "",
+            error=error,
+            recommendation=recommendation,
+        ),
+        now=now,
+        generation=generation,
+    )
+    source_is_broker = spec.scaling is not None and spec.scaling.source == "broker"
+    status = pool_status(
+        counts=counts,
+        desired=desired,
+        backlog=(broker.backlog if source_is_broker and broker else pressure),
+        in_flight=(broker.in_flight if source_is_broker and broker else 0),
+        last_scale_time=state.last_scale_time,
+        conditions=state.conditions,
+        generation=generation,
+        selector=selector_string(ref.name),
+        stream=task_stream(ref.namespace, ref.name),
+    )
+    if status != state.last_status:
+        await ctx.api.patch_status(ref.namespace, ref.name, status)
+        state.last_status = status
+    metrics.observe_laneworker(ref.namespace, ref.name, desired=desired, pressure=pressure)
+
+
+@kopf.daemon(GROUP, VERSION, LANEWORKER_PLURAL, cancellation_timeout=10.0)
+async def laneworker_scaler(
+    name: str,
+    namespace: str | None,
+    uid: str,
+    spec: kopf.Spec,
+    meta: kopf.Meta,
+    status: kopf.Status,
+    stopped: kopf.DaemonStopped,
+    logger: kopf.Logger,
+    **_: Any,
+) -> None:
+    """The scaling loop of one LaneWorker; runs until the object is deleted or the operator stops.
+
+    ``spec``, ``meta`` and ``status`` are kopf's live views, so an edit of the polling interval or
+    the bounds applies from the next tick.
+    """
+    if namespace is None:
+        return
+    ref = LaneWorkerRef(namespace, name, uid)
+    state = _LoopState()
+    try:
+        previous = LaneWorkerStatus.model_validate(dict(status or {}))
+        state.last_scale_time = previous.last_scale_time
+        state.conditions = list(previous.conditions or [])
+    except ValidationError:
+        pass
+    ctx = await _ctx()
+    try:
+        while not stopped:
+            interval = UNSCALED_REFRESH_SECONDS
+            try:
+                parsed = LaneWorkerSpec.model_validate(dict(spec))
+                if parsed.scaling is not None:
+                    interval = float(parsed.scaling.polling_interval_seconds)
+                await _tick(ctx, ref, parsed, meta.get("generation"), state, logger)
+            except (ValidationError, SpecError) as exc:
+                logger.error(f"cannot scale: {exc}")
+            except BerthOperatorError as exc:
+                logger.warning(f"scaling tick failed, retrying next interval: {exc}")
+            await stopped.wait(interval)
+    finally:
+        metrics.forget_laneworker(namespace, name)
+
+
+@kopf.on.cleanup()
+async def laneworker_cleanup(**_: Any) -> None:
+    """Close the shared Redis and HTTP clients when the operator stops."""
+    global _context
+    ctx, _context = _context, None
+    if ctx is not None:
+        await ctx.http.close()
+        client: Any = ctx.redis  # aclose() is newer than the redis stubs
+        await client.aclose()

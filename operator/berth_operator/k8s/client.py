@@ -1,0 +1,268 @@
+"""Async access to the Kubernetes API for the operator (the synchronous ``kubernetes`` client in
+worker threads; one shared connection pool).
+
+Every method translates ``ApiException`` into ``berth_operator.errors``: 404 → NotFound,
+409 AlreadyExists → AlreadyExists, other 409 → Conflict, anything else → KubeError. Bodies in and
+out are plain JSON dicts (``sanitize_for_serialization``), never client model objects.
+Called by ``berth_operator.handlers`` and ``berth_operator.main``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from berth_operator.api.constants import GROUP, LANEWORKER_PLURAL, SESSION_PLURAL, VERSION
+from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound
+
+T = TypeVar("T")
+
+_load_kube_config: Callable[..., None] = config.load_kube_config
+_load_incluster_config: Callable[[], None] = config.load_incluster_config
+
+
+def _translate(exc: ApiException, what: str) -> KubeError:
+    status = int(exc.status or 0)
+    reason = ""
+    message = str(exc.reason or "")
+    try:
+        body = json.loads(exc.body or "{}")
+        reason = str(body.get("reason", ""))
+        message = str(body.get("message", message))
+    except (ValueError, TypeError):
+        pass
+    text = f"{what}: {status} {reason} {message}".strip()
+    if status == 404:
+        return NotFound(text, status=status, reason=reason)
+    if status == 409 and reason == "AlreadyExists":
+        return AlreadyExists(text, status=status, reason=reason)
+    if status == 409:
+        return Conflict(text, status=status, reason=reason)
+    return KubeError(text, status=status, reason=reason)
+
+
+def make_api_client(pool_size: int = 32) -> Any:
+    """An ApiClient from $KUBECONFIG / ~/.kube/config, else in-cluster config."""
+    cfg = client.Configuration()
+    try:
+        _load_kube_config(client_configuration=cfg)
+    except (ConfigException, FileNotFoundError, OSError):
+        _load_incluster_config()
+        cfg = client.Configuration.get_default_copy()
+    cfg.connection_pool_maxsize = pool_size
+    return client.ApiClient(cfg)
+
+
+class KubeClient:
+    """The operator's API calls. All methods are coroutines; errors as in the module docstring."""
+
+    def __init__(self, api_client: Any) -> None:
+        self._api = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.batch = client.BatchV1Api(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
+
+    def _json(self, obj: Any) -> dict[str, Any]:
+        if isinstance(obj, dict):
+            return obj
+        out: dict[str, Any] = self._api.sanitize_for_serialization(obj)
+        return out
+
+    async def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except ApiException as exc:
+            raise _translate(exc, what) from exc
+
+    # --- AgentSession ------------------------------------------------------------------------
+    async def get_session(self, namespace: str, name: str) -> dict[str, Any]:
+        """GET the AgentSession (fresh from the apiserver, not a cache)."""
+        obj = await self._call(
+            f"get agentsession {namespace}/{name}",
+            self.custom.get_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            SESSION_PLURAL,
+            name,
+        )
+        return self._json(obj)
+
+    async def replace_session_status(self, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT the status subresource. ``body`` carries metadata.resourceVersion: a stale
+        writer gets Conflict instead of overwriting a newer status."""
+        meta = body["metadata"]
+        obj = await self._call(
+            f"update status of agentsession {meta['namespace']}/{meta['name']}",
+            self.custom.replace_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            meta["namespace"],
+            SESSION_PLURAL,
+            meta["name"],
+            body,
+        )
+        return self._json(obj)
+
+    async def get_laneworker(self, namespace: str, name: str) -> dict[str, Any]:
+        """GET a LaneWorker."""
+        obj = await self._call(
+            f"get laneworker {namespace}/{name}",
+            self.custom.get_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            LANEWORKER_PLURAL,
+            name,
+        )
+        return self._json(obj)
+
+    # --- Pods --------------------------------------------------------------------------------
+    async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """LIST pods by label selector, straight from the apiserver (not a cache)."""
+        obj = await self._call(
+            f"list pods {namespace} {selector}",
+            self.core.list_namespaced_pod,
+            namespace,
+            label_selector=selector,
+        )
+        return [self._json(p) for p in self._json(obj).get("items", [])]
+
+    async def create_pod(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a pod. AlreadyExists when that name exists (the epoch race guard)."""
+        meta = body["metadata"]
+        obj = await self._call(
+            f"create pod {meta['namespace']}/{meta['name']}",
+            self.core.create_namespaced_pod,
+            meta["namespace"],
+            body,
+        )
+        return self._json(obj)
+
+    async def delete_pod(
+        self, namespace: str, name: str, *, uid: str = "", force: bool = False
+    ) -> None:
+        """DELETE a pod (uid precondition when given; grace 0 when ``force``). 404 is fine."""
+        options: dict[str, Any] = {}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        if force:
+            options["gracePeriodSeconds"] = 0
+        try:
+            await self._call(
+                f"delete pod {namespace}/{name}",
+                self.core.delete_namespaced_pod,
+                name,
+                namespace,
+                body=options,
+            )
+        except NotFound:
+            return
+        except Conflict:
+            return  # uid precondition failed: a different pod of that name; not ours to delete
+
+    async def get_node(self, name: str) -> dict[str, Any] | None:
+        """GET a node; None when it does not exist."""
+        try:
+            obj = await self._call(f"get node {name}", self.core.read_node, name)
+        except NotFound:
+            return None
+        return self._json(obj)
+
+    # --- ConfigMaps and Jobs -----------------------------------------------------------------
+    async def apply_configmap(self, body: dict[str, Any]) -> bool:
+        """Create the ConfigMap or replace its data/labels when they differ. True if written."""
+        meta = body["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        try:
+            current = self._json(
+                await self._call(
+                    f"get configmap {ns}/{name}", self.core.read_namespaced_config_map, name, ns
+                )
+            )
+        except NotFound:
+            try:
+                await self._call(
+                    f"create configmap {ns}/{name}",
+                    self.core.create_namespaced_config_map,
+                    ns,
+                    body,
+                )
+            except AlreadyExists:
+                return False
+            return True
+        if current.get("data") == body.get("data") and (
+            current["metadata"].get("labels") == meta.get("labels")
+        ):
+            return False
+        merged = dict(body)
+        merged["metadata"] = {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}
+        await self._call(
+            f"replace configmap {ns}/{name}",
+            self.core.replace_namespaced_config_map,
+            name,
+            ns,
+            merged,
+        )
+        return True
+
+    async def create_job(self, body: dict[str, Any]) -> None:
+        """POST a Job; AlreadyExists is fine (idempotent)."""
+        meta = body["metadata"]
+        try:
+            await self._call(
+                f"create job {meta['namespace']}/{meta['name']}",
+                self.batch.create_namespaced_job,
+                meta["namespace"],
+                body,
+            )
+        except AlreadyExists:
+            return
+
+    # --- Leases ------------------------------------------------------------------------------
+    async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """GET a Lease; None when absent."""
+        try:
+            obj = await self._call(
+                f"get lease {namespace}/{name}",
+                self.coordination.read_namespaced_lease,
+                name,
+                namespace,
+            )
+        except NotFound:
+            return None
+        return self._json(obj)
+
+    async def create_lease(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a Lease (AlreadyExists when another replica won)."""
+        meta = body["metadata"]
+        obj = await self._call(
+            f"create lease {meta['namespace']}/{meta['name']}",
+            self.coordination.create_namespaced_lease,
+            meta["namespace"],
+            body,
+        )
+        return self._json(obj)
+
+    async def replace_lease(self, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT a Lease with its resourceVersion (Conflict when another replica wrote first)."""
+        meta = body["metadata"]
+        obj = await self._call(
+            f"replace lease {meta['namespace']}/{meta['name']}",
+            self.coordination.replace_namespaced_lease,
+            meta["name"],
+            meta["namespace"],
+            body,
+        )
+        return self._json(obj)
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._api.close()

@@ -1,0 +1,174 @@
+"""``berth-operator``: settings from env, leader election, kopf, /healthz /readyz /metrics.
+
+Start-up: read ``OperatorSettings`` (env ``BERTH_*``), serve health and metrics on
+``BERTH_HTTP_HOST:BERTH_HTTP_PORT``, wait for the Lease (``BERTH_LEADER_ELECTION``, default on; two
+replicas → one active), then run kopf (standalone: kopf peering is not used) with the handlers of
+``berth_operator.handlers``. Losing the Lease stops kopf and exits with status 1 so the Deployment
+restarts the replica as a standby; SIGTERM/SIGINT stop cleanly and release the Lease.
+
+Why restarts are safe at any moment: every decision is re-derived from the apiserver (status,
+pods), the epoch is bumped in status before a pod is created, pod names carry the epoch, and a
+direct LIST precedes every create (see ``berth_operator.handlers.agentsession``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from typing import Any
+
+import kopf
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+import berth_operator.handlers.agentsession  # noqa: F401  (registers the handlers)
+from berth_operator.api.constants import FINALIZER
+from berth_operator.errors import SettingsError
+from berth_operator.handlers.context import OperatorContext
+from berth_operator.k8s.client import KubeClient, make_api_client
+from berth_operator.k8s.lease import LeaderElector
+from berth_operator.metrics import LEADER
+from berth_operator.runtime_client import RuntimeClient
+from berth_operator.settings import OperatorSettings
+
+log = logging.getLogger("berth.main")
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    """kopf settings: our finalizer name, annotation storage, no log→Event spam, no scanning."""
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="berth.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="berth.dev", key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.scanning.disabled = True
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+
+
+class _Health:
+    def __init__(self) -> None:
+        self.ready = False
+        self.leader = False
+
+    async def healthz(self, _: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(self, _: web.Request) -> web.Response:
+        if self.ready or not self.leader:
+            return web.Response(text="leader\n" if self.leader else "standby\n")
+        return web.Response(status=503, text="starting\n")
+
+    async def metrics(self, _: web.Request) -> web.Response:
+        resp = web.Response(body=generate_latest())
+        resp.content_type = CONTENT_TYPE_LATEST.split(";")[0]
+        return resp
+
+
+async def _serve(settings: OperatorSettings, health: _Health) -> web.AppRunner:
+    app = web.Application()
+    app.router.add_get("/healthz", health.healthz)
+    app.router.add_get("/readyz", health.readyz)
+    app.router.add_get("/metrics", health.metrics)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, settings.http_host, settings.http_port).start()
+    return runner
+
+
+async def run(settings: OperatorSettings) -> int:
+    """Run until stopped; returns the process exit status."""
+    kube = KubeClient(make_api_client(settings.kube_connection_pool))
+    runtime = RuntimeClient(settings.state_timeout_seconds)
+    ctx = OperatorContext(settings=settings, kube=kube, runtime=runtime)
+    health = _Health()
+    runner = await _serve(settings, health)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    elector: LeaderElector | None = None
+    keeper: asyncio.Task[None] | None = None
+    code = 0
+    try:
+        if settings.leader_election:
+            elector = LeaderElector(
+                kube,
+                namespace=settings.resolved_lease_namespace(),
+                name=settings.lease_name,
+                identity=settings.resolved_identity(),
+                duration_seconds=settings.lease_duration_seconds,
+                renew_seconds=settings.lease_renew_seconds,
+            )
+            log.info("waiting for lease %s as %s", settings.lease_name, elector.identity)
+            acquire = asyncio.create_task(elector.acquire())
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({acquire, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if stop.is_set():
+                acquire.cancel()
+                return 0
+            stopping.cancel()
+            keeper = asyncio.create_task(elector.keep())
+        health.leader = True
+        LEADER.set(1)
+        log.info("leading; starting controllers")
+        kopf_stop = asyncio.Event()
+        ready = asyncio.Event()
+        operator = asyncio.create_task(
+            kopf.operator(
+                clusterwide=not settings.namespaces,
+                namespaces=settings.namespaces,
+                standalone=True,
+                stop_flag=kopf_stop,
+                ready_flag=ready,
+                memo=kopf.Memo(ctx=ctx),
+            )
+        )
+        # kopf installs its own SIGTERM/SIGINT handlers; re-add ours so both flags are set.
+        ready_wait = asyncio.create_task(ready.wait())
+        await asyncio.wait({operator, ready_wait}, return_when=asyncio.FIRST_COMPLETED)
+        health.ready = ready.is_set()
+        watchers: set[asyncio.Future[Any]] = {operator}
+        if keeper is not None:
+            watchers.add(keeper)
+        await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
+        if elector is not None and elector.lost.is_set():
+            log.error("leadership lost; stopping")
+            code = 1
+        kopf_stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(operator, timeout=30)
+    finally:
+        LEADER.set(0)
+        if keeper is not None:
+            keeper.cancel()
+        if elector is not None and code == 0:
+            await elector.release()
+        await runtime.close()
+        await runner.cleanup()
+        kube.close()
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console script entry (``berth-operator``)."""
+    del argv
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    try:
+        settings = OperatorSettings.from_env()
+    except SettingsError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    return asyncio.run(run(settings))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

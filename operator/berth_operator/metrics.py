@@ -1,0 +1,121 @@
+"""Prometheus metrics of the operator (prefix ``berth_operator_``), served on /metrics.
+
+Label values come from fixed sets only (placement reasons, phases, error kinds) — never session
+or pod names (CONVENTIONS.md §8). Updated by ``berth_operator.handlers``; served by
+``berth_operator.main`` together with the process collector (RSS, CPU, fds).
+"""
+
+from __future__ import annotations
+
+from collections import Counter as _Counter
+from typing import Final
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from berth_operator.api.agentsession import Phase
+from berth_operator.reconcile.replacement import PlacementReason
+
+PHASES: Final[tuple[Phase, ...]] = (
+    "Pending",
+    "Running",
+    "Passivating",
+    "Passivated",
+    "Resuming",
+    "Succeeded",
+    "Failed",
+)
+ERROR_KINDS: Final = ("conflict", "api", "runtime", "unexpected")
+
+PLACEMENTS = Counter(
+    "berth_operator_placements_total",
+    "Session pods created, by why they were placed.",
+    ["reason"],
+)
+RECONCILE_ERRORS = Counter(
+    "berth_operator_reconcile_errors_total",
+    "Reconcile iterations that ended in an error, by kind (conflict, api, runtime, unexpected).",
+    ["kind"],
+)
+RECONCILE_SECONDS = Histogram(
+    "berth_operator_reconcile_duration_seconds",
+    "Duration of one AgentSession reconcile iteration.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+SESSIONS = Gauge("berth_operator_sessions", "AgentSessions by status.phase.", ["phase"])
+INFLIGHT = Gauge(
+    "berth_operator_pod_creates_in_flight",
+    "Session pods created by this process and not yet seen in the watch cache.",
+)
+STATUS_WRITES = Counter(
+    "berth_operator_status_writes_total",
+    "AgentSession status writes, by result (written, unchanged, conflict).",
+    ["result"],
+)
+STATE_REFRESH_FAILURES = Counter(
+    "berth_operator_state_refresh_failures_total",
+    "GET /v1/state calls to session pods that failed.",
+)
+LEADER = Gauge("berth_operator_leader", "1 while this replica holds the leader Lease.")
+
+for _reason in PlacementReason.ALL:
+    PLACEMENTS.labels(reason=_reason)
+for _kind in ERROR_KINDS:
+    RECONCILE_ERRORS.labels(kind=_kind)
+for _result in ("written", "unchanged", "conflict"):
+    STATUS_WRITES.labels(result=_result)
+
+
+class PhaseTracker:
+    """Keeps the last phase per session uid and mirrors the counts into ``SESSIONS``."""
+
+    def __init__(self) -> None:
+        self._phases: dict[str, str] = {}
+        self.publish()
+
+    def set(self, uid: str, phase: str | None) -> None:
+        """Record ``phase`` for ``uid`` (None forgets the session)."""
+        if phase is None:
+            self._phases.pop(uid, None)
+        else:
+            self._phases[uid] = phase
+        self.publish()
+
+    def publish(self) -> None:
+        counts = _Counter(self._phases.values())
+        for phase in PHASES:
+            SESSIONS.labels(phase=phase).set(counts.get(phase, 0))
+
+
+# --- LaneWorker autoscaling (issue 8) -----------------------------------------------------------
+# ``namespace`` and ``laneworker`` are allowed as labels here: they are bounded by the user's own
+# LaneWorker objects (one series per pool), and the series is removed when the pool's scaling
+# loop ends (berth_operator.handlers.laneworker).
+
+LANEWORKER_DESIRED_REPLICAS = Gauge(
+    "berth_operator_laneworker_desired_replicas",
+    "Replicas the LaneWorker autoscaler last set (the /scale value when scaling is omitted).",
+    ["namespace", "laneworker"],
+)
+LANE_PRESSURE = Gauge(
+    "berth_operator_lane_pressure",
+    "Last queue pressure of a LaneWorker pool in tasks: backlog plus in-flight.",
+    ["namespace", "laneworker"],
+)
+
+
+def observe_laneworker(
+    namespace: str, laneworker: str, *, desired: int, pressure: int | None
+) -> None:
+    """Set both LaneWorker gauges; ``pressure`` None (unreadable) keeps the last reading."""
+    LANEWORKER_DESIRED_REPLICAS.labels(namespace=namespace, laneworker=laneworker).set(desired)
+    if pressure is not None:
+        LANE_PRESSURE.labels(namespace=namespace, laneworker=laneworker).set(pressure)
+
+
+def forget_laneworker(namespace: str, laneworker: str) -> None:
+    """Remove the series of a LaneWorker whose scaling loop ended (deleted or operator stopping)."""
+    for gauge in (LANEWORKER_DESIRED_REPLICAS, LANE_PRESSURE):
+        try:  # noqa: SIM105 - this section is appended; the file's imports are not ours
+            gauge.remove(namespace, laneworker)
+        except KeyError:
+            pass

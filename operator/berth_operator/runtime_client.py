@@ -1,0 +1,71 @@
+"""HTTP client of the session pod API (ARCHITECTURE.md §5): ``GET /v1/state`` and
+``POST /v1/passivate`` on ``http://<status.podIP>:8080`` (no Services or DNS needed).
+
+Errors: ``RuntimeUnreachable`` for connection failures, timeouts, non-2xx answers and bodies that
+are not a JSON object. Called by ``berth_operator.handlers``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+from pydantic import ValidationError
+
+from berth_operator.api.constants import SESSION_PORT
+from berth_operator.api.options import RuntimeState
+from berth_operator.errors import RuntimeUnreachable
+
+
+class RuntimeClient:
+    """One aiohttp session shared by all requests of the operator."""
+
+    def __init__(self, timeout_seconds: float) -> None:
+        self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        return self._session
+
+    @staticmethod
+    def base_url(pod_ip: str, port: int = SESSION_PORT) -> str:
+        """``http://<ip>:<port>`` (IPv6 addresses bracketed)."""
+        host = f"[{pod_ip}]" if ":" in pod_ip else pod_ip
+        return f"http://{host}:{port}"
+
+    async def state(self, pod_ip: str) -> RuntimeState:
+        """GET /v1/state → RuntimeState. Raises RuntimeUnreachable."""
+        url = self.base_url(pod_ip) + "/v1/state"
+        try:
+            async with self._http().get(url) as resp:
+                if resp.status != 200:
+                    raise RuntimeUnreachable(f"GET {url}: HTTP {resp.status}")
+                data: Any = json.loads(await resp.text())
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise RuntimeUnreachable(f"GET {url}: {exc or type(exc).__name__}") from exc
+        if not isinstance(data, dict):
+            raise RuntimeUnreachable(f"GET {url}: body is not a JSON object")
+        try:
+            return RuntimeState.model_validate(data)
+        except ValidationError as exc:
+            raise RuntimeUnreachable(f"GET {url}: unexpected body: {exc}") from exc
+
+    async def passivate(self, pod_ip: str, reason: str, deadline_ms: int) -> None:
+        """POST /v1/passivate {reason, deadlineMs} (202 expected; idempotent)."""
+        url = self.base_url(pod_ip) + "/v1/passivate"
+        try:
+            async with self._http().post(
+                url, json={"reason": reason, "deadlineMs": deadline_ms}
+            ) as resp:
+                if resp.status >= 300:
+                    raise RuntimeUnreachable(f"POST {url}: HTTP {resp.status}")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise RuntimeUnreachable(f"POST {url}: {exc or type(exc).__name__}") from exc
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        if self._session is not None:
+            await self._session.close()
