@@ -27,6 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 import berth_operator.handlers.agentsession  # noqa: F401  (registers the handlers)
 from berth_operator.api.constants import FINALIZER
 from berth_operator.errors import SettingsError
+from berth_operator.handlers import laneworker as _laneworker  # noqa: F401  (registers handlers)
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.k8s.client import KubeClient, make_api_client
 from berth_operator.k8s.lease import LeaderElector

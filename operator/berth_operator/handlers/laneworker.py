@@ -48,7 +48,8 @@ from berth_operator.builders.laneworker import (
     selector_string,
 )
 from berth_operator.errors import BerthOperatorError, KubeError, NotFound, SpecError
-from berth_operator.k8s.laneworker import LaneWorkerApi, load_api_client
+from berth_operator.k8s.client import make_api_client
+from berth_operator.k8s.laneworker import LaneWorkerApi
 from berth_operator.pressure import (
     BrokerPressure,
     PressureUnavailable,
@@ -89,14 +90,18 @@ _context: _Context | None = None
 _context_lock = asyncio.Lock()
 
 
-async def _ctx() -> _Context:
+async def _ctx(memo: Any = None) -> _Context:
+    """The shared clients; settings from ``memo.ctx`` (``berth-operator``) or the environment."""
     global _context
     async with _context_lock:
         if _context is None:
-            settings = OperatorSettings.from_env()
+            shared = getattr(memo, "ctx", None)
+            settings = getattr(shared, "settings", None)
+            if not isinstance(settings, OperatorSettings):
+                settings = OperatorSettings.from_env()
             _context = _Context(
                 settings=settings,
-                api=LaneWorkerApi(load_api_client()),
+                api=LaneWorkerApi(make_api_client(settings.kube_connection_pool)),
                 redis=Redis.from_url(settings.redis_url),
                 http=aiohttp.ClientSession(),
             )
@@ -156,13 +161,19 @@ async def _ensure_deployment(
 @kopf.on.create(GROUP, VERSION, LANEWORKER_PLURAL)
 @kopf.on.update(GROUP, VERSION, LANEWORKER_PLURAL, field="spec")
 async def laneworker_apply(
-    name: str, namespace: str | None, uid: str, spec: kopf.Spec, logger: kopf.Logger, **_: Any
+    name: str,
+    namespace: str | None,
+    uid: str,
+    spec: kopf.Spec,
+    logger: kopf.Logger,
+    memo: Any,
+    **_: Any,
 ) -> None:
     """Make the worker Deployment match the spec (and ``spec.replicas`` when scaling is off)."""
     if namespace is None:
         raise kopf.PermanentError("LaneWorker is namespaced")
     parsed = _parse(spec)
-    ctx = await _ctx()
+    ctx = await _ctx(memo)
     try:
         await _ensure_deployment(ctx, LaneWorkerRef(namespace, name, uid), parsed, logger)
     except SpecError as exc:
@@ -298,6 +309,7 @@ async def laneworker_scaler(
     status: kopf.Status,
     stopped: kopf.DaemonStopped,
     logger: kopf.Logger,
+    memo: Any,
     **_: Any,
 ) -> None:
     """The scaling loop of one LaneWorker; runs until the object is deleted or the operator stops.
@@ -315,7 +327,7 @@ async def laneworker_scaler(
         state.conditions = list(previous.conditions or [])
     except ValidationError:
         pass
-    ctx = await _ctx()
+    ctx = await _ctx(memo)
     try:
         while not stopped:
             interval = UNSCALED_REFRESH_SECONDS

@@ -1,0 +1,143 @@
+"""The worker Deployment builder (berth_operator.builders.laneworker): the pod contract with
+``berth-worker``, security, grace period, overrides and the template hash."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from berth_operator.api.laneworker import LaneWorkerSpec
+from berth_operator.builders.laneworker import (
+    ANNOTATION_TEMPLATE_HASH,
+    DRAIN_MARGIN_SECONDS,
+    LaneWorkerRef,
+    build_deployment,
+    deployment_name,
+    selector_labels,
+    selector_string,
+)
+from berth_operator.errors import SpecError
+from berth_operator.settings import OperatorSettings
+
+from session_runtime.worker import WorkerSettings
+
+REF = LaneWorkerRef("team-a", "exec", "uid-1")
+SETTINGS = OperatorSettings(redis_url="redis://r:6379/0", session_image="img:1", run_as_user=1234)
+
+
+def build(replicas: int = 2, **fields: Any) -> dict[str, Any]:
+    return build_deployment(REF, LaneWorkerSpec.model_validate(fields), SETTINGS, replicas=replicas)
+
+
+def container(dep: dict[str, Any]) -> dict[str, Any]:
+    c: dict[str, Any] = dep["spec"]["template"]["spec"]["containers"][0]
+    return c
+
+
+def env_of(dep: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container(dep)["env"]}
+
+
+def test_identity_owner_and_selector() -> None:
+    dep = build(replicas=3)
+    assert dep["metadata"]["name"] == deployment_name("exec") == "exec-workers"
+    assert dep["metadata"]["namespace"] == "team-a"
+    owner = dep["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+        "LaneWorker",
+        "exec",
+        "uid-1",
+        True,
+    )
+    assert dep["spec"]["replicas"] == 3
+    assert dep["spec"]["selector"]["matchLabels"] == selector_labels("exec")
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert selector_labels("exec").items() <= labels.items()
+    assert selector_string("exec") == (
+        "app.kubernetes.io/component=laneworker,app.kubernetes.io/name=berth,"
+        "berth.dev/laneworker=exec"
+    )
+
+
+def test_worker_env_contract_is_what_berth_worker_reads() -> None:
+    dep = build(concurrency=4, taskTimeoutSeconds=30)
+    env = env_of(dep)
+    assert container(dep)["command"] == ["berth-worker"]
+    assert env["BERTH_REDIS_URL"] == "redis://r:6379/0"
+    assert env["BERTH_LANEWORKER"] == "exec"
+    assert env["BERTH_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert env["BERTH_WORKER_CONCURRENCY"] == "4"
+    assert env["BERTH_TASK_TIMEOUT_SECONDS"] == "30"
+    mounts = {m["mountPath"] for m in container(dep)["volumeMounts"]}
+    assert env["BERTH_SHARED_ROOT"] in mounts
+    # The worker's own settings parser accepts exactly this environment.
+    resolved = {k: v for k, v in env.items() if isinstance(v, str)}
+    resolved |= {
+        "BERTH_NAMESPACE": "team-a",
+        "POD_NAME": "exec-workers-abc-1",
+        "POD_IP": "10.0.0.1",
+    }
+    ws = WorkerSettings.from_env(resolved, argv=[])
+    assert ws.task_stream == "berth:team-a:lw:exec:tasks"
+    assert (ws.concurrency, ws.task_timeout_seconds) == (4, 30.0)
+
+
+def test_security_and_grace() -> None:
+    dep = build(taskTimeoutSeconds=120)
+    pod = dep["spec"]["template"]["spec"]
+    sc = container(dep)["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["runAsNonRoot"] is True
+    assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
+    assert pod["securityContext"]["runAsUser"] == 1234
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["terminationGracePeriodSeconds"] == 120 + DRAIN_MARGIN_SECONDS
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["shared"]["persistentVolumeClaim"]["claimName"] == "berth-shared"
+    assert "emptyDir" in volumes["tmp"]
+
+
+def test_image_claim_and_template_overrides() -> None:
+    dep = build(
+        image="custom:2",
+        store={"claimName": "rwx"},
+        template={
+            "resources": {"limits": {"memory": "1Gi"}},
+            "nodeSelector": {"berth.dev/process-node": "true"},
+            "tolerations": [{"key": "k", "operator": "Exists"}],
+            "securityContext": {"runAsNonRoot": False, "readOnlyRootFilesystem": False, "x": 1},
+        },
+    )
+    pod = dep["spec"]["template"]["spec"]
+    assert container(dep)["image"] == "custom:2"
+    assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "rwx"
+    assert container(dep)["resources"] == {"limits": {"memory": "1Gi"}}
+    assert pod["nodeSelector"] == {"berth.dev/process-node": "true"}
+    assert pod["tolerations"] == [{"key": "k", "operator": "Exists"}]
+    sc = container(dep)["securityContext"]
+    assert sc["x"] == 1  # passed through
+    assert sc["runAsNonRoot"] is True and sc["readOnlyRootFilesystem"] is True  # not overridable
+    assert build()["spec"]["template"]["spec"]["containers"][0]["image"] == "img:1"
+
+
+def test_scrape_annotations_and_readiness() -> None:
+    dep = build()
+    ann = dep["spec"]["template"]["metadata"]["annotations"]
+    port = container(dep)["ports"][0]["containerPort"]
+    assert ann == {"prometheus.io/scrape": "true", "prometheus.io/port": str(port)}
+    assert container(dep)["readinessProbe"]["httpGet"]["port"] == "metrics"
+    assert {"name": "BERTH_METRICS_PORT", "value": str(port)} in container(dep)["env"]
+
+
+def test_template_hash_tracks_the_template_only() -> None:
+    base = build(replicas=1)["metadata"]["annotations"][ANNOTATION_TEMPLATE_HASH]
+    assert build(replicas=7)["metadata"]["annotations"][ANNOTATION_TEMPLATE_HASH] == base
+    changed = build(concurrency=3)["metadata"]["annotations"][ANNOTATION_TEMPLATE_HASH]
+    assert changed != base
+
+
+@pytest.mark.parametrize("name", ["x" * 64, "Bad_"])
+def test_names_that_cannot_be_label_values_are_spec_errors(name: str) -> None:
+    with pytest.raises(SpecError):
+        build_deployment(LaneWorkerRef("ns", name, "u"), LaneWorkerSpec(), SETTINGS, replicas=0)
