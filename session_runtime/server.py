@@ -30,13 +30,14 @@ HTTP (aiohttp, on ``POD_IP:BERTH_HTTP_PORT``, default port 8080)::
                            400 for a bad body
 
 Passivation (§8): ``POST /v1/passivate`` and SIGTERM/SIGINT both call ``Session.passivate_async``
-(reason ``sigterm`` for a signal, deadline ``now + min(deadlineSeconds, 20 s)`` so it fits the
-kubelet's default 30 s grace period). The runtime emits ``passivation_requested`` to its hooks,
-starts no new LLM call, lets running tools finish until the deadline and writes its checkpoint; the
-process then exits with outcome ``passivated``. If the runtime has not finished
-:data:`PASSIVATION_SLACK_MS` after the deadline, the process exits ``passivated`` anyway: the last
-durable round in the store is what the replacement resumes from. A run that completes while
-passivation is pending ends ``completed`` (keepAlive: ``passivated``).
+(reason ``sigterm`` for a signal, deadline ``now + passivation.deadlineSeconds``: the operator sets
+``terminationGracePeriodSeconds`` to the deadline plus a margin, so the checkpoint and the
+termination message are written before the kubelet's SIGKILL). The runtime emits
+``passivation_requested`` to its hooks, starts no new LLM call, lets running tools finish until the
+deadline and writes its checkpoint; the process then exits with outcome ``passivated``. If the
+runtime has not finished :data:`PASSIVATION_SLACK_MS` after the deadline, the process exits
+``passivated`` anyway: the last durable round in the store is what the replacement resumes from.
+A run that completes while passivation is pending ends ``completed`` (keepAlive: ``passivated``).
 
 Outcomes and exit codes: ``completed`` 0, ``passivated`` 0, ``failed`` 1 (2 for bad input: env or
 options file), ``fenced`` 3 (a ``FencedError`` was seen anywhere: a newer epoch owns the session).
@@ -59,11 +60,12 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from session_runtime import Agent, SessionOptions, SessionRetentionLimits, TokenBudgetGuard
 from session_runtime.errors import (
     ConfigError,
     FencedError,
@@ -72,6 +74,7 @@ from session_runtime.errors import (
     SessionNotFoundError,
     SessionRuntimeError,
 )
+from session_runtime.lanes import LaneHandlerConfig, LaneQueue, SessionQueueConfig
 from session_runtime.metrics import CONTENT_TYPE, SessionMetrics
 from session_runtime.pod import termination
 from session_runtime.pod.api import (
@@ -88,14 +91,15 @@ from session_runtime.pod.config import (
     parse_env,
     termination_log_from_env,
 )
-from session_runtime.pod.options import OptionsError, PodOptions, load_options
+from session_runtime.pod.options import BudgetOptions, OptionsError, PodOptions, load_options
 from session_runtime.pod.termination import Outcome, TerminationMessage, Usage
+from session_runtime.store.file import FileSessionStore
 from session_runtime.tools.base import Lane, lane_for_tool
+from session_runtime.tools.executor import DirectExecutor
 
 log = logging.getLogger("berth.session")
 
-#: Cap of the passivation deadline on SIGTERM, in seconds (kubelet default grace period is 30 s).
-SIGTERM_DEADLINE_CAP_SECONDS = 20
+BodyT = TypeVar("BodyT", bound=BaseModel)
 
 #: How long after a passivation deadline the process still waits for the runtime's checkpoint.
 PASSIVATION_SLACK_MS = 3000
@@ -104,14 +108,6 @@ PASSIVATION_SLACK_MS = 3000
 def now_ms() -> int:
     """Wall clock in epoch milliseconds (the unit of ``deadlineMs``)."""
     return time.time_ns() // 1_000_000
-
-
-class _Finish(Exception):
-    """Internal: carries the termination message out of a run driver."""
-
-    def __init__(self, message: TerminationMessage) -> None:
-        super().__init__(message.outcome)
-        self.message = message
 
 
 class MeteredStore:
@@ -168,28 +164,31 @@ class MeteredStore:
             self._turns[run_id] = turn
 
 
-def _metered_guard(budget: Any, metrics: SessionMetrics, baseline: Mapping[str, Any]) -> Any:
+class MeteredBudgetGuard(TokenBudgetGuard):
     """The core's ``TokenBudgetGuard`` for ``spec.budget`` that also counts tokens per LLM call.
 
     Always installed (with no limits it allows everything) because its ``record_after_llm`` is
-    where ``berth_session_llm_tokens_total`` comes from. ``baseline`` is the resumed checkpoint's
-    ``{"total_tokens", "tool_calls_count"}`` so the session budget spans all its runs.
+    where ``berth_session_llm_tokens_total`` comes from. The budget spans all runs of the session:
+    :meth:`carry` sets what earlier runs and pods already consumed.
     """
-    from session_runtime.agent.budget import TokenBudgetGuard
 
-    class MeteredBudgetGuard(TokenBudgetGuard):
-        def record_after_llm(self, session_id: str, usage: dict[str, int]) -> None:
-            metrics.observe_llm_usage(usage)
-            super().record_after_llm(session_id, usage)
+    def __init__(self, budget: BudgetOptions, metrics: SessionMetrics) -> None:
+        super().__init__(
+            max_total_tokens=budget.max_total_tokens,
+            max_tool_calls=budget.max_tool_calls,
+            soft_limit_percent=budget.soft_limit_percent,
+        )
+        self._metrics = metrics
 
-    guard = MeteredBudgetGuard(
-        max_total_tokens=budget.max_total_tokens,
-        max_tool_calls=budget.max_tool_calls,
-        soft_limit_percent=budget.soft_limit_percent,
-    )
-    guard.tokens_used = int(baseline.get("total_tokens", 0))
-    guard.tool_calls = int(baseline.get("tool_calls_count", 0))
-    return guard
+    def carry(self, total_tokens: int, tool_calls: int) -> None:
+        """Start from ``total_tokens`` tokens and ``tool_calls`` calls already consumed."""
+        self.tokens_used = max(self.tokens_used, total_tokens)
+        self.tool_calls = max(self.tool_calls, tool_calls)
+
+    def record_after_llm(self, session_id: str, usage: dict[str, int]) -> None:
+        """Count the call's tokens in the metrics, then in the budget."""
+        self._metrics.observe_llm_usage(usage)
+        super().record_after_llm(session_id, usage)
 
 
 class SessionPod:
@@ -213,7 +212,6 @@ class SessionPod:
         self._finished: asyncio.Future[TerminationMessage] | None = None
         self._run_task: asyncio.Task[None] | None = None
         self._passivate_task: asyncio.Task[None] | None = None
-        self._resume_baseline: dict[str, Any] = {}
         self._fresh = not cfg.resume_run_id
 
     # ---- lifecycle ---------------------------------------------------------------------
@@ -257,6 +255,17 @@ class SessionPod:
             return None
         return dict(state) if isinstance(state, Mapping) else None
 
+    def _resumed_from(self, run_id: str | None) -> str | None:
+        """The run ``run_id`` continues (its run record's ``resumed_from``), or None."""
+        if self.session is None or not run_id:
+            return None
+        try:
+            snapshot = self.session.run_snapshot(run_id)
+        except Exception:
+            return None
+        value = snapshot.get("resumed_from") if isinstance(snapshot, Mapping) else None
+        return str(value) if value else None
+
     def _message(
         self,
         outcome: Outcome,
@@ -265,27 +274,22 @@ class SessionPod:
         run_id: str | None = None,
         turn: int | None = None,
     ) -> TerminationMessage:
-        """A termination message filled from ``state()`` and the last result where not given."""
+        """A termination message; run id, turn and usage default to ``Session.state()`` (the
+        session's cumulative usage and its last run), the text to the last finished run's."""
         rt = self.runtime_state() or {}
-        result = self._result
-        usage = Usage.from_mapping(rt.get("usage"))
-        if result is not None and usage.total_tokens == 0:
-            usage = Usage.from_mapping(getattr(result, "usage", None))
-        rt_turn = rt.get("turn")
+        if run_id is None:
+            run_id = rt.get("run_id") or self.cfg.resume_run_id
+        if turn is None:
+            rt_turn = rt.get("turn")
+            turn = rt_turn if isinstance(rt_turn, int) else 0
         return TerminationMessage(
             outcome=outcome,
-            run_id=run_id
-            or rt.get("run_id")
-            or getattr(result, "run_id", None)
-            or self.cfg.resume_run_id,
-            turn=turn
-            if turn is not None
-            else rt_turn
-            if isinstance(rt_turn, int)
-            else int(getattr(result, "turn", 0) or 0),
-            usage=usage,
+            run_id=run_id,
+            turn=turn,
+            usage=Usage.from_mapping(rt.get("usage")),
             reason=reason,
-            result_text=getattr(result, "text", None),
+            result_text=getattr(self._result, "text", None),
+            resumed_from=self._resumed_from(run_id),
         )
 
     # ---- building the session ----------------------------------------------------------
@@ -293,24 +297,19 @@ class SessionPod:
     def build(self) -> None:
         """Create the agent and the session (fresh, or resumed when ``BERTH_RESUME_RUN_ID`` is
         set and the session was saved). Raises the runtime's errors and ``ValueError``."""
-        from session_runtime import Agent
-        from session_runtime.store.file import FileSessionStore
-
         cfg = self.cfg
         store_root = cfg.store_dir / cfg.namespace
         store_root.mkdir(parents=True, exist_ok=True)
         raw_store = FileSessionStore(str(store_root), epoch=cfg.epoch)
+        guard = MeteredBudgetGuard(self.opts.budget, self.metrics)
         start_turn = 0
         if cfg.resume_run_id:
             cp = raw_store.load_checkpoint(cfg.name, cfg.resume_run_id)
             if cp is not None:
                 start_turn = cp.turn
-                self._resume_baseline = {
-                    "total_tokens": int(cp.total_usage.get("total_tokens", 0)),
-                    "tool_calls_count": cp.tool_calls_count,
-                }
+                guard.carry(int(cp.total_usage.get("total_tokens", 0)), cp.tool_calls_count)
         store = MeteredStore(raw_store, self.metrics, self._on_fenced, resume_start_turn=start_turn)
-        options = self._session_options(store)
+        options = self._session_options(store, guard)
         executor = build_executor(cfg, self.opts)
         self.agent = Agent.create(self._agent_config())
         cfg.workspace.mkdir(parents=True, exist_ok=True)
@@ -329,6 +328,11 @@ class SessionPod:
                 self._fresh = True
         if self.session is None:
             self.session = self.agent.session(workspace, options, executor=executor)
+        restored = self.runtime_state() or {}  # a resumed session's record: all finished runs
+        guard.carry(
+            Usage.from_mapping(restored.get("usage")).total_tokens,
+            int(restored.get("tool_calls_count") or 0),
+        )
         self.session.register_hook("berth-session-metrics", "tool_end", self._on_tool_end)
 
     def _agent_config(self) -> dict[str, Any] | None:
@@ -349,9 +353,10 @@ class SessionPod:
             },
         }
 
-    def _session_options(self, store: Any) -> Any:
-        from session_runtime import SessionOptions, SessionRetentionLimits
-
+    def _session_options(self, store: Any, guard: MeteredBudgetGuard) -> SessionOptions:
+        """``SessionOptions`` from the pod options: identity labels, limits (unset = the A3S
+        default), retention caps, the budget guard and the store; ``auto_save`` on so run records
+        survive a crash (RUNTIME-CONTRACT "Persistence")."""
         opts, cfg = self.opts, self.cfg
         lim = opts.limits
         kwargs: dict[str, Any] = {}
@@ -378,7 +383,7 @@ class SessionPod:
             principal=ident.principal,
             agent_template_id=ident.agent_template_id,
             correlation_id=ident.correlation_id,
-            budget_guard=_metered_guard(opts.budget, self.metrics, self._resume_baseline),
+            budget_guard=guard,
             retention_limits=SessionRetentionLimits(**opts.retention.model_dump()),
             **kwargs,
         )
@@ -392,9 +397,7 @@ class SessionPod:
         """Start the task or the resumed run (or passivate at once if that was asked first)."""
         if self.passivation is not None and not self.cfg.test_ignore_passivation:
             self._set_phase("passivating")
-            self.finish(
-                self._message("passivated", reason=self.passivation.reason, turn=self._start_turn())
-            )
+            self.finish(self._message("passivated", reason=self.passivation.reason))
             return
         if self._fresh:
             prompt = self.opts.prompt
@@ -411,11 +414,6 @@ class SessionPod:
         except ResumeError as exc:
             log.warning("%s: starting the task afresh", exc)
             return await self.session.send_async(self.opts.prompt)
-
-    def _start_turn(self) -> int:
-        rt = self.runtime_state() or {}
-        turn = rt.get("turn")
-        return turn if isinstance(turn, int) else 0
 
     def _start_run(self, factory: Callable[[], Awaitable[Any]]) -> None:
         self._set_phase("running")
@@ -533,9 +531,10 @@ class SessionPod:
 
     def state_json(self) -> dict[str, Any]:
         """The ``GET /v1/state`` body."""
+        rt = self.runtime_state()
         return state_body(
             self.phase,
-            self.runtime_state(),
+            rt,
             session=self.cfg.session_key,
             epoch=self.cfg.epoch,
             identity=self.opts.identity,
@@ -543,6 +542,7 @@ class SessionPod:
             node_name=self.cfg.node_name,
             passivation=self.passivation,
             ignoring_passivation=self.cfg.test_ignore_passivation,
+            resumed_from=self._resumed_from(rt.get("run_id") if rt else None),
         )
 
     async def close(self) -> None:
@@ -574,9 +574,6 @@ def build_executor(cfg: PodConfig, opts: PodOptions) -> Any:
     """
     if not opts.lanes:
         return None
-    from session_runtime.lanes import LaneHandlerConfig, LaneQueue, SessionQueueConfig
-    from session_runtime.tools.executor import DirectExecutor
-
     config = SessionQueueConfig()
     handlers: dict[Lane, LaneHandlerConfig] = {}
     timeouts: dict[Lane, int] = {}
@@ -623,17 +620,15 @@ def _json(status: int, body: Mapping[str, Any]) -> web.Response:
     return web.json_response(dict(body), status=status)
 
 
-async def _body(request: web.Request, model: type[BaseModel]) -> BaseModel | web.Response:
+async def _body(request: web.Request, model: type[BodyT]) -> BodyT | web.Response:
+    """Parse and validate a JSON body, or the 400 answer saying what is wrong with it."""
     try:
-        data = await request.json()
-        return model.model_validate(data)
-    except ValueError as exc:  # JSONDecodeError and ValidationError are ValueErrors
-        detail = (
-            "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            if isinstance(exc, ValidationError)
-            else "body is not JSON"
-        )
-        return _json(400, {"error": "bad_request", "detail": detail})
+        return model.model_validate(await request.json())
+    except ValidationError as exc:
+        detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    except ValueError:
+        detail = "body is not JSON"
+    return _json(400, {"error": "bad_request", "detail": detail})
 
 
 def make_app(pod: SessionPod) -> web.Application:
@@ -656,7 +651,6 @@ def make_app(pod: SessionPod) -> web.Application:
         body = await _body(request, PassivateRequest)
         if isinstance(body, web.Response):
             return body
-        assert isinstance(body, PassivateRequest)
         if pod.phase in ("completed", "failed", "fenced"):
             return _json(409, {"error": "finished", "state": pod.phase})
         p = pod.request_passivation(body.reason, body.deadline_ms)
@@ -666,7 +660,6 @@ def make_app(pod: SessionPod) -> web.Application:
         body = await _body(request, MessageRequest)
         if isinstance(body, web.Response):
             return body
-        assert isinstance(body, MessageRequest)
         status, answer = pod.post_message(body.prompt)
         return _json(status, answer)
 
@@ -701,7 +694,7 @@ async def run(cfg: PodConfig, opts: PodOptions) -> TerminationMessage:
 
         def on_signal(name: str) -> None:
             log.info("%s received", name)
-            deadline_s = min(opts.passivation.deadline_seconds, SIGTERM_DEADLINE_CAP_SECONDS)
+            deadline_s = opts.passivation.deadline_seconds
             pod.request_passivation("sigterm", now_ms() + deadline_s * 1000)
 
         for sig in (signal.SIGTERM, signal.SIGINT):

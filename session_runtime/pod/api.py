@@ -13,7 +13,6 @@ Lifecycle (:data:`Phase`), also the ``state`` label of ``berth_session_state``::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -75,19 +74,18 @@ class Passivation:
         }
 
 
-_CAMEL_RE = re.compile(r"_([a-z0-9])")
-
-
-def camelize(value: Any) -> Any:
-    """Recursively camelCase snake_case dict keys (``checkpoint_ms`` → ``checkpointMs``)."""
-    if isinstance(value, Mapping):
-        return {
-            _CAMEL_RE.sub(lambda m: m.group(1).upper(), str(k)): camelize(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [camelize(v) for v in value]
-    return value
+def checkpoint_json(checkpoint: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The runtime's checkpoint summary ``{run_id, turn, tool_calls_count, at_ms}`` in the shape
+    the operator reads (``CheckpointView``): ``{runId, turn, toolCallsCount, checkpointMs}``."""
+    if not checkpoint:
+        return None
+    at = checkpoint.get("at_ms", checkpoint.get("checkpoint_ms"))
+    return {
+        "runId": checkpoint.get("run_id"),
+        "turn": checkpoint.get("turn"),
+        "toolCallsCount": checkpoint.get("tool_calls_count"),
+        "checkpointMs": at,
+    }
 
 
 def state_body(
@@ -101,15 +99,18 @@ def state_body(
     node_name: str | None = None,
     passivation: Passivation | None = None,
     ignoring_passivation: bool = False,
+    resumed_from: str | None = None,
 ) -> dict[str, Any]:
     """The ``GET /v1/state`` answer.
 
     ``runtime`` is ``Session.state()`` (``{state, run_id, turn, usage, tool_calls_count,
     last_checkpoint, last_error}``) or None before the session exists. Shape::
 
-        {"state": Phase, "runtimeState": str | null, "runId": str | null, "turn": int,
-         "toolCallsCount": int, "usage": {"promptTokens", "completionTokens", "totalTokens"},
-         "lastCheckpoint": {camelCased runtime checkpoint summary} | null,
+        {"state": Phase, "runtimeState": str | null, "runId": str | null,
+         "resumedFrom": str | null,   # the run ``runId`` continues (resume_run lineage)
+         "turn": int, "toolCallsCount": int,
+         "usage": {"promptTokens", "completionTokens", "totalTokens"},   # session cumulative
+         "lastCheckpoint": {"runId", "turn", "toolCallsCount", "checkpointMs"} | null,
          "lastError": str | null, "epoch": int, "session": "<ns>/<name>",
          "identity": {"tenantId", "principal", "agentTemplateId", "correlationId"},
          "podName": str | null, "nodeName": str | null,
@@ -128,10 +129,11 @@ def state_body(
         "state": phase,
         "runtimeState": rt.get("state"),
         "runId": rt.get("run_id"),
+        "resumedFrom": resumed_from,
         "turn": turn if isinstance(turn, int) else 0,
         "toolCallsCount": calls if isinstance(calls, int) else 0,
         "usage": Usage.from_mapping(rt.get("usage")).to_json(),
-        "lastCheckpoint": camelize(rt.get("last_checkpoint")),
+        "lastCheckpoint": checkpoint_json(rt.get("last_checkpoint")),
         "lastError": None if last_error is None else str(last_error),
         "epoch": epoch,
         "session": session,

@@ -12,7 +12,8 @@ Shape (camelCase, compact JSON, UTF-8)::
      "turn": int,                  # completed tool rounds of that run (LoopCheckpoint.turn)
      "usage": {"promptTokens": int, "completionTokens": int, "totalTokens": int},
      "reason": str | null,         # why: passivation reason, error message, or null
-     "resultText": str | null}     # the agent's final text, truncated with a trailing "…"
+     "resultText": str | null,     # the agent's final text, truncated with a trailing "…"
+     "resumedFrom": str | null}    # the run ``runId`` resumed (lineage), null for a fresh run
 
 Exit codes (:data:`EXIT_CODES`): 0 for ``completed`` and ``passivated``, 1 for ``failed`` (2 when
 the failure is bad input: environment or options file), 3 for ``fenced``.
@@ -89,6 +90,7 @@ class TerminationMessage:
     usage: Usage = Usage()
     reason: str | None = None
     result_text: str | None = None
+    resumed_from: str | None = None
     bad_input: bool = False
 
     @property
@@ -107,6 +109,7 @@ class TerminationMessage:
             "usage": self.usage.to_json(),
             "reason": self.reason,
             "resultText": self.result_text,
+            "resumedFrom": self.resumed_from,
         }
 
 

@@ -84,7 +84,7 @@ def test_state_passivate_mid_run_then_resume_on_a_new_epoch(tmp_path: Path) -> N
         assert first.wait_exit() == 0, first.stderr()
         msg = first.termination()
         assert (msg["outcome"], msg["runId"], msg["reason"]) == ("passivated", run_id, "node_drain")
-        assert msg["turn"] == 1
+        assert msg["turn"] == 1 and msg["resumedFrom"] is None
         assert world.lines("c2.txt") == []  # no new LLM call after the request
 
         second = world.start(epoch=2, resume_run_id=run_id, tag="b")
@@ -93,6 +93,7 @@ def test_state_passivate_mid_run_then_resume_on_a_new_epoch(tmp_path: Path) -> N
         assert done["outcome"] == "completed"
         assert done["resultText"] == "finished"
         assert done["runId"] != run_id and done["turn"] == 2
+        assert done["resumedFrom"] == run_id
         assert done["usage"]["totalTokens"] > msg["usage"]["totalTokens"]  # carried forward
         assert world.lines("c1.txt") == ["ran"]  # not run twice
         assert world.lines("c2.txt") == ["second"]

@@ -11,7 +11,7 @@ from session_runtime.pod.api import (
     MessageRequest,
     PassivateRequest,
     Passivation,
-    camelize,
+    checkpoint_json,
     outcome_of,
     state_body,
 )
@@ -60,12 +60,23 @@ def test_message_request_needs_a_prompt() -> None:
         MessageRequest.model_validate({"prompt": ""})
 
 
-def test_camelize() -> None:
-    assert camelize({"run_id": 1, "a": [{"tool_calls_count": 2}], "x_y_z": None}) == {
-        "runId": 1,
-        "a": [{"toolCallsCount": 2}],
-        "xYZ": None,
-    }
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (None, None),
+        ({}, None),
+        (
+            {"run_id": "run-1", "turn": 2, "tool_calls_count": 3, "at_ms": 99},
+            {"runId": "run-1", "turn": 2, "toolCallsCount": 3, "checkpointMs": 99},
+        ),
+        (
+            {"run_id": "run-1", "turn": 0, "checkpoint_ms": 5},
+            {"runId": "run-1", "turn": 0, "toolCallsCount": None, "checkpointMs": 5},
+        ),
+    ],
+)
+def test_checkpoint_json(raw: dict[str, Any] | None, expected: dict[str, Any] | None) -> None:
+    assert checkpoint_json(raw) == expected
 
 
 def test_state_body_before_the_session_exists() -> None:
@@ -82,6 +93,7 @@ def test_state_body_before_the_session_exists() -> None:
         "correlationId": None,
     }
     assert body["epoch"] == 3 and body["passivation"] is None
+    assert body["lastCheckpoint"] is None and body["resumedFrom"] is None
 
 
 def test_state_body_maps_the_runtime_state() -> None:
@@ -91,7 +103,7 @@ def test_state_body_maps_the_runtime_state() -> None:
         "turn": 2,
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
         "tool_calls_count": 4,
-        "last_checkpoint": {"run_id": "run-1", "turn": 2, "checkpoint_ms": 99},
+        "last_checkpoint": {"run_id": "run-1", "turn": 2, "tool_calls_count": 4, "at_ms": 99},
         "last_error": None,
     }
     body = state_body(
@@ -103,14 +115,53 @@ def test_state_body_maps_the_runtime_state() -> None:
         pod_name="p",
         passivation=Passivation("node_drain", 200, 100),
         ignoring_passivation=True,
+        resumed_from="run-0",
     )
     assert body["runtimeState"] == "running"
     assert (body["runId"], body["turn"], body["toolCallsCount"]) == ("run-1", 2, 4)
     assert body["usage"]["totalTokens"] == 15
-    assert body["lastCheckpoint"] == {"runId": "run-1", "turn": 2, "checkpointMs": 99}
+    assert body["resumedFrom"] == "run-0"
+    assert body["lastCheckpoint"] == {
+        "runId": "run-1",
+        "turn": 2,
+        "toolCallsCount": 4,
+        "checkpointMs": 99,
+    }
     assert body["passivation"] == {
         "reason": "node_drain",
         "deadlineMs": 200,
         "requestedMs": 100,
         "ignored": True,
     }
+
+
+def test_the_operator_reads_the_state_body() -> None:
+    """Compatibility with the operator's RuntimeState reader of GET /v1/state."""
+    op = pytest.importorskip("berth_operator.api.options")
+    runtime = {
+        "state": "running",
+        "run_id": "run-2",
+        "turn": 3,
+        "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+        "tool_calls_count": 5,
+        "last_checkpoint": {"run_id": "run-2", "turn": 3, "tool_calls_count": 5, "at_ms": 1234},
+        "last_error": "boom",
+    }
+    body = state_body(
+        "running",
+        runtime,
+        session="ns/s",
+        epoch=2,
+        identity=IdentityOptions(),
+        resumed_from="run-1",
+    )
+    read = op.RuntimeState.model_validate(body)
+    assert (read.state, read.run_id, read.resumed_from, read.turn) == (
+        "running",
+        "run-2",
+        "run-1",
+        3,
+    )
+    assert read.usage.total_tokens == 10
+    assert read.checkpoint.checkpoint_ms == 1234 and read.checkpoint.tool_calls_count == 5
+    assert read.last_error == "boom"

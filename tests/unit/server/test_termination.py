@@ -54,6 +54,7 @@ def test_small_message_is_verbatim() -> None:
         "usage": {"promptTokens": 1, "completionTokens": 2, "totalTokens": 3},
         "reason": None,
         "resultText": "done",
+        "resumedFrom": None,
     }
     assert validate(obj) == []
 
@@ -105,7 +106,9 @@ def test_the_operator_reads_what_we_write() -> None:
     """Compatibility with the reader: the operator's TerminationMessage model."""
     op = pytest.importorskip("berth_operator.api.options")
     text = render(
-        TerminationMessage("passivated", "run-9", 4, Usage(10, 5, 15), "node_drain", "partial")
+        TerminationMessage(
+            "passivated", "run-9", 4, Usage(10, 5, 15), "node_drain", "partial", "run-8"
+        )
     )
     read = op.TerminationMessage.model_validate_json(text)
     assert (read.outcome, read.run_id, read.turn, read.reason) == (
@@ -115,3 +118,4 @@ def test_the_operator_reads_what_we_write() -> None:
         "node_drain",
     )
     assert (read.usage.prompt_tokens, read.usage.total_tokens) == (10, 15)
+    assert read.resumed_from == "run-8"
