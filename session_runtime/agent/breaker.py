@@ -4,8 +4,8 @@ Owned by ``session_runtime.agent``; the loop asks it before each LLM attempt and
 outcome. Closed: transient failures back off exponentially (``base_ms``, doubling, capped at
 30 s) and retry. After ``threshold`` consecutive failures it opens: the run fails with
 ``CircuitOpenError`` and later calls fail fast until ``cooldown_ms`` passed; then one trial call
-is let through (half-open) and a success closes it again. Times are monotonic seconds supplied by
-the caller, so tests drive it without sleeping.
+is let through (half-open) and a success closes it again (a failure re-opens it). Times are
+monotonic seconds supplied by the caller, so tests drive it without sleeping.
 """
 
 from __future__ import annotations
@@ -21,14 +21,10 @@ class CircuitBreaker:
 
     threshold: int
     base_ms: int = 500
+    cooldown_ms: int = 30_000
     failures: int = 0
     opened_at: float | None = None
     last_error: str = ""
-
-    @property
-    def cooldown_ms(self) -> int:
-        """How long the breaker stays open before a trial call."""
-        return min(self.base_ms * (1 << self.threshold), MAX_BACKOFF_MS)
 
     def allows(self, now: float) -> bool:
         """May a call go out at monotonic time ``now``?"""

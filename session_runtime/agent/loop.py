@@ -154,7 +154,11 @@ class AgentLoop:
         self.gate = gate
         self._guard = guard
         self.env = host_env
-        self.breaker = CircuitBreaker(options.circuit_breaker_threshold, options.llm_backoff_ms)
+        self.breaker = CircuitBreaker(
+            options.circuit_breaker_threshold,
+            options.llm_backoff_ms,
+            options.llm_circuit_cooldown_ms,
+        )
 
     # ---- persistence helpers -------------------------------------------------------------
 

@@ -93,6 +93,8 @@ class SessionOptions:
     budget_guard_timeout_ms: int = 5000
     #: *Berth*: first backoff after a transient LLM failure, in ms (doubles, capped at 30 s).
     llm_backoff_ms: int = 500
+    #: *Berth*: how long an open circuit breaker fails calls fast before one trial call, in ms.
+    llm_circuit_cooldown_ms: int = 30_000
     #: *Berth*: per-request LLM timeout in seconds.
     llm_timeout_s: float = 600.0
 

@@ -386,10 +386,11 @@ class Session:
         prelude: Callable[[RunState, RunControl], Awaitable[None]] | None = None,
         initial_commit: bool = True,
     ) -> AgentResult:
-        """Drive a run whose operation slot is already taken; always releases it."""
+        """Drive a run whose operation slot is already taken; always releases it. The run gets a
+        task of its own, so cancel_run/close/passivate act on the run, not on the caller."""
         try:
             record, state = await start()
-            return await self._drive(record, state, prelude, initial_commit)
+            return await asyncio.ensure_future(self._drive(record, state, prelude, initial_commit))
         finally:
             self._end_operation()
 
@@ -428,13 +429,15 @@ class Session:
             raise RunPassivatedError(record.id, state.turn, "passivated") from None
         except asyncio.CancelledError:
             if control.passivation is not None:
-                self._finish(record, state, carried, carried_calls, "passivated")
+                # Cut mid-round: the last committed round is what stands.
+                durable = state.committed[0] if state.committed is not None else state.start_turn
+                self._finish(record, state, carried, carried_calls, "passivated", turn=durable)
                 self._passivation_result = {
                     "outcome": "timeout",
                     "run_id": record.id,
-                    "turn": state.turn,
+                    "turn": durable,
                 }
-                raise RunPassivatedError(record.id, state.turn, "timeout") from None
+                raise RunPassivatedError(record.id, durable, "timeout") from None
             self._finish(
                 record,
                 state,
@@ -474,11 +477,12 @@ class Session:
         *,
         text: str | None = None,
         error: str | None = None,
+        turn: int | None = None,
     ) -> None:
         for key in self._usage:
             self._usage[key] += state.usage.get(key, 0) - carried.get(key, 0)
         self._tool_calls_count += state.tool_calls_count - carried_calls
-        self._turn = state.turn
+        self._turn = state.turn if turn is None else turn
         if state.last_checkpoint is not None:
             self._last_checkpoint = state.last_checkpoint
         record.status = status
@@ -487,7 +491,7 @@ class Session:
         record.error = error
         record.usage = dict(state.usage)
         record.tool_calls_count = state.tool_calls_count
-        record.turn = state.turn
+        record.turn = self._turn
         if error is not None:
             self._last_error = error
         self._run_state = None
@@ -619,11 +623,7 @@ class Session:
             if checkpoint is None:
                 raise ResumeError(f"no loop checkpoint found for run '{run_id}'")
             ensure_loadable(checkpoint)
-            if checkpoint.session_id != self._id:
-                raise CheckpointError(
-                    f"loop checkpoint for run '{run_id}' belongs to session "
-                    f"'{checkpoint.session_id}', not '{self._id}'"
-                )
+            ensure_session(checkpoint, self._id)
             pending = store.load_pending_round(self._id, run_id)
             if pending is not None and pending.turn == checkpoint.turn + 1:
                 pending_box[0] = pending
@@ -960,6 +960,19 @@ def ensure_loadable(checkpoint: LoopCheckpoint) -> None:
             f"loop checkpoint for run {checkpoint.run_id} has schema version "
             f"{checkpoint.schema_version} but this build supports at most "
             f"{LOOP_CHECKPOINT_SCHEMA_VERSION}; upgrade the runtime to resume it"
+        )
+
+
+def ensure_session(checkpoint: LoopCheckpoint, session_id: str) -> None:
+    """Refuse another session's checkpoint (the store's ``ensure_session`` if it has one)."""
+    check = getattr(checkpoint, "ensure_session", None)
+    if callable(check):
+        check(session_id)
+        return
+    if checkpoint.session_id != session_id:
+        raise CheckpointError(
+            f"loop checkpoint for run {checkpoint.run_id} belongs to session "
+            f"'{checkpoint.session_id}', not '{session_id}'"
         )
 
 

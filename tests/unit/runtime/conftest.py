@@ -106,7 +106,9 @@ class DictStore:
             del self.pending[key]
 
     def load_checkpoint(self, session_id: str, run_id: str) -> LoopCheckpoint | None:
-        for (sid, rid), cp in self.checkpoints.items():
+        # Keyed by run id alone on purpose: a shared store may hand back another session's
+        # checkpoint, which the session must refuse.
+        for (_sid, rid), cp in self.checkpoints.items():
             if rid == run_id:
                 return copy.deepcopy(cp)
         return None
