@@ -1,0 +1,275 @@
+"""Helpers of the operator integration tests: CRDs and RBAC in the dev cluster, the operator as a
+subprocess running under its own ServiceAccount (so the real apiserver enforces config/rbac), the
+scripted model, and small kubectl readers.
+
+Waits are bounded (``WAIT_CAP``); reaching a bound is a failure (a hang), not a timing assertion.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.cluster import ROOT, DevCluster
+
+WAIT_CAP = 180.0
+OPERATOR_NS = "berth-system"
+EXAMPLES = ROOT / "examples"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def install_crds(dc: DevCluster) -> None:
+    """Apply crds/ and wait until both CRDs are Established."""
+    dc.kubectl("apply", "-f", str(ROOT / "crds"))
+    for crd in ("agentsessions.berth.dev", "laneworkers.berth.dev"):
+        dc.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+
+
+def operator_kubeconfig(dc: DevCluster, directory: Path) -> Path:
+    """Apply config/rbac and write a kubeconfig that authenticates as the berth-operator SA."""
+    dc.kubectl("create", "namespace", OPERATOR_NS, check=False)
+    dc.kubectl("apply", "-k", str(ROOT / "config" / "rbac"))
+    token = dc.kubectl(
+        "-n", OPERATOR_NS, "create", "token", "berth-operator", "--duration=4h"
+    ).stdout.strip()
+    raw = yaml.safe_load(dc.kubectl("config", "view", "--raw", "--minify", "-o", "yaml").stdout)
+    cluster = raw["clusters"][0]
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": "berth-operator", "user": {"token": token}}],
+        "contexts": [
+            {"name": "op", "context": {"cluster": cluster["name"], "user": "berth-operator"}}
+        ],
+        "current-context": "op",
+    }
+    path = directory / "operator.kubeconfig"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+class OperatorProcess:
+    """``berth-operator`` as a subprocess watching one namespace; restartable."""
+
+    def __init__(
+        self, dc: DevCluster, namespace: str, kubeconfig: Path, log_dir: Path, **env: str
+    ) -> None:
+        self.dc = dc
+        self.namespace = namespace
+        self.kubeconfig = kubeconfig
+        self.log_dir = log_dir
+        self.extra = env
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.port = 0
+        self.starts = 0
+
+    def env(self) -> dict[str, str]:
+        self.port = free_port()
+        return {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "BERTH_NAMESPACES": self.namespace,
+            "BERTH_REDIS_URL": self.dc.env.get("BERTH_REDIS_URL", "redis://127.0.0.1:6379/0"),
+            "BERTH_LEASE_NAMESPACE": OPERATOR_NS,
+            "BERTH_LEASE_NAME": f"berth-operator-{self.namespace}",
+            "BERTH_LEASE_DURATION_SECONDS": "4",
+            "BERTH_LEASE_RENEW_SECONDS": "1",
+            "BERTH_STATUS_REFRESH_SECONDS": "1",
+            "BERTH_BACKOFF_BASE_SECONDS": "1",
+            "BERTH_BACKOFF_CAP_SECONDS": "4",
+            "BERTH_HTTP_HOST": "127.0.0.1",
+            "BERTH_HTTP_PORT": str(self.port),
+            "BERTH_IDENTITY": f"test-operator-{self.starts}",
+            **self.extra,
+        }
+
+    def start(self) -> subprocess.Popen[bytes]:
+        """Start one replica (several may run: the Lease keeps one active)."""
+        self.starts += 1
+        log = open(self.log_dir / f"operator-{self.starts}.log", "wb")  # noqa: SIM115
+        exe = Path(sys.executable).parent / "berth-operator"
+        proc = subprocess.Popen(
+            [str(exe)],
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        self.procs.append(proc)
+        return proc
+
+    def stop(self, proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+        """Signal one replica and wait for it to exit (SIGKILL after 30 s)."""
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            self.stop(proc)
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"== {p.name}\n{p.read_text(errors='replace')[-4000:]}"
+            for p in sorted(self.log_dir.glob("operator-*.log"))
+        )
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            return str(r.read().decode())
+
+
+@contextmanager
+def operator(dc: DevCluster, namespace: str, **env: str) -> Iterator[OperatorProcess]:
+    """Install CRDs and RBAC, run one operator replica for ``namespace``; stop it afterwards."""
+    install_crds(dc)
+    with tempfile.TemporaryDirectory(prefix="berth-op-") as tmp:
+        kubeconfig = operator_kubeconfig(dc, Path(tmp))
+        op = OperatorProcess(dc, namespace, kubeconfig, Path(tmp), **env)
+        op.start()
+        try:
+            yield op
+        except BaseException:
+            print(op.logs(), file=sys.stderr)
+            raise
+        finally:
+            op.stop_all()
+
+
+@contextmanager
+def scripted_model(script: dict[str, Any]) -> Iterator[Any]:
+    """The scripted OpenAI-compatible server (session_runtime.llm.scripted) on a free port."""
+    from session_runtime.llm.scripted import ScriptedServer
+
+    srv = ScriptedServer(script, host="127.0.0.1", port=0)
+    srv.start_in_thread()
+    try:
+        yield srv
+    finally:
+        srv.stop_thread()
+
+
+def example_docs(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
+
+
+def with_base_url(docs: list[dict[str, Any]], base_url: str) -> list[dict[str, Any]]:
+    """The example with llm.baseURL pointed at the scripted model (nothing else changes)."""
+    for doc in docs:
+        if doc["kind"] == "AgentSession":
+            doc["spec"]["llm"]["baseURL"] = base_url
+    return docs
+
+
+def kget(dc: DevCluster, ns: str, kind: str, name: str) -> dict[str, Any] | None:
+    res = dc.kubectl("-n", ns, "get", kind, name, "-o", "json", check=False)
+    if res.returncode != 0:
+        if "NotFound" in res.stderr:
+            return None
+        raise subprocess.CalledProcessError(res.returncode, res.args, res.stdout, res.stderr)
+    obj: dict[str, Any] = json.loads(res.stdout)
+    return obj
+
+
+def klist(dc: DevCluster, ns: str, kind: str, selector: str = "") -> list[dict[str, Any]]:
+    args = ["-n", ns, "get", kind, "-o", "json"]
+    if selector:
+        args += ["-l", selector]
+    items: list[dict[str, Any]] = json.loads(dc.kubectl(*args).stdout)["items"]
+    return items
+
+
+def wait(what: str, check: Callable[[], Any], cap: float = WAIT_CAP, every: float = 0.5) -> Any:
+    end = time.monotonic() + cap
+    last: Any = None
+    while time.monotonic() < end:
+        try:
+            last = check()
+        except subprocess.CalledProcessError as exc:
+            last = exc.stderr
+        else:
+            if last:
+                return last
+        time.sleep(every)
+    raise AssertionError(f"gave up waiting for {what}; last: {str(last)[:2000]}")
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == type_:
+            c: dict[str, Any] = cond
+            return c
+    return None
+
+
+def session_phase(dc: DevCluster, ns: str, name: str) -> str:
+    obj = kget(dc, ns, "agentsession", name) or {}
+    return str((obj.get("status") or {}).get("phase", ""))
+
+
+def pod_pid(pod: dict[str, Any]) -> int | None:
+    """PID of a process-node pod (containerID process://<pid>)."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        cid = cs.get("containerID") or ""
+        if cid.startswith("process://"):
+            return int(cid.split("://", 1)[1])
+    return None
+
+
+def bash(command: str) -> dict[str, Any]:
+    return {"name": "bash", "arguments": {"command": command}}
+
+
+def blocking_bash(marker: str, go: str = "go") -> dict[str, Any]:
+    """Records that it started, then blocks until the file ``go`` exists in the workspace."""
+    return bash(f"echo ran >> {marker}; while [ ! -f {go} ]; do sleep 0.05; done")
+
+
+def session_manifest(name: str, base_url: str, prompt: str, **spec: Any) -> dict[str, Any]:
+    """A minimal AgentSession using the example's Secret name."""
+    return {
+        "apiVersion": "berth.dev/v1alpha1",
+        "kind": "AgentSession",
+        "metadata": {"name": name},
+        "spec": {
+            "prompt": prompt,
+            "model": "openai/gpt-4o-mini",
+            "llm": {
+                "baseURL": base_url,
+                "apiKeySecretRef": {"name": "llm-credentials", "key": "api-key"},
+            },
+            **spec,
+        },
+    }
+
+
+SECRET = {
+    "apiVersion": "v1",
+    "kind": "Secret",
+    "metadata": {"name": "llm-credentials"},
+    "stringData": {"api-key": "sk-test"},
+}

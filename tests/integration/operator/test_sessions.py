@@ -1,0 +1,226 @@
+"""AgentSession end to end on the real control plane with process nodes and the scripted model:
+the example succeeds, a SIGKILLed session pod is resumed on a new epoch, a lost node's session
+moves to the other process node. The operator runs as a subprocess under its own ServiceAccount.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.cluster import DevCluster
+from tests.integration.operator.harness import (
+    SECRET,
+    bash,
+    blocking_bash,
+    condition,
+    example_docs,
+    kget,
+    klist,
+    operator,
+    pod_pid,
+    scripted_model,
+    session_manifest,
+    wait,
+    with_base_url,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def finished(dc: DevCluster, ns: str, name: str) -> Any:
+    def check() -> Any:
+        obj = kget(dc, ns, "agentsession", name)
+        phase = (obj or {}).get("status", {}).get("phase")
+        return obj if phase in ("Succeeded", "Failed") else None
+
+    return check
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_example_session_runs_tools_on_the_shared_volume_and_succeeds(
+    dev_cluster: DevCluster,
+) -> None:
+    script = {
+        "turns": [
+            {
+                "tool_calls": [
+                    {
+                        "name": "write",
+                        "arguments": {
+                            "file_path": "hello.py",
+                            "content": 'print("hello from berth")\n',
+                        },
+                    }
+                ]
+            },
+            {"tool_calls": [bash("python3 hello.py > out.txt && cat out.txt")]},
+            {"text": "It printed: hello from berth"},
+        ]
+    }
+    dc = dev_cluster
+    with (
+        dc.namespace("ags", shared_pvc=True) as ns,
+        scripted_model(script) as llm,
+        operator(dc, ns),
+    ):
+        docs = with_base_url(example_docs("agentsession.yaml"), llm.base_url)
+        dc.kubectl("-n", ns, "apply", "-f", "-", input=yaml.safe_dump_all(docs))
+        obj = wait("session hello to finish", finished(dc, ns, "hello"))
+        st = obj["status"]
+        assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
+        assert condition(obj, "Completed")["status"] == "True"  # type: ignore[index]
+        assert condition(obj, "Ready")["status"] == "True"  # type: ignore[index]
+        assert st["usage"]["totalTokens"] > 0
+        assert "hello from berth" in st["result"]["text"]
+        assert len(st["runs"]) == 1 and st["runs"][0]["outcome"] == "completed"
+        assert st["epoch"] == 1 and st["observedGeneration"] == 1
+        assert st["nodeName"] in dc.process_nodes
+
+        # The runtime really ran the tools in the workspace on the shared volume.
+        claim = dc.claim_dir(ns)
+        workspace = claim / "workspaces" / ns / "hello"
+        assert (workspace / "out.txt").read_text().strip() == "hello from berth"
+        assert (workspace / "hello.py").exists()
+        assert (claim / "store" / ns / "hello").is_dir()
+
+        # The pod: owned, labelled, non-root, read-only, key by secretKeyRef.
+        (pod,) = klist(dc, ns, "pods", "berth.dev/session=hello")
+        assert pod["metadata"]["name"] == "hello-e1"
+        assert pod["metadata"]["ownerReferences"][0]["kind"] == "AgentSession"
+        assert pod["metadata"]["labels"]["berth.dev/tenant"] == "acme"
+        container = pod["spec"]["containers"][0]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+        env = {e["name"]: e for e in container["env"]}
+        assert env["OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"] == {
+            "name": "llm-credentials",
+            "key": "api-key",
+        }
+        options = kget(dc, ns, "configmap", "hello-options")
+        assert options is not None
+        assert json.loads(options["data"]["options.json"])["prompt"].startswith("Create hello.py")
+
+        table = dc.kubectl("-n", ns, "get", "ags").stdout
+        header = table.splitlines()[0].split()
+        assert header == ["NAME", "PHASE", "READY", "NODE", "RUN", "TURN", "TOKENS", "AGE"]
+        assert "Succeeded" in table and st["runId"] in table
+        print("\n" + table)
+
+        # Deleting the session removes its pod and ConfigMap and keeps the store.
+        dc.kubectl("-n", ns, "delete", "agentsession", "hello", "--wait=true", "--timeout=60s")
+        wait(
+            "pods and ConfigMap to go",
+            lambda: (
+                not klist(dc, ns, "pods", "berth.dev/session=hello")
+                and kget(dc, ns, "configmap", "hello-options") is None
+            ),
+        )
+        assert (claim / "store" / ns / "hello").is_dir()
+
+
+def test_sigkilled_session_is_resumed_on_a_new_epoch_without_rerunning_tools(
+    dev_cluster: DevCluster,
+) -> None:
+    script = {
+        "turns": [
+            {"tool_calls": [bash("echo a >> a.txt"), blocking_bash("b.txt")]},
+            {"text": "recovered"},
+        ]
+    }
+    dc = dev_cluster
+    with (
+        dc.namespace("kill", shared_pvc=True) as ns,
+        scripted_model(script) as llm,
+        operator(dc, ns),
+    ):
+        dc.apply([SECRET, session_manifest("crash", llm.base_url, "crash test")])
+        workspace = dc.claim_dir(ns) / "workspaces" / ns / "crash"
+        obj = wait(
+            "the blocking tool to start with a known run id",
+            lambda: (
+                lines(workspace / "b.txt")
+                and (o := kget(dc, ns, "agentsession", "crash"))
+                and o.get("status", {}).get("runId")
+                and o
+            ),
+        )
+        first_run = obj["status"]["runId"]
+        pod = kget(dc, ns, "pod", "crash-e1")
+        pid = pod_pid(pod or {})
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        (workspace / "go").touch()  # a re-run of the blocking tool would now append a 2nd line
+
+        obj = wait("session crash to finish", finished(dc, ns, "crash"))
+        st = obj["status"]
+        assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
+        assert st["epoch"] == 2
+        assert [r["outcome"] for r in st["runs"]] == ["crashed", "completed"]
+        assert st["runs"][0]["runId"] == first_run
+        assert st["runs"][1]["resumedFrom"] == first_run
+        assert st["result"]["text"] == "recovered"
+        assert lines(workspace / "a.txt") == ["a"]
+        assert lines(workspace / "b.txt") == ["ran"]
+        assert [p["metadata"]["name"] for p in klist(dc, ns, "pods")] == ["crash-e2"]
+
+
+def test_session_on_a_lost_node_resumes_on_the_other_process_node(
+    dev_cluster: DevCluster,
+) -> None:
+    dc = dev_cluster
+    if len(dc.process_nodes) < 2:
+        pytest.skip("needs two process nodes")
+    script = {"turns": [{"tool_calls": [blocking_bash("b.txt")]}, {"text": "moved"}]}
+    with (
+        dc.namespace("loss", shared_pvc=True) as ns,
+        scripted_model(script) as llm,
+        operator(dc, ns),
+    ):
+        dc.apply([SECRET, session_manifest("mover", llm.base_url, "node loss test")])
+        workspace = dc.claim_dir(ns) / "workspaces" / ns / "mover"
+        obj = wait(
+            "the blocking tool to start",
+            lambda: (
+                lines(workspace / "b.txt")
+                and (o := kget(dc, ns, "agentsession", "mover"))
+                and o.get("status", {}).get("runId")
+                and o
+            ),
+        )
+        lost = obj["status"]["nodeName"]
+        first_run = obj["status"]["runId"]
+        try:
+            dc.kubectl("annotate", "node", lost, "berth.dev/simulate-node-loss=true", "--overwrite")
+            (workspace / "go").touch()
+            obj = wait("session mover to finish", finished(dc, ns, "mover"))
+        finally:
+            dc.kubectl("annotate", "node", lost, "berth.dev/simulate-node-loss-", check=False)
+        st = obj["status"]
+        assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
+        assert st["nodeName"] != lost and st["nodeName"] in dc.process_nodes
+        assert st["runs"][0]["runId"] == first_run
+        assert st["runs"][0]["outcome"] == "lost"
+        assert st["runs"][-1]["resumedFrom"] == first_run
+        assert lines(workspace / "b.txt") == ["ran"]
+        degraded = condition(obj, "Degraded")
+        assert degraded is not None and degraded["status"] == "False"
+        wait(
+            f"node {lost} Ready again",
+            lambda: (
+                (n := kget(dc, "", "node", lost))
+                and any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in n["status"]["conditions"]
+                )
+            ),
+        )
