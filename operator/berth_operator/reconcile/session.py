@@ -442,9 +442,9 @@ def _handle_alive(
         why = obs.state_error or f"pod phase {pod.phase}"
         conds.set(CondType.RUNNING, "False", Reason.STARTING, why[:1024])
         _finish(st, conds, "Pending" if (st.epoch or 0) <= 1 else "Resuming")
-        plan.requeue_after = (
-            NOT_RUNNING_REQUEUE if pod.phase == "Running" else settings.status_refresh_seconds
-        )
+        # Pod changes (scheduled, started, ready) wake the session through the pod watch; the
+        # runtime's /v1/state is polled at the refresh interval like for running sessions.
+        plan.requeue_after = settings.status_refresh_seconds
 
 
 def _handle_death(
