@@ -25,8 +25,12 @@ workers, the operator installed by Helm) really run against the real kube-apiser
   annotation brings it back Ready and its pods are restarted per restartPolicy.
 
 Logs: ``<state>/pods/<ns>_<pod>/log`` (stdout+stderr, appended across restarts and recreations).
-On SIGTERM/SIGINT it terminates every pod process (SIGTERM, short grace, SIGKILL) and exits; pod
-processes also get PR_SET_PDEATHSIG so they die if the agent is SIGKILLed.
+On SIGTERM/SIGINT it terminates every pod process (SIGTERM, short grace, SIGKILL) and exits. Pod
+processes get PR_SET_PDEATHSIG (they die if the agent is SIGKILLed) and carry
+``BERTH_NODE_AGENT_STATE=<state dir>`` in their environment, so whatever escaped (grandchildren of
+a SIGKILLed agent, daemonised children) is SIGKILLed at the next start and after shutdown.
+Pods that were running under an earlier agent instance count as containers killed with 137 and are
+restarted (or failed) per restartPolicy, as after a node reboot.
 
 Usage:
   .venv/bin/python hack/process_node_agent.py --kubeconfig KUBECONFIG --node proc-a --node proc-b \\
