@@ -130,11 +130,12 @@ async def run(settings: OperatorSettings) -> int:
                 memo=kopf.Memo(ctx=ctx),
             )
         )
-        # kopf installs its own SIGTERM/SIGINT handlers; re-add ours so both flags are set.
         ready_wait = asyncio.create_task(ready.wait())
         await asyncio.wait({operator, ready_wait}, return_when=asyncio.FIRST_COMPLETED)
         health.ready = ready.is_set()
-        watchers: set[asyncio.Future[Any]] = {operator}
+        # kopf installs its own SIGTERM/SIGINT handlers; ours (``stop``) also ends the wait.
+        stopping = asyncio.create_task(stop.wait())
+        watchers: set[asyncio.Future[Any]] = {operator, stopping}
         if keeper is not None:
             watchers.add(keeper)
         await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
@@ -142,6 +143,7 @@ async def run(settings: OperatorSettings) -> int:
             log.error("leadership lost; stopping")
             code = 1
         kopf_stop.set()
+        stopping.cancel()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(operator, timeout=30)
     finally:

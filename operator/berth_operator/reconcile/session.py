@@ -42,6 +42,8 @@ from berth_operator.settings import OperatorSettings
 
 NOT_RUNNING_REQUEUE = 1.0
 """Seconds between looks while a pod is starting or being removed."""
+TERMINAL_REQUEUE = 300.0
+"""Seconds between looks at a finished session (object and pod events still wake it)."""
 LANEWORKER_REQUEUE = 10.0
 """Seconds between looks while a referenced LaneWorker is missing."""
 
@@ -294,6 +296,7 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
     if terminal:
         phase: Phase = "Succeeded" if conds.is_true(CondType.COMPLETED) else "Failed"
         _finish(st, conds, phase)
+        plan.requeue_after = TERMINAL_REQUEUE
         return plan
 
     # ---- a pod we created is not in the cache yet: it exists, wait for the watch event

@@ -1,0 +1,193 @@
+"""Session pod, options ConfigMap and cleanup Job builders (the operator ⇄ runtime contract)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from berth_operator.builders.cleanup_job import build_store_cleanup_job
+from berth_operator.builders.names import is_label_value, pod_name
+from berth_operator.builders.session_pod import (
+    build_options,
+    build_options_configmap,
+    build_session_pod,
+)
+from berth_operator.settings import OperatorSettings
+
+from tests.unit.operator.fixtures import make_session
+
+SETTINGS = OperatorSettings(redis_url="redis://r:6379/0", session_image="img:1")
+
+
+def env_of(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+
+
+def test_pod_name_carries_the_epoch() -> None:
+    assert pod_name("demo", 7) == "demo-e7"
+
+
+def test_pod_env_follows_the_contract() -> None:
+    s = make_session().with_llm(
+        baseURL="http://llm:8000/v1", apiKeySecretRef={"name": "k", "key": "api-key"}
+    )
+    pod = build_session_pod(
+        s.ref(), s.spec(), SETTINGS, epoch=3, resume_run_id="run-1", reason="PodCrashed"
+    )
+    env = env_of(pod)
+    assert env["BERTH_SESSION"]["value"] == "ns/demo"
+    assert env["BERTH_SESSION_UID"]["value"] == "uid-1234567890"
+    assert env["BERTH_EPOCH"]["value"] == "3"
+    assert env["BERTH_RESUME_RUN_ID"]["value"] == "run-1"
+    assert env["BERTH_STORE_DIR"]["value"] == "/var/lib/berth/shared/store"
+    assert env["BERTH_WORKSPACE"]["value"] == "/var/lib/berth/shared/workspaces/ns/demo"
+    assert env["BERTH_REDIS_URL"]["value"] == "redis://r:6379/0"
+    assert env["BERTH_OPTIONS_FILE"]["value"] == "/etc/berth/session/options.json"
+    assert env["BERTH_TERMINATION_LOG"]["value"] == "/dev/termination-log"
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert env["OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "k", "key": "api-key"}
+    assert env["OPENAI_BASE_URL"]["value"] == "http://llm:8000/v1"
+    c = pod["spec"]["containers"][0]
+    assert c["terminationMessagePath"] == env["BERTH_TERMINATION_LOG"]["value"]
+    assert pod["metadata"]["annotations"]["berth.dev/placement-reason"] == "PodCrashed"
+
+
+def test_first_pod_has_no_resume_and_no_base_url() -> None:
+    s = make_session()
+    env = env_of(
+        build_session_pod(
+            s.ref(), s.spec(), SETTINGS, epoch=1, resume_run_id=None, reason="Initial"
+        )
+    )
+    assert "BERTH_RESUME_RUN_ID" not in env
+    assert "OPENAI_BASE_URL" not in env
+    assert "OPENAI_API_KEY" not in env
+
+
+def test_pod_is_owned_non_root_read_only_and_never_restarted_by_the_kubelet() -> None:
+    s = make_session()
+    pod = build_session_pod(
+        s.ref(), s.spec(), SETTINGS, epoch=1, resume_run_id=None, reason="Initial"
+    )
+    owner = pod["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == (
+        "AgentSession",
+        "uid-1234567890",
+        True,
+    )
+    assert pod["spec"]["restartPolicy"] == "Never"
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    csc = pod["spec"]["containers"][0]["securityContext"]
+    assert csc["readOnlyRootFilesystem"] is True and csc["allowPrivilegeEscalation"] is False
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    vols = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert vols["shared"]["persistentVolumeClaim"]["claimName"] == "berth-shared"
+    assert vols["options"]["configMap"]["name"] == "demo-options"
+    assert pod["metadata"]["labels"]["berth.dev/epoch"] == "1"
+
+
+def test_placement_fields_are_copied() -> None:
+    s = make_session().with_spec(
+        store={"claimName": "team-vol"},
+        placement={
+            "nodeSelector": {"pool": "agents"},
+            "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+            "priorityClassName": "high",
+            "resources": {"requests": {"cpu": "500m"}, "limits": {"memory": "1Gi"}},
+            "affinity": {"nodeAffinity": {}},
+            "topologySpreadConstraints": [{"maxSkew": 1}],
+        },
+    )
+    pod = build_session_pod(
+        s.ref(), s.spec(), SETTINGS, epoch=1, resume_run_id=None, reason="Initial"
+    )
+    spec = pod["spec"]
+    assert spec["nodeSelector"] == {"pool": "agents"}
+    assert spec["tolerations"] == [
+        {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert spec["priorityClassName"] == "high"
+    assert spec["containers"][0]["resources"] == {
+        "requests": {"cpu": "500m"},
+        "limits": {"memory": "1Gi"},
+    }
+    assert spec["affinity"] == {"nodeAffinity": {}}
+    assert spec["topologySpreadConstraints"] == [{"maxSkew": 1}]
+    assert spec["volumes"][0]["persistentVolumeClaim"]["claimName"] == "team-vol"
+
+
+@pytest.mark.parametrize(
+    ("value", "labelled"),
+    [("acme", True), ("a" * 63, True), ("a" * 64, False), ("has space", False), ("-x", False)],
+)
+def test_identity_becomes_a_label_only_when_valid(value: str, labelled: bool) -> None:
+    assert is_label_value(value) is labelled
+    s = make_session().with_spec(identity={"tenantId": value})
+    pod = build_session_pod(
+        s.ref(), s.spec(), SETTINGS, epoch=1, resume_run_id=None, reason="Initial"
+    )
+    assert ("berth.dev/tenant" in pod["metadata"]["labels"]) is labelled
+
+
+def test_options_json_resolves_lane_worker_streams() -> None:
+    s = (
+        make_session()
+        .with_lane("execute", mode="external", laneWorkerRef={"name": "exec"}, timeoutSeconds=30)
+        .with_spec(keepAlive=True, passivation={"deadlineSeconds": 45}, limits={"maxToolRounds": 7})
+    )
+    options = build_options(s.ref(), s.spec(), SETTINGS)
+    cm = build_options_configmap(s.ref(), s.spec(), options)
+    data = json.loads(cm["data"]["options.json"])
+    assert data["schemaVersion"] == 1
+    assert data["session"] == {"namespace": "ns", "name": "demo", "uid": "uid-1234567890"}
+    assert data["lanes"]["execute"]["laneWorker"] == {
+        "name": "exec",
+        "taskStream": "berth:ns:lw:exec:tasks",
+        "consumerGroup": "workers",
+    }
+    assert data["resultStream"] == "berth:ns:s:uid-1234567890:results"
+    assert data["keepAlive"] is True
+    assert data["passivation"] == {"deadlineSeconds": 45}
+    assert data["limits"] == {"maxToolRounds": 7}
+    assert "sk-" not in json.dumps(data) and 'apiKey"' not in json.dumps(data)
+    assert cm["metadata"]["ownerReferences"][0]["kind"] == "AgentSession"
+
+
+def test_options_json_is_read_by_the_session_runtime() -> None:
+    """The writer (operator) and the reader (berth-session) agree on options.json."""
+    from session_runtime.pod.options import parse_options
+
+    s = (
+        make_session()
+        .with_lane("execute", mode="hybrid", laneWorkerRef={"name": "w"})
+        .with_spec(
+            limits={"autoCompact": True, "autoCompactThreshold": "80%"},
+            budget={"maxTotalTokens": 1000, "softLimitPercent": 50},
+            identity={"tenantId": "acme", "principal": "p"},
+        )
+    )
+    cm = build_options_configmap(s.ref(), s.spec(), build_options(s.ref(), s.spec(), SETTINGS))
+    parsed = parse_options(json.loads(cm["data"]["options.json"]))
+    assert parsed.prompt == "do it"
+    assert parsed.lanes["execute"].stream_for("ns") == "berth:ns:lw:w:tasks"
+    assert parsed.limits.auto_compact_threshold == pytest.approx(0.8)
+    assert parsed.budget.soft_limit_percent == 50
+    assert parsed.identity.tenant_id == "acme"
+
+
+def test_cleanup_job_removes_store_and_default_workspace() -> None:
+    s = make_session()
+    job = build_store_cleanup_job(s.ref(), s.spec(), SETTINGS)
+    cmd = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert cmd[:3] == ["sh", "-c", 'rm -rf -- "$@"']
+    assert cmd[4:] == [
+        "/var/lib/berth/shared/store/ns/demo",
+        "/var/lib/berth/shared/workspaces/ns/demo",
+    ]
+    custom = make_session().with_spec(workspace={"subPath": "shared/ws"})
+    cmd = build_store_cleanup_job(custom.ref(), custom.spec(), SETTINGS)["spec"]["template"][
+        "spec"
+    ]["containers"][0]["command"]
+    assert cmd[4:] == ["/var/lib/berth/shared/store/ns/demo"]
