@@ -1,0 +1,217 @@
+{{/* Names ------------------------------------------------------------------------------------ */}}
+
+{{- define "berth.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "berth.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "berth.operatorName" -}}
+{{- printf "%s-operator" (include "berth.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "berth.redisName" -}}
+{{- printf "%s-redis" (include "berth.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "berth.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels ----------------------------------------------------------------------------------- */}}
+
+{{- define "berth.labels" -}}
+helm.sh/chart: {{ include "berth.chart" . }}
+app.kubernetes.io/name: {{ include "berth.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: berth
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "berth.operatorSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "berth.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- define "berth.redisSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "berth.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: redis
+{{- end }}
+
+{{/* Values with defaults ---------------------------------------------------------------------- */}}
+
+{{- define "berth.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "berth.operatorName" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "berth.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/* The image session pods and LaneWorkers run unless a LaneWorker names its own. */}}
+{{- define "berth.runtimeImage" -}}
+{{- if .Values.sessions.image }}
+{{- .Values.sessions.image }}
+{{- else }}
+{{- include "berth.image" . }}
+{{- end }}
+{{- end }}
+
+{{/* Redis URL: the bundled Redis when enabled, else redis.url. */}}
+{{- define "berth.redisURL" -}}
+{{- if .Values.redis.enabled }}
+{{- printf "redis://%s.%s.svc:%d/0" (include "berth.redisName" .) .Release.Namespace (int .Values.redis.service.port) }}
+{{- else }}
+{{- .Values.redis.url }}
+{{- end }}
+{{- end }}
+
+{{- define "berth.sharedClaimName" -}}
+{{- .Values.sharedVolume.claimName }}
+{{- end }}
+
+{{/* Label selector of this release's operator series, for the "operator down" alert. */}}
+{{- define "berth.operatorUpSelector" -}}
+{{- if .Values.prometheusRule.operatorSelector }}
+{{- .Values.prometheusRule.operatorSelector }}
+{{- else }}
+{{- printf "namespace=\"%s\"" .Release.Namespace }}
+{{- end }}
+{{- end }}
+
+{{/* Operator environment: downward API first (later entries may reference them), then the
+     settings of berth_operator.settings.OperatorSettings (BERTH_<FIELD>), then user extras. */}}
+{{- define "berth.operatorEnv" -}}
+- name: POD_NAME
+  valueFrom: {fieldRef: {fieldPath: metadata.name}}
+- name: POD_NAMESPACE
+  valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+- name: POD_IP
+  valueFrom: {fieldRef: {fieldPath: status.podIP}}
+- name: NODE_NAME
+  valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
+- name: HOME
+  value: /tmp
+- name: BERTH_NAMESPACES
+  value: {{ join "," .Values.operator.watchNamespaces | quote }}
+- name: BERTH_DEFAULT_CLAIM_NAME
+  value: {{ include "berth.sharedClaimName" . | quote }}
+- name: BERTH_SESSION_IMAGE
+  value: {{ include "berth.runtimeImage" . | quote }}
+- name: BERTH_IMAGE_PULL_POLICY
+  value: {{ .Values.image.pullPolicy | quote }}
+{{- with include "berth.redisURL" . }}
+- name: BERTH_REDIS_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.sessions.serviceAccountName }}
+- name: BERTH_SESSION_SERVICE_ACCOUNT
+  value: {{ . | quote }}
+{{- end }}
+- name: BERTH_RUN_AS_USER
+  value: {{ .Values.sessions.runAsUser | quote }}
+- name: BERTH_PASSIVATION_DEADLINE_SECONDS
+  value: {{ .Values.sessions.passivationDeadlineSeconds | quote }}
+- name: BERTH_MAX_PLACEMENT_RETRIES
+  value: {{ .Values.sessions.maxPlacementRetries | quote }}
+- name: BERTH_LEADER_ELECTION
+  value: {{ .Values.operator.leaderElection.enabled | quote }}
+- name: BERTH_LEASE_NAME
+  value: {{ include "berth.operatorName" . | quote }}
+- name: BERTH_LEASE_NAMESPACE
+  value: {{ .Release.Namespace | quote }}
+- name: BERTH_LEASE_DURATION_SECONDS
+  value: {{ .Values.operator.leaderElection.leaseDurationSeconds | quote }}
+- name: BERTH_LEASE_RENEW_SECONDS
+  value: {{ .Values.operator.leaderElection.renewSeconds | quote }}
+- name: BERTH_HTTP_HOST
+  value: {{ ternary "$(POD_IP)" "0.0.0.0" .Values.operator.bindPodIP | quote }}
+- name: BERTH_HTTP_PORT
+  value: {{ .Values.operator.metricsPort | quote }}
+{{- range $k, $v := .Values.operator.env }}
+- name: {{ $k }}
+  value: {{ $v | quote }}
+{{- end }}
+{{- with .Values.operator.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* RBAC rules of the operator on namespaced objects: a Role per watched namespace, or part of
+     the ClusterRole when watching all namespaces. Session rules mirror config/rbac/cluster_role.yaml
+     (tests/unit/chart/test_rbac.py keeps them equal); LaneWorker rules are what
+     berth_operator/k8s/laneworker.py calls. */}}
+{{- define "berth.namespacedRules" -}}
+# kopf watches AgentSessions and patches its finalizer/annotations onto them.
+- apiGroups: [berth.dev]
+  resources: [agentsessions]
+  verbs: [get, list, watch, patch]
+# Status is written whole, with the resourceVersion as precondition.
+- apiGroups: [berth.dev]
+  resources: [agentsessions/status]
+  verbs: [get, update]
+# LaneWorkers: watched by kopf (finalizer/annotations), status patched by the scaling loop.
+- apiGroups: [berth.dev]
+  resources: [laneworkers]
+  verbs: [get, list, watch, patch]
+- apiGroups: [berth.dev]
+  resources: [laneworkers/status]
+  verbs: [get, patch]
+# Session pods: watched, listed before every create, created and deleted; worker pods are
+# annotated with a deletion cost before a scale-down.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, create, delete, patch]
+# The options ConfigMap <session>-options.
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, create, update]
+# The LaneWorker's Deployment and its scale.
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get, create, patch]
+- apiGroups: [apps]
+  resources: [deployments/scale]
+  verbs: [get, patch]
+# The store-cleanup Job of berth.dev/delete-store.
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [create]
+# Events on AgentSessions and LaneWorkers.
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create]
+{{- end }}
+
+{{/* Cluster-scoped: the node of a pod that stopped answering (node loss vs crash). */}}
+{{- define "berth.clusterRules" -}}
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [get]
+{{- end }}

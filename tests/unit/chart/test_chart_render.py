@@ -1,0 +1,156 @@
+"""The chart renders what the issue asks for, with default and with all-features values.
+
+Pure rendering (``helm template`` / ``helm lint``); tests/integration/chart/ applies the same
+renderings to the real apiserver with a server-side dry-run and installs the chart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from berth_operator.settings import ENV_PREFIX, OperatorSettings
+
+from tests.unit.chart.helm import (
+    ALL_FEATURES,
+    CHART,
+    by_kind,
+    documents,
+    one,
+    render,
+    run_helm,
+)
+
+
+def _container(deploy: dict[str, Any]) -> dict[str, Any]:
+    containers = deploy["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    c: dict[str, Any] = containers[0]
+    return c
+
+
+def _env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container["env"]}
+
+
+def test_helm_lint_strict_is_clean_for_default_and_all_features(tmp_path: Any) -> None:
+    import yaml
+
+    values = tmp_path / "all.yaml"
+    values.write_text(yaml.safe_dump(ALL_FEATURES))
+    for extra in ([], ["--values", str(values)]):
+        proc = run_helm("lint", "--strict", str(CHART), *extra)
+        assert "0 chart(s) failed" in proc.stdout
+        assert "[WARNING]" not in proc.stdout and "[ERROR]" not in proc.stdout, proc.stdout
+
+
+def test_operator_deployment_defaults() -> None:
+    docs = documents(render())
+    deploy = one(docs, "Deployment", "-operator")
+    spec = deploy["spec"]["template"]["spec"]
+    c = _container(deploy)
+    assert deploy["spec"]["replicas"] == 2
+    assert c["command"] == ["berth-operator"]
+    env = _env(c)
+    # Downward API, as ARCHITECTURE §5/§9 asks of every Berth pod.
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert env["BERTH_LEADER_ELECTION"]["value"] == "true"
+    # Non-root, read-only root filesystem, /tmp the only writable path.
+    psc, csc = spec["securityContext"], c["securityContext"]
+    assert psc["runAsNonRoot"] is True and psc["runAsUser"] > 0
+    assert csc["readOnlyRootFilesystem"] is True
+    assert csc["allowPrivilegeEscalation"] is False
+    assert csc["capabilities"]["drop"] == ["ALL"]
+    assert [m["mountPath"] for m in c["volumeMounts"]] == ["/tmp"]
+    assert spec["volumes"] == [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
+    assert spec["serviceAccountName"] == one(docs, "ServiceAccount")["metadata"]["name"]
+    # Metrics port wired through: env, container port, Service, scrape annotations.
+    port = int(env["BERTH_HTTP_PORT"]["value"])
+    assert c["ports"][0]["containerPort"] == port
+    ann = deploy["spec"]["template"]["metadata"]["annotations"]
+    assert ann["prometheus.io/scrape"] == "true" and ann["prometheus.io/port"] == str(port)
+    svc = one(docs, "Service", "-operator")
+    assert svc["spec"]["ports"][0]["targetPort"] == "http-metrics"
+
+
+def test_every_berth_env_the_chart_sets_is_an_operator_setting() -> None:
+    """A renamed setting in berth_operator/settings.py must not leave a dead var in the chart."""
+    deploy = one(documents(render(ALL_FEATURES)), "Deployment", "-operator")
+    names = {n for n in _env(_container(deploy)) if n.startswith(ENV_PREFIX)}
+    known = {ENV_PREFIX + f.upper() for f in OperatorSettings.model_fields}
+    assert names, "the chart sets no operator settings"
+    assert names <= known, f"not operator settings: {sorted(names - known)}"
+
+
+def test_rendered_settings_are_accepted_by_the_operator() -> None:
+    """The env the chart renders parses with OperatorSettings.from_env (values are strings)."""
+    for values in (None, ALL_FEATURES):
+        c = _container(one(documents(render(values)), "Deployment", "-operator"))
+        env = {e["name"]: e["value"] for e in c["env"] if "value" in e}
+        env = {k: v.replace("$(POD_IP)", "10.0.0.7") for k, v in env.items()}
+        settings = OperatorSettings.from_env(env)
+        assert settings.leader_election is True
+        assert settings.default_claim_name == "berth-shared"
+
+
+def test_default_rendering_has_no_prometheus_operator_objects() -> None:
+    kinds = {d["kind"] for d in documents(render())}
+    assert not kinds & {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+    assert "ConfigMap" in kinds  # the dashboard is on by default (no CRD needed)
+
+
+def test_all_features_rendering() -> None:
+    docs = documents(render(ALL_FEATURES))
+    sm = one(docs, "ServiceMonitor")
+    assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert sm["spec"]["endpoints"][0]["port"] == "http-metrics"
+    monitors = {d["metadata"]["name"]: d for d in by_kind(docs, "PodMonitor")}
+    assert set(monitors) == {"berth-sessions", "berth-workers"}
+    for pm in monitors.values():
+        assert pm["spec"]["namespaceSelector"] == {"matchNames": ["team-a", "team-b"]}
+    rule = one(docs, "PrometheusRule")
+    alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    assert len(alerts) >= 5
+    pvc = one(docs, "PersistentVolumeClaim")
+    assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert pvc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    redis = one(docs, "Deployment", "-redis")
+    assert _container(redis)["securityContext"]["readOnlyRootFilesystem"] is True
+    env = _env(_container(one(docs, "Deployment", "-operator")))
+    assert env["BERTH_REDIS_URL"]["value"] == "redis://berth-redis.berth-system.svc:6379/0"
+    assert env["BERTH_NAMESPACES"]["value"] == "team-a,team-b"
+    assert env["BERTH_BACKOFF_CAP_SECONDS"]["value"] == "60"
+    dash = one(docs, "ConfigMap", "-dashboard")
+    assert dash["metadata"]["labels"]["grafana_dashboard"] == "1"
+
+
+def test_rbac_is_namespaced_when_watching_namespaces() -> None:
+    """Watching listed namespaces grants namespaced verbs only there (least privilege)."""
+    docs = documents(render(ALL_FEATURES))
+    cluster = one(docs, "ClusterRole")
+    assert {r for rule in cluster["rules"] for r in rule["resources"]} == {"nodes"}
+    for rule in cluster["rules"]:
+        assert set(rule["verbs"]) <= {"get", "list", "watch"}
+    roles = [r for r in by_kind(docs, "Role") if not r["metadata"]["name"].endswith("-election")]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    bindings = by_kind(docs, "RoleBinding")
+    assert {b["metadata"]["namespace"] for b in bindings} == {"team-a", "team-b", "berth-system"}
+
+
+def test_rbac_grants_no_wildcards_and_no_secrets() -> None:
+    for values in (None, ALL_FEATURES):
+        docs = documents(render(values))
+        for role in by_kind(docs, "ClusterRole") + by_kind(docs, "Role"):
+            for rule in role["rules"]:
+                assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
+                assert "secrets" not in rule["resources"], rule
+                assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
+
+
+def test_objects_are_namespaced_to_the_release() -> None:
+    for d in documents(render(ALL_FEATURES)):
+        if d["kind"] in {"ClusterRole", "ClusterRoleBinding"}:
+            assert "namespace" not in d["metadata"]
+        elif d["kind"] not in {"Role", "RoleBinding"}:
+            assert d["metadata"]["namespace"] == "berth-system", d["metadata"]

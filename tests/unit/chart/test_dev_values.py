@@ -1,0 +1,51 @@
+"""hack/dev-values.sh writes values that pass the schema and run Berth on the dev cluster."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from tests.unit.chart.helm import ROOT, documents, one, render
+
+
+def run_script(tmp_path: Path, env_text: str) -> subprocess.CompletedProcess[str]:
+    env_file = tmp_path / "env"
+    env_file.write_text(env_text)
+    return subprocess.run(
+        ["bash", str(ROOT / "hack" / "dev-values.sh"), str(tmp_path / "values.yaml")],
+        env={**os.environ, "BERTH_DEV_ENV": str(env_file), "BERTH_DEV_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_dev_values_render_an_operator_on_a_process_node(tmp_path: Path) -> None:
+    proc = run_script(
+        tmp_path,
+        "export KUBECONFIG=/x/kubeconfig\nexport BERTH_REDIS_URL=redis://127.0.0.1:6390/0\n"
+        'export BERTH_PROCESS_NODES="proc-a proc-b"\n',
+    )
+    assert proc.returncode == 0, proc.stderr
+    values = yaml.safe_load((tmp_path / "values.yaml").read_text())
+    docs = documents(render(values))
+    deploy = one(docs, "Deployment", "-operator")
+    spec = deploy["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"berth.dev/process-node": "true"}
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert env["BERTH_REDIS_URL"] == "redis://127.0.0.1:6390/0"
+    assert env["BERTH_HTTP_HOST"] == "$(POD_IP)"
+    assert env["BERTH_DEFAULT_CLAIM_NAME"] == "berth-shared"
+    kinds = {d["kind"] for d in docs}
+    assert "PersistentVolumeClaim" not in kinds  # the dev cluster's claim is pre-bound
+    assert not [d for d in docs if d["metadata"]["name"].endswith("-redis")]
+
+
+def test_dev_values_needs_the_cluster_env(tmp_path: Path) -> None:
+    proc = run_script(tmp_path, "export KUBECONFIG=/x\n")
+    assert proc.returncode != 0
+    assert "BERTH_REDIS_URL missing" in proc.stderr
+    assert not (tmp_path / "values.yaml").exists()
