@@ -104,6 +104,9 @@ BodyT = TypeVar("BodyT", bound=BaseModel)
 #: How long after a passivation deadline the process still waits for the runtime's checkpoint.
 PASSIVATION_SLACK_MS = 3000
 
+#: Appended to the termination ``reason`` when passivation hit its deadline with tools running.
+CUT_OFF_SUFFIX = " (deadline passed: running tools were cut off; the last durable round stands)"
+
 
 def now_ms() -> int:
     """Wall clock in epoch milliseconds (the unit of ``deadlineMs``)."""
@@ -485,14 +488,8 @@ class SessionPod:
                 self.session.passivate_async(p.reason, p.deadline_ms), timeout
             )
         except TimeoutError:
-            log.warning(
-                "passivation did not finish by its deadline; exiting on the last durable round"
-            )
-            self.finish(
-                self._message(
-                    "passivated", reason=f"{p.reason} (deadline passed; last durable round kept)"
-                )
-            )
+            log.warning("passivation outlived its deadline; exiting on the last durable round")
+            self.finish(self._message("passivated", reason=p.reason + CUT_OFF_SUFFIX))
             return
         except FencedError as exc:
             self._on_fenced(exc)
@@ -507,10 +504,11 @@ class SessionPod:
             await asyncio.wait({self._run_task}, timeout=remaining)
         info = answer if isinstance(answer, Mapping) else {}
         turn = info.get("turn")
+        cut_off = info.get("outcome") == "timeout"  # the runtime cancelled tools at the deadline
         self.finish(
             self._message(
                 "passivated",
-                reason=p.reason,
+                reason=p.reason + CUT_OFF_SUFFIX if cut_off else p.reason,
                 run_id=info.get("run_id"),
                 turn=turn if isinstance(turn, int) else None,
             )

@@ -1,0 +1,118 @@
+"""``berth-session`` with its execute lane on a LaneWorker pool over Redis (ARCHITECTURE §7).
+
+Real processes only: Debian's ``redis-server``, one ``berth-worker`` and ``berth-session``. The
+bash tool records ``$POD_NAME``, so the workspace shows which process ran it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import redis as redis_lib
+
+from tests.integration.lanes.conftest import Workers
+from tests.integration.server.harness import bash, pod_world, wait_for
+
+pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
+
+
+def test_execute_lane_runs_on_the_lane_worker(tmp_path: Path, redis_url: str) -> None:
+    script = {
+        "turns": [
+            {
+                "tool_calls": [
+                    bash('echo "$POD_NAME" >> who.txt'),
+                    {"name": "ls", "arguments": {}},
+                ]
+            },
+            {"text": "done remotely"},
+        ]
+    }
+    lanes = {
+        "execute": {
+            "mode": "external",
+            "timeoutSeconds": 30,
+            "laneWorker": {"name": "pool", "taskStream": "berth:team-a:lw:pool:tasks"},
+        }
+    }
+    with pod_world(tmp_path, script, lanes=lanes) as world:
+        workers = Workers(redis_url, world.namespace, "pool", tmp_path)
+        workers.start("worker-1")
+        try:
+            pod = world.start(epoch=1, BERTH_REDIS_URL=redis_url, BERTH_SHARED_ROOT=str(tmp_path))
+            assert pod.wait_exit() == 0, pod.stderr() + workers.log("worker-1")
+        finally:
+            workers.stop_all()
+        msg = pod.termination()
+        assert (msg["outcome"], msg["resultText"]) == ("completed", "done remotely")
+        assert world.lines("who.txt") == ["worker-1"]  # not the session pod (fix-bug-a)
+
+
+def test_external_lane_without_redis_is_bad_input(tmp_path: Path) -> None:
+    lanes = {"execute": {"mode": "external", "laneWorker": {"name": "pool"}}}
+    with pod_world(tmp_path, {"turns": [{"text": "unused"}]}, lanes=lanes) as world:
+        pod = world.start(epoch=1)
+        assert pod.wait_exit() == 2
+        msg = pod.termination()
+        assert msg["outcome"] == "failed" and "BERTH_REDIS_URL is not set" in msg["reason"]
+
+
+def test_reply_delivered_while_passivated_is_used_on_resume(tmp_path: Path, redis_url: str) -> None:
+    """A deadline cuts off a remote tool; its worker still answers; the next epoch reuses that
+    answer from the session's reply stream instead of running the tool again (ARCHITECTURE §6)."""
+    script = {
+        "turns": [
+            {
+                "tool_calls": [
+                    bash(
+                        'echo "$POD_NAME" >> who.txt; '
+                        "while [ ! -f go ]; do sleep 0.05; done; echo remote-finished"
+                    )
+                ]
+            },
+            {"text": "resumed with the worker's answer"},
+        ]
+    }
+    lanes = {"execute": {"mode": "external", "timeoutSeconds": 60, "laneWorker": {"name": "p2"}}}
+    with pod_world(tmp_path, script, lanes=lanes) as world:
+        workers = Workers(redis_url, world.namespace, "p2", tmp_path)
+        workers.start("worker-9")
+        extra = {"BERTH_REDIS_URL": redis_url}
+        try:
+            first = world.start(epoch=1, tag="a", **extra)
+            first.wait_ready()
+            wait_for("the remote tool to start", lambda: world.lines("who.txt"))
+            run_id = first.state()["runId"]
+            deadline = int(time.time() * 1000) + 300
+            status, _ = first.request(
+                "POST", "/v1/passivate", {"reason": "node_drain", "deadlineMs": deadline}
+            )
+            assert status == 202
+            assert first.wait_exit() == 0, first.stderr()
+            msg = first.termination()
+            assert msg["outcome"] == "passivated"
+            assert msg["reason"].startswith("node_drain (deadline passed")
+
+            world.touch("go")  # the worker's tool finishes and replies to the session's stream
+            replies = f"berth:{world.namespace}:s:{world.uid}:results"
+            client = redis_lib.Redis.from_url(redis_url)
+            try:
+                wait_for("the worker's reply", lambda: client.xlen(replies) > 0)
+            finally:
+                client.close()
+
+            second = world.start(epoch=2, resume_run_id=run_id, tag="b", **extra)
+            assert second.wait_exit() == 0, second.stderr() + workers.log("worker-9")
+        finally:
+            workers.stop_all()
+        done = second.termination()
+        assert (done["outcome"], done["resultText"]) == (
+            "completed",
+            "resumed with the worker's answer",
+        )
+        assert world.lines("who.txt") == ["worker-9"]  # ran once, on the worker
+        last = world.model_requests()[-1]["messages"]
+        tool_outputs = [m["content"] for m in last if m.get("role") == "tool"]
+        assert len(tool_outputs) == 1 and "remote-finished" in tool_outputs[0]
