@@ -151,7 +151,7 @@ def main() -> None:
             if grown > 0:  # no compaction inside this round
                 sizes.append(grown)
             data = b"x" * (sizes[-1] if sizes else 1024)
-            bare_t.append(timed(lambda d=data: bare_write(base, d)))  # type: ignore[misc]
+            bare_t.append(timed(lambda d=data: bare_write(base, d)))
 
         more = [old.round() for _ in range(args.old_round // 2)]
         y, o, b = (statistics.median(v) for v in (young_t, old_t, bare_t))
