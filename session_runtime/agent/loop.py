@@ -242,7 +242,8 @@ class AgentLoop:
                 state.messages.append({"role": "user", "content": CONTINUATION_PROMPT})
                 await self.emit("continuation", turn=state.turn, count=state.continuations)
                 continue
-            await self.emit("turn_end", turn=state.turn, usage=dict(state.usage))
+            # The answering turn is numbered like its turn_start (one past the completed rounds).
+            await self.emit("turn_end", turn=state.turn + 1, usage=dict(state.usage))
             return "".join(text_parts)
 
     def _add_usage(self, state: RunState, usage: dict[str, int]) -> None:
