@@ -19,6 +19,7 @@ This module does not import kopf and does not call the Kubernetes API itself.
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
@@ -292,6 +293,36 @@ def passivate(
         out.print(
             f"passivation of {name} requested (deadline {payload['deadlineMs'] // 1000}s, "
             f"HTTP {code})",
+            highlight=False,
+        )
+    except (BerthOperatorError, PluginError) as exc:
+        raise _fail(str(exc)) from exc
+
+
+@app.command("cleanup-lease", hidden=True)
+def cleanup_lease(
+    lease: Annotated[str, typer.Option("--lease", help="Name of the leader-election Lease.")],
+    selector: Annotated[str, typer.Option("--selector", help="Label selector of operator pods.")],
+    namespace: NamespaceOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    timeout_seconds: Annotated[int, typer.Option("--timeout-seconds", min=1)] = 300,
+) -> None:
+    """Internal (the chart's post-delete hook): once no operator pod is left, delete the Lease.
+
+    The operator creates its Lease itself, so ``helm uninstall`` would leave it behind; and a
+    leader still shutting down could re-create it, hence the wait for the pods first.
+    """
+    try:
+        api = _client(kubeconfig, context, namespace)
+        deadline = time.monotonic() + timeout_seconds
+        while (left := api.count_pods(selector)) > 0:
+            if time.monotonic() > deadline:
+                raise PluginError(f"{left} operator pod(s) still there after {timeout_seconds}s")
+            time.sleep(1)
+        deleted = api.delete_lease(lease)
+        out.print(
+            f"lease {api.namespace}/{lease} {'deleted' if deleted else 'already gone'}",
             highlight=False,
         )
     except (BerthOperatorError, PluginError) as exc:

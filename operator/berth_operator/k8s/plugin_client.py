@@ -1,10 +1,11 @@
-"""Kubernetes reads of the ``kubectl-berth`` plugin (``berth_operator.plugin``).
+"""Kubernetes calls of the ``kubectl-berth`` plugin (``berth_operator.plugin``).
 
 The plugin is a short-lived CLI, so this uses the synchronous ``kubernetes`` client with the
 caller's kubeconfig (``KUBECONFIG`` or ``~/.kube/config``; in-cluster config as a fallback), not
-the operator's credentials. It only reads: the AgentSession object (spec and status). Everything
-the plugin changes goes through the session pod's HTTP API (ARCHITECTURE.md §5), never through
-the Kubernetes API.
+the operator's credentials. For users it only reads the AgentSession object (spec and status);
+everything the plugin changes on a session goes through the session pod's HTTP API
+(ARCHITECTURE.md §5). The chart's post-delete hook (``kubectl-berth cleanup-lease``) also lists
+the operator's pods and deletes its leader-election Lease.
 
 API errors are translated to :mod:`berth_operator.errors` here, so the plugin never sees
 ``kubernetes.client.ApiException``.
@@ -16,11 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from berth_operator.api.constants import GROUP, SESSION_PLURAL, VERSION
-from berth_operator.errors import KubeError, NotFound
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+
+from berth_operator.api.constants import GROUP, SESSION_PLURAL, VERSION
+from berth_operator.errors import KubeError, NotFound
 
 # The config loaders are untyped in the kubernetes package; give them a typed seam.
 _new_client_from_config: Callable[..., Any] = config.new_client_from_config
@@ -60,6 +62,36 @@ class PluginClient:
         if not isinstance(body, dict):
             raise KubeError(f"unexpected answer reading agentsession {self.namespace}/{name}")
         return body
+
+    def count_pods(self, selector: str) -> int:
+        """Pods in the namespace matching the label ``selector``. Raises KubeError."""
+        core = client.CoreV1Api(self.api)
+        try:
+            pods = core.list_namespaced_pod(self.namespace, label_selector=selector)
+        except ApiException as exc:
+            raise KubeError(
+                f"listing pods {selector!r} in {self.namespace} failed: {exc.status} {exc.reason}",
+                status=int(exc.status or 0),
+            ) from exc
+        except OSError as exc:
+            raise KubeError(f"cannot reach the Kubernetes API: {exc}") from exc
+        return len(pods.items)
+
+    def delete_lease(self, name: str) -> bool:
+        """Delete the Lease ``name``; False when it did not exist. Raises KubeError."""
+        coordination = client.CoordinationV1Api(self.api)
+        try:
+            coordination.delete_namespaced_lease(name, self.namespace)
+        except ApiException as exc:
+            if int(exc.status or 0) == 404:
+                return False
+            raise KubeError(
+                f"deleting lease {self.namespace}/{name} failed: {exc.status} {exc.reason}",
+                status=int(exc.status or 0),
+            ) from exc
+        except OSError as exc:
+            raise KubeError(f"cannot reach the Kubernetes API: {exc}") from exc
+        return True
 
 
 def connect(

@@ -64,7 +64,9 @@ def test_operator_deployment_defaults() -> None:
     assert csc["capabilities"]["drop"] == ["ALL"]
     assert [m["mountPath"] for m in c["volumeMounts"]] == ["/tmp"]
     assert spec["volumes"] == [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
-    assert spec["serviceAccountName"] == one(docs, "ServiceAccount")["metadata"]["name"]
+    assert (
+        spec["serviceAccountName"] == one(docs, "ServiceAccount", "-operator")["metadata"]["name"]
+    )
     # Metrics port wired through: env, container port, Service, scrape annotations.
     port = int(env["BERTH_HTTP_PORT"]["value"])
     assert c["ports"][0]["containerPort"] == port
@@ -132,7 +134,7 @@ def test_rbac_is_namespaced_when_watching_namespaces() -> None:
     assert {r for rule in cluster["rules"] for r in rule["resources"]} == {"nodes"}
     for rule in cluster["rules"]:
         assert set(rule["verbs"]) <= {"get", "list", "watch"}
-    roles = [r for r in by_kind(docs, "Role") if not r["metadata"]["name"].endswith("-election")]
+    roles = [r for r in by_kind(docs, "Role") if r["metadata"]["name"].endswith("-operator")]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     bindings = by_kind(docs, "RoleBinding")
     assert {b["metadata"]["namespace"] for b in bindings} == {"team-a", "team-b", "berth-system"}
@@ -154,3 +156,29 @@ def test_objects_are_namespaced_to_the_release() -> None:
             assert "namespace" not in d["metadata"]
         elif d["kind"] not in {"Role", "RoleBinding"}:
             assert d["metadata"]["namespace"] == "berth-system", d["metadata"]
+
+
+def test_uninstall_hook_deletes_only_the_lease_after_the_pods() -> None:
+    docs = documents(render())
+    hooks = [d for d in docs if "helm.sh/hook" in d["metadata"].get("annotations", {})]
+    assert {d["kind"] for d in hooks} == {"ServiceAccount", "Role", "RoleBinding", "Job"}
+    for d in hooks:
+        assert d["metadata"]["annotations"]["helm.sh/hook"] == "post-delete"
+        assert "hook-succeeded" in d["metadata"]["annotations"]["helm.sh/hook-delete-policy"]
+    role = one(docs, "Role", "-cleanup")
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["berth-operator"],
+            "verbs": ["delete"],
+        },
+    ]
+    job = one(docs, "Job", "-cleanup")
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    assert c["command"][:2] == ["kubectl-berth", "cleanup-lease"]
+    assert "--lease=berth-operator" in c["command"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    no_hook = documents(render({"operator": {"cleanupOnUninstall": False}}))
+    assert not [d for d in no_hook if d["kind"] == "Job"]

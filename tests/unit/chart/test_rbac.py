@@ -76,7 +76,7 @@ def test_watch_namespaces_split_the_same_grants() -> None:
     """With watchNamespaces the same grants are split into a ClusterRole and per-namespace Roles."""
     docs = documents(render(ALL_FEATURES))
     cluster = grants(by_kind(docs, "ClusterRole")[0]["rules"])
-    ns_roles = [r for r in by_kind(docs, "Role") if not r["metadata"]["name"].endswith("-election")]
+    ns_roles = [r for r in by_kind(docs, "Role") if r["metadata"]["name"].endswith("-operator")]
     namespaced = grants(ns_roles[0]["rules"])
     wide = grants(by_kind(documents(render()), "ClusterRole")[0]["rules"])
     assert cluster | namespaced == wide
