@@ -59,6 +59,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 import urllib3
@@ -590,8 +591,49 @@ class StartFailure(Exception):
     """The container could not be started yet (kubelet's CreateContainerConfigError)."""
 
 
+@dataclass
+class Ctr:
+    """What the agent knows about one container of the pod (init containers included)."""
+
+    spec: dict[str, Any]
+    init: bool
+    state: dict[str, Any]
+    last_state: dict[str, Any] | None = None
+    restart_count: int = 0
+    container_id: str | None = None
+    ready: bool = False
+    done: bool = False  # init containers: completed with exit code 0
+
+    @property
+    def name(self) -> str:
+        return str(self.spec["name"])
+
+    def load(self, prev: Mapping[str, Any]) -> None:
+        """Take over what an earlier agent reported for this container."""
+        self.restart_count = int(prev.get("restartCount") or 0)
+        self.last_state = prev.get("lastState") or None
+        self.container_id = prev.get("containerID")
+        if prev.get("state"):
+            self.state = dict(prev["state"])
+        term = (prev.get("state") or {}).get("terminated") or {}
+        self.done = self.init and term.get("exitCode") == 0
+
+    def status(self) -> dict[str, Any]:
+        return status.container_status(
+            self.spec,
+            state=self.state,
+            last_state=self.last_state,
+            ready=self.done if self.init else self.ready,
+            restart_count=self.restart_count,
+            container_id=self.container_id,
+        )
+
+
 class PodWorker:
-    """Runs one pod: prepares its directories, starts and watches its process, writes status."""
+    """Runs one pod: prepares its directories, starts and watches its process, writes status.
+
+    Init containers run one after the other to completion, then the first container runs (other
+    containers are not run on process nodes)."""
 
     def __init__(self, agent: Agent, pod: dict[str, Any]) -> None:
         self.agent = agent
@@ -602,27 +644,24 @@ class PodWorker:
         self.name: str = meta["name"]
         self.node: str = pod["spec"]["nodeName"]
         self.key = _pod_key(pod)
-        self.container: dict[str, Any] = pod["spec"]["containers"][0]
+        inits = pod["spec"].get("initContainers") or []
+        first_state = "PodInitializing" if inits else "ContainerCreating"
+        self.main = Ctr(pod["spec"]["containers"][0], False, status.waiting_state(first_state))
+        self.inits = [Ctr(c, True, status.waiting_state("PodInitializing")) for c in inits]
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.gone = False
         self.pod_root = os.path.join(agent.state_dir, "pods", f"{self.ns}_{self.name}")
         self.pod_dir = os.path.join(self.pod_root, self.uid)
         self.log_path = os.path.join(self.pod_root, "log")
-        self.term_log = os.path.join(self.pod_dir, "termination-log")
         self.kubeconfig = os.path.join(self.pod_dir, "kubeconfig")
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at = ""
         self.log_offset = 0
         self.killed_for_loss = False
         self.term_sent_at: float | None = None
-        self.restart_count = 0
         self.backoff_exp = 0
         self.next_start = 0.0
-        self.state: dict[str, Any] = status.waiting_state("ContainerCreating")
-        self.last_state: dict[str, Any] | None = None
-        self.container_id: str | None = None
-        self.ready = False
         self.phase = "Pending"
         self.start_time = (pod.get("status") or {}).get("startTime") or now_text()
         self.ip = ""
@@ -631,6 +670,10 @@ class PodWorker:
         self.probe_next = 0.0
         self.probe_ok = 0
         self.probe_fail = 0
+        self.live_next = 0.0
+        self.live_fail = 0
+        self.kill_deadline: float | None = None
+        self.proc_env: dict[str, str] = {}
         self.token_refresh_at = float("inf")
         self.volume_refresh_at = float("inf")
         self.path_map = paths.PathMap({})
@@ -660,22 +703,35 @@ class PodWorker:
             self.killed_for_loss = True
 
     # -- main loop --
+    @property
+    def cur(self) -> Ctr:
+        """The container to run now: the first unfinished init container, else the main one."""
+        return next((c for c in self.inits if not c.done), self.main)
+
+    def term_log(self, ctr: Ctr) -> str:
+        suffix = f".init-{ctr.name}" if ctr.init else ""
+        return os.path.join(self.pod_dir, f"termination-log{suffix}")
+
     def _adopt_previous_status(self, st: Mapping[str, Any]) -> None:
+        prev_inits = {c["name"]: c for c in st.get("initContainerStatuses") or []}
+        for ctr in self.inits:
+            ctr.load(prev_inits.get(ctr.name, {}))
+        prev_main = (st.get("containerStatuses") or [{}])[0]
+        self.main.load(prev_main)
+        main_state = prev_main.get("state") or {}
+        if main_state.get("running") or main_state.get("terminated") or prev_main.get("lastState"):
+            for ctr in self.inits:
+                ctr.done = True
         phase = st.get("phase")
-        cs = (st.get("containerStatuses") or [{}])[0]
-        self.restart_count = int(cs.get("restartCount") or 0)
         if phase in ("Succeeded", "Failed"):
             self.phase = phase
-            self.state = dict(cs.get("state") or {})
-            self.last_state = cs.get("lastState")
-            self.container_id = cs.get("containerID")
-        elif cs.get("state", {}).get("running") or cs.get("state", {}).get("terminated"):
+            return
+        cur = self.cur
+        if cur.state.get("running") or (cur.state.get("terminated") and not cur.done):
             # Started by an earlier agent (its process died with that agent): count it as a
             # container that was killed, as after a node reboot.
-            started = (cs.get("state", {}).get("running") or {}).get("startedAt", self.start_time)
-            self.pending_exit = status.Exited(
-                137, "", started, now_text(), cs.get("containerID", "")
-            )
+            started = (cur.state.get("running") or {}).get("startedAt", self.start_time)
+            self.pending_exit = status.Exited(137, "", started, now_text(), cur.container_id or "")
 
     def run(self) -> None:
         try:
@@ -751,7 +807,7 @@ class PodWorker:
                 self._start(pod)
             except (StartFailure, envmod.ConfigError) as exc:
                 log.warning("pod %s: cannot start container: %s", self.key, exc)
-                self.state = status.waiting_state("CreateContainerConfigError", str(exc))
+                self.cur.state = status.waiting_state("CreateContainerConfigError", str(exc))
                 self.next_start = now_m + 2.0
             except ApiException as exc:
                 log.warning("pod %s: API error while preparing: %s", self.key, _short(exc))
@@ -763,8 +819,11 @@ class PodWorker:
         if rc is not None:
             self._on_exit(self._exited(rc))
             return
+        if self.cur is not self.main:
+            return
         if now_m >= self.probe_next:
             self._probe(now_m)
+        self._liveness(now_m)
         if now_m >= self.token_refresh_at or now_m >= self.volume_refresh_at:
             try:
                 self._refresh(pod, now_m, with_tokens=now_m >= self.token_refresh_at)
@@ -784,22 +843,24 @@ class PodWorker:
                 continue
             os.makedirs(host, exist_ok=True)
         self._write_volumes(pod, vols)
-        mounts = paths.container_mounts(self.container, vols)
+        ctr = self.cur
+        spec = ctr.spec
+        mounts = paths.container_mounts(spec, vols)
         for m in mounts:
             if vols[m.volume][0] in ("persistentVolumeClaim", "emptyDir") and not os.path.exists(
                 m.host_path
             ):
                 os.makedirs(m.host_path, exist_ok=True)
-        self.path_map = paths.build_path_map(self.container, mounts, self.term_log)
+        self.path_map = paths.build_path_map(spec, mounts, self.term_log(ctr))
         env = envmod.resolve_env(
             pod,
-            self.container,
+            spec,
             pod_ip=self.ip,
             host_ip=HOST_IP,
             configmaps=self._text_lookup("configmap"),
             secrets=self._text_lookup("secret"),
         )
-        argv = [self.path_map.substitute(a) for a in envmod.container_argv(self.container, env)]
+        argv = [self.path_map.substitute(a) for a in envmod.container_argv(spec, env)]
         if not argv:
             raise StartFailure("container has no command or args (images are ignored here)")
         proc_env = self._base_env(pod)
@@ -807,15 +868,16 @@ class PodWorker:
             self._write_kubeconfig(pod)
             proc_env["KUBECONFIG"] = self.kubeconfig
         proc_env.update({k: self.path_map.substitute(v) for k, v in env.items()})
-        cwd = self._working_dir()
-        with open(self.term_log, "wb"):
+        self.proc_env = proc_env
+        cwd = self._working_dir(spec)
+        with open(self.term_log(ctr), "wb"):
             pass  # a fresh termination message file per container instance
         os.makedirs(self.pod_root, exist_ok=True)
         fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             header = (
                 f"=== {now_text()} pod {self.ns}/{self.name} uid {self.uid} "
-                f"restart {self.restart_count} ip {self.ip}: {argv!r}\n"
+                f"container {ctr.name} restart {ctr.restart_count} ip {self.ip}: {argv!r}\n"
             )
             os.write(fd, header.encode())
             self.log_offset = os.fstat(fd).st_size
@@ -837,14 +899,22 @@ class PodWorker:
                 return
         finally:
             os.close(fd)
-        self.container_id = f"process://{self.proc.pid}"
-        self.state = status.running_state(self.started_at)
-        self.phase = "Running"
-        probe = self.container.get("readinessProbe")
-        self.ready = probe is None
-        self.probe_ok = self.probe_fail = 0
-        self.probe_next = time.monotonic() + float((probe or {}).get("initialDelaySeconds", 0))
-        log.info("pod %s: started pid %d ip %s: %s", self.key, self.proc.pid, self.ip, argv)
+        ctr.container_id = f"process://{self.proc.pid}"
+        ctr.state = status.running_state(self.started_at)
+        if ctr is self.main:
+            self.phase = "Running"
+            probe = spec.get("readinessProbe")
+            ctr.ready = probe is None
+            self.probe_ok = self.probe_fail = 0
+            now_m = time.monotonic()
+            self.probe_next = now_m + float((probe or {}).get("initialDelaySeconds", 0))
+            live = spec.get("livenessProbe") or {}
+            self.live_next = now_m + float(live.get("initialDelaySeconds", 0))
+            self.live_fail = 0
+            self.kill_deadline = None
+        log.info(
+            "pod %s: started %s pid %d ip %s: %s", self.key, ctr.name, self.proc.pid, self.ip, argv
+        )
 
     def _base_env(self, pod: Mapping[str, Any]) -> dict[str, str]:
         host_path = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -860,8 +930,8 @@ class PodWorker:
                 env[k] = os.environ[k]
         return env
 
-    def _working_dir(self) -> str:
-        wd = self.container.get("workingDir")
+    def _working_dir(self, spec: Mapping[str, Any]) -> str:
+        wd = spec.get("workingDir")
         if not wd:
             return self.pod_dir
         mapped = self.path_map.map_path(wd)
@@ -991,9 +1061,9 @@ class PodWorker:
 
     # -- probes --
     def _probe(self, now_m: float) -> None:
-        probe = self.container.get("readinessProbe")
+        probe = self.main.spec.get("readinessProbe")
         if probe is None:
-            self.ready = True
+            self.main.ready = True
             self.probe_next = float("inf")
             return
         self.probe_next = now_m + float(probe.get("periodSeconds", 10))
@@ -1002,17 +1072,43 @@ class PodWorker:
             self.probe_ok += 1
             self.probe_fail = 0
             if self.probe_ok >= int(probe.get("successThreshold", 1)):
-                self.ready = True
+                self.main.ready = True
         else:
             self.probe_fail += 1
             self.probe_ok = 0
-            if self.probe_fail >= int(probe.get("failureThreshold", 3)) or not self.ready:
-                self.ready = False
+            if self.probe_fail >= int(probe.get("failureThreshold", 3)) or not self.main.ready:
+                self.main.ready = False
+
+    def _liveness(self, now_m: float) -> None:
+        """livenessProbe: after failureThreshold failures, SIGTERM, then SIGKILL after the grace
+        period; the exit is then handled by restartPolicy like any other."""
+        proc = self.proc
+        if proc is None:
+            return
+        if self.kill_deadline is not None:
+            if now_m >= self.kill_deadline:
+                _killpg(proc.pid, signal.SIGKILL)
+            return
+        probe = self.main.spec.get("livenessProbe")
+        if probe is None or now_m < self.live_next:
+            return
+        self.live_next = now_m + float(probe.get("periodSeconds", 10))
+        if self._run_probe(probe):
+            self.live_fail = 0
+            return
+        self.live_fail += 1
+        if self.live_fail >= int(probe.get("failureThreshold", 3)):
+            grace = probe.get("terminationGracePeriodSeconds")
+            if grace is None:
+                grace = self.pod["spec"].get("terminationGracePeriodSeconds", 30)
+            log.info("pod %s: liveness probe failed: SIGTERM, grace %ss", self.key, grace)
+            _killpg(proc.pid, signal.SIGTERM)
+            self.kill_deadline = now_m + float(grace)
 
     def _port(self, port: Any) -> int:
         if isinstance(port, int) or (isinstance(port, str) and port.isdigit()):
             return int(port)
-        for p in self.container.get("ports") or []:
+        for p in self.main.spec.get("ports") or []:
             if p.get("name") == port:
                 return int(p["containerPort"])
         raise ValueError(f"unknown named port {port!r}")
@@ -1046,11 +1142,10 @@ class PodWorker:
                     return True
             if "exec" in probe:
                 cmd = [self.path_map.substitute(c) for c in probe["exec"].get("command") or []]
-                env = self._base_env(self.pod)
                 res = subprocess.run(
                     cmd,
-                    env=env,
-                    cwd=self._working_dir(),
+                    env=self.proc_env or self._base_env(self.pod),
+                    cwd=self._working_dir(self.main.spec),
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                     timeout=timeout,
@@ -1076,7 +1171,11 @@ class PodWorker:
         self.proc = None
         if self.killed_for_loss:
             self.pending_exit = status.Exited(
-                status.exit_code_of(rc), "", self.started_at, now_text(), self.container_id or ""
+                status.exit_code_of(rc),
+                "",
+                self.started_at,
+                now_text(),
+                self.cur.container_id or "",
             )
         return rc
 
@@ -1087,21 +1186,22 @@ class PodWorker:
             self.agent.spawner.forget(proc.pid)
         self.proc = None
         code = status.exit_code_of(rc)
+        ctr = self.cur
         return status.Exited(
             code,
-            self._termination_message(code),
+            self._termination_message(ctr, code),
             self.started_at,
             now_text(),
-            self.container_id or "",
+            ctr.container_id or "",
         )
 
-    def _termination_message(self, code: int) -> str:
+    def _termination_message(self, ctr: Ctr, code: int) -> str:
         try:
-            with open(self.term_log, "rb") as fh:
+            with open(self.term_log(ctr), "rb") as fh:
                 raw = fh.read(status.MAX_TERMINATION_MESSAGE)
         except OSError:
             raw = b""
-        policy = self.container.get("terminationMessagePolicy", "File")
+        policy = ctr.spec.get("terminationMessagePolicy", "File")
         if not raw and code != 0 and policy == "FallbackToLogsOnError":
             try:
                 with open(self.log_path, "rb") as fh:
@@ -1112,14 +1212,29 @@ class PodWorker:
         return status.truncate_message(raw)
 
     def _on_exit(self, ex: status.Exited) -> None:
-        log.info("pod %s: container exited with %d", self.key, ex.exit_code)
-        self.ready = False
+        ctr = self.cur
+        log.info("pod %s: container %s exited with %d", self.key, ctr.name, ex.exit_code)
+        ctr.ready = False
+        self.kill_deadline = None
         policy = self.pod["spec"].get("restartPolicy", "Always")
-        terminal = status.phase_after_exit(policy, ex.exit_code)
-        if terminal is not None:
-            self.state = status.terminated_state(ex)
-            self.phase = terminal
-            return
+        if ctr.init:
+            if ex.exit_code == 0:
+                ctr.state = status.terminated_state(ex)
+                ctr.done = True
+                self.next_start = 0.0
+                if self.cur is self.main:
+                    self.main.state = status.waiting_state("ContainerCreating")
+                return
+            if policy == "Never":
+                ctr.state = status.terminated_state(ex)
+                self.phase = "Failed"
+                return
+        else:
+            terminal = status.phase_after_exit(policy, ex.exit_code)
+            if terminal is not None:
+                ctr.state = status.terminated_state(ex)
+                self.phase = terminal
+                return
         run_seconds = _seconds_between(ex.started_at, ex.finished_at)
         if run_seconds >= 60:
             self.backoff_exp = 0
@@ -1127,13 +1242,12 @@ class PodWorker:
             self.backoff_exp, self.agent.args.restart_backoff, self.agent.args.restart_backoff_max
         )
         self.backoff_exp += 1
-        self.last_state = status.terminated_state(ex)
-        self.restart_count += 1
-        self.state = status.waiting_state(
-            "CrashLoopBackOff",
-            f"back-off {delay:g}s restarting failed container={self.container['name']}",
+        ctr.last_state = status.terminated_state(ex)
+        ctr.restart_count += 1
+        ctr.state = status.waiting_state(
+            "CrashLoopBackOff", f"back-off {delay:g}s restarting failed container={ctr.name}"
         )
-        self.phase = "Running"
+        self.phase = "Pending" if ctr.init else "Running"
         self.next_start = time.monotonic() + delay
 
     # -- deletion --
@@ -1154,10 +1268,11 @@ class PodWorker:
                 _killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             rc = proc.poll()
+            ctr = self.cur
             ex = self._exited(rc if rc is not None else -9)
-            self.state = status.terminated_state(ex)
-            self.phase = "Succeeded" if ex.exit_code == 0 else "Failed"
-            self.ready = False
+            ctr.state = status.terminated_state(ex)
+            self.phase = "Succeeded" if ex.exit_code == 0 and not ctr.init else "Failed"
+            ctr.ready = False
             with contextlib.suppress(Exception):
                 self._write_status(pod)
         try:
@@ -1191,24 +1306,18 @@ class PodWorker:
     # -- status --
     def _write_status(self, pod: Mapping[str, Any]) -> None:
         observed = pod.get("status") or {}
-        cs = status.container_status(
-            self.container,
-            state=self.state,
-            last_state=self.last_state,
-            ready=self.ready,
-            restart_count=self.restart_count,
-            container_id=self.container_id,
-        )
         desired = status.pod_status(
             phase=self.phase,
             pod_ip=self.ip,
             host_ip=HOST_IP,
             start_time=self.start_time,
-            container_statuses=[cs],
-            ready=self.ready and self.phase == "Running",
-            container_name=self.container["name"],
+            container_statuses=[self.main.status()],
+            ready=self.main.ready and self.phase == "Running",
+            container_name=self.main.name,
             prev_conditions=observed.get("conditions") or [],
             now=now_text(),
+            init_container_statuses=[c.status() for c in self.inits],
+            pending_init=[c.name for c in self.inits if not c.done],
         )
         observed_conds = {c["type"]: c["status"] for c in observed.get("conditions") or []}
         desired_conds = {c["type"]: c["status"] for c in desired["conditions"]}
@@ -1234,7 +1343,8 @@ class PodWorker:
 def _stable(st: Mapping[str, Any]) -> Any:
     """Status without transition timestamps, for change detection."""
     conds = [(c["type"], c["status"], c.get("reason")) for c in st.get("conditions") or []]
-    return (st.get("phase"), conds, json.dumps(st.get("containerStatuses"), sort_keys=True))
+    containers = [st.get("initContainerStatuses"), st.get("containerStatuses")]
+    return (st.get("phase"), conds, json.dumps(containers, sort_keys=True))
 
 
 def _seconds_between(a: str, b: str) -> float:

@@ -82,7 +82,7 @@ def container_status(
     restart_count: int,
     container_id: str | None,
 ) -> dict[str, Any]:
-    """One entry of status.containerStatuses."""
+    """One entry of status.containerStatuses (or initContainerStatuses)."""
     image = container.get("image", "")
     cs: dict[str, Any] = {
         "name": container["name"],
@@ -113,7 +113,7 @@ def _condition(
         "type": ctype,
         "status": status,
         "lastProbeTime": None,
-        "lastTransitionTime": now if moved else old.get("lastTransitionTime", now),
+        "lastTransitionTime": now if old is None or moved else old.get("lastTransitionTime", now),
     }
     if reason:
         cond["reason"] = reason
@@ -129,11 +129,24 @@ def pod_conditions(
     container_name: str,
     prev: Sequence[Mapping[str, Any]],
     now: str,
+    pending_init: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Kubelet's pod conditions: PodReadyToStartContainers, Initialized, Ready, ContainersReady,
-    PodScheduled (kept True as the scheduler wrote it)."""
+    PodScheduled (kept True as the scheduler wrote it). ``pending_init`` names the init
+    containers that have not completed yet."""
     by_type = {c["type"]: c for c in prev}
     terminal = phase in ("Succeeded", "Failed")
+    if pending_init and not terminal:
+        init = _condition(
+            "Initialized",
+            "False",
+            by_type,
+            now,
+            "ContainersNotInitialized",
+            f"containers with incomplete status: [{' '.join(pending_init)}]",
+        )
+    else:
+        init = _condition("Initialized", "True", by_type, now, "PodCompleted" if terminal else None)
     if ready:
         reason = message = None
     elif terminal:
@@ -145,7 +158,7 @@ def pod_conditions(
     sandbox = "False" if terminal else "True"
     return [
         _condition("PodReadyToStartContainers", sandbox, by_type, now),
-        _condition("Initialized", "True", by_type, now, "PodCompleted" if terminal else None),
+        init,
         _condition("Ready", ready_s, by_type, now, reason, message),
         _condition("ContainersReady", ready_s, by_type, now, reason, message),
         _condition("PodScheduled", "True", by_type, now),
@@ -163,9 +176,11 @@ def pod_status(
     container_name: str,
     prev_conditions: Sequence[Mapping[str, Any]],
     now: str,
+    init_container_statuses: list[dict[str, Any]] | None = None,
+    pending_init: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The whole status the agent writes (JSON merge patch: lists replaced wholesale)."""
-    return {
+    st: dict[str, Any] = {
         "phase": phase,
         "conditions": pod_conditions(
             phase=phase,
@@ -173,6 +188,7 @@ def pod_status(
             container_name=container_name,
             prev=prev_conditions,
             now=now,
+            pending_init=pending_init,
         ),
         "hostIP": host_ip,
         "hostIPs": [{"ip": host_ip}],
@@ -181,6 +197,9 @@ def pod_status(
         "startTime": start_time,
         "containerStatuses": container_statuses,
     }
+    if init_container_statuses:
+        st["initContainerStatuses"] = init_container_statuses
+    return st
 
 
 def phase_after_exit(restart_policy: str, exit_code: int) -> str | None:

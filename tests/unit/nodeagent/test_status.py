@@ -128,3 +128,40 @@ def test_node_object_and_status_shape() -> None:
     assert st["allocatable"]["pods"] == "110"
     assert st["addresses"] == [{"type": "InternalIP", "address": "127.0.0.1"}]
     assert st["nodeInfo"]["kubeletVersion"] == "v1.34.4"
+
+
+@pytest.mark.parametrize(
+    ("phase", "pending", "expected"),
+    [
+        ("Pending", ["seed"], ("False", "ContainersNotInitialized")),
+        ("Pending", [], ("True", None)),
+        ("Failed", ["seed"], ("True", "PodCompleted")),
+    ],
+)
+def test_initialized_condition(
+    phase: str, pending: list[str], expected: tuple[str, str | None]
+) -> None:
+    got = conds(
+        status.pod_conditions(
+            phase=phase, ready=False, container_name="c", prev=[], now="T", pending_init=pending
+        )
+    )
+    assert got["Initialized"] == expected
+
+
+def test_pod_status_lists_init_containers_only_when_present() -> None:
+    common: dict[str, Any] = {
+        "phase": "Running",
+        "pod_ip": "127.0.1.1",
+        "host_ip": "127.0.0.1",
+        "start_time": "T",
+        "container_statuses": [{"name": "c"}],
+        "ready": True,
+        "container_name": "c",
+        "prev_conditions": [],
+        "now": "T",
+    }
+    assert "initContainerStatuses" not in status.pod_status(**common)
+    with_init = status.pod_status(**common, init_container_statuses=[{"name": "i"}])
+    assert with_init["initContainerStatuses"] == [{"name": "i"}]
+    assert with_init["podIPs"] == [{"ip": "127.0.1.1"}]
