@@ -11,8 +11,11 @@ then serves JSON-line commands on stdin, answering one JSON line each on stdout:
 Forking a warm process keeps a ``kill -9`` cycle in the tens of milliseconds, so a test can do
 hundreds of them on a small machine. The zygote has no threads when it forks.
 
-A job drives the real Session API (``Agent.create`` / ``agent.session`` / ``send`` /
-``agent.resume_session`` / ``resume_run``) against a ``FileSessionStore`` with the job's epoch:
+A job may first ``acquire`` the session (claim its epoch and write the takeover snapshot, as a
+new session pod should before loading anything), report what it loaded in ``takeover_file`` and
+wait for ``go_file`` to exist. Then it drives the real Session API (``Agent.create`` /
+``agent.session`` / ``send`` / ``agent.resume_session`` / ``resume_run``) against a
+``FileSessionStore`` with the job's epoch:
 
 - no stored session: ``session.send(prompt)``;
 - otherwise: if the newest run is completed, nothing to do; else ``resume_run`` of the newest run
@@ -25,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -65,6 +69,19 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         {"providers": {"openai": {"base_url": job["base_url"], "api_key": job["api_key"]}}}
     )
     sid = job["session_id"]
+    if job.get("acquire"):  # what berth-session should do first: fence older epochs at once
+        store.acquire(sid)
+        if job.get("takeover_file"):
+            from tests.integration.store.harness import summarize
+
+            with open(job["takeover_file"] + ".tmp", "w") as f:
+                json.dump(summarize(store, sid), f)
+            os.replace(job["takeover_file"] + ".tmp", job["takeover_file"])
+        deadline = time.monotonic() + 120
+        while job.get("go_file") and not os.path.exists(job["go_file"]):
+            if time.monotonic() > deadline:
+                raise TimeoutError("no go signal")
+            time.sleep(0.01)
     try:
         if store.load_session(sid) is None:
             session = agent.session(job["workspace"], _options(job, store))

@@ -88,6 +88,24 @@ def bash_turn(call_id: str, side_file: str = "side.txt", linger_s: float = 0.0) 
     return {"tool_calls": [{"id": call_id, "name": "bash", "arguments": {"command": command}}]}
 
 
+def summarize(store: Any, sid: str) -> dict[str, Any]:
+    """What a store shows of a session: per run, the checkpoint (turn, message count, tool-call
+    count) and the pending round (turn, recorded result ids). JSON-able, for comparisons."""
+    out: dict[str, Any] = {}
+    for run_id in store.run_ids(sid):
+        cp = store.load_checkpoint(sid, run_id)
+        pending = store.load_pending_round(sid, run_id)
+        out[run_id] = {
+            "checkpoint": None
+            if cp is None
+            else {"turn": cp.turn, "messages": len(cp.messages), "calls": cp.tool_calls_count},
+            "pending": None
+            if pending is None
+            else {"turn": pending.turn, "results": sorted(pending.results)},
+        }
+    return out
+
+
 def check_store_files(session_dir: Path) -> dict[str, int]:
     """Read every snapshot and journal of a session directory the way the loader does.
 
