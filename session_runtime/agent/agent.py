@@ -17,6 +17,7 @@ saved session data.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -134,7 +135,8 @@ class Agent:
         Raises AgentClosedError, ConfigError, ValueError (bad workspace or limits).
         """
         self._check_open()
-        opts = options or SessionOptions()
+        # A copy: the caller may reuse one SessionOptions for several sessions.
+        opts = dataclasses.replace(options) if options is not None else SessionOptions()
         env = opts.host_env or self._env
         opts.host_env = env
         session_id = opts.session_id or env.new_id()

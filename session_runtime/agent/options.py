@@ -63,7 +63,9 @@ class SessionOptions:
     session_id: str | None = None
     #: A ``session_runtime.store.base.SessionStore``; None = no persistence.
     session_store: Any = None
-    #: Save session metadata and run records after every run (they are also saved at run start).
+    #: A3S ``auto_save``. With a store, Berth always saves the session record (metadata, run
+    #: records) at run start and run end, because run records must survive a crash
+    #: (RUNTIME-CONTRACT "Persistence"); this flag is kept and persisted for parity.
     auto_save: bool = False
     tenant_id: str | None = None
     principal: str | None = None

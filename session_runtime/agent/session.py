@@ -127,6 +127,8 @@ class Session:
         self._tool_calls_count = 0
         self._turn = 0
         self._guard: GuardCaller | None = None
+        #: Usage and tool calls the running run started with (carried forward on resume).
+        self._carried: tuple[dict[str, int], int] = (dict(_ZERO_USAGE), 0)
         if options.budget_guard is not None:
             self.set_budget_guard(options.budget_guard)
         self._direct = DirectExecutor()
@@ -367,6 +369,8 @@ class Session:
             future.result()
         finally:
             self._subscribers.remove(events.put)
+            if not future.done():
+                future.cancel()  # the consumer stopped early: cancel the run
 
     def _start_prompt_run(self, prompt: str) -> Callable[[], Awaitable[tuple[RunRecord, RunState]]]:
         async def start() -> tuple[RunRecord, RunState]:
@@ -404,6 +408,7 @@ class Session:
         control = RunControl()
         carried = dict(state.usage)
         carried_calls = state.tool_calls_count
+        self._carried = (carried, carried_calls)
         with self._lock:
             self._task = asyncio.current_task()
             self._task_loop = asyncio.get_running_loop()
@@ -455,8 +460,6 @@ class Session:
             raise
         self._finish(record, state, carried, carried_calls, "completed", text=text)
         await self._emit("agent_end", text=text, usage=dict(state.usage), run_id=record.id)
-        if self.options.auto_save:
-            self._save_quietly()
         return AgentResult(
             text=text,
             prompt_tokens=state.usage["prompt_tokens"],
@@ -816,6 +819,11 @@ class Session:
         run = self._run_state if self._active else None
         usage = dict(self._usage)
         calls = self._tool_calls_count
+        if run is not None:  # add what the running run used so far
+            carried, carried_calls = self._carried
+            for key in usage:
+                usage[key] += run.usage.get(key, 0) - carried.get(key, 0)
+            calls += run.tool_calls_count - carried_calls
         if self._closed:
             name = "closed"
         elif self._passivating:

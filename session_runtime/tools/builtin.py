@@ -1,4 +1,4 @@
-"""The built-in tools, confined to the workspace: read, write, edit, ls, glob, grep, bash.
+"""The built-in tools, confined to the workspace: read, write, edit, patch, ls, glob, grep, bash.
 
 Owned by ``session_runtime.tools``; called by the ``DirectExecutor`` (in the session pod) and
 by LaneWorkers (``run_tool`` on the model's raw arguments). Argument names follow
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from session_runtime.tools.base import ToolResult
+from session_runtime.tools.patch import PatchError, apply_unified_diff
 from session_runtime.tools.paths import PathEscapeError, relative_to_workspace, resolve_in_workspace
 from session_runtime.tools.schemas import TOOL_DEFINITIONS
 
@@ -110,6 +111,22 @@ def _edit(ws: str, a: dict[str, Any]) -> Outcome:
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(text)
     return f"Replaced {count if a.get('replace_all') else 1} occurrence(s) in {a['file_path']}", 0
+
+
+def _patch(ws: str, a: dict[str, Any]) -> Outcome:
+    path = resolve_in_workspace(ws, a["file_path"])
+    text = ""
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    try:
+        new, hunks = apply_unified_diff(text, str(a["diff"]))
+    except PatchError as exc:
+        return f"patch not applied to {a['file_path']}: {exc}", 1
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(new)
+    return f"Applied {hunks} hunk(s) to {a['file_path']}", 0
 
 
 def _ls(ws: str, a: dict[str, Any]) -> Outcome:
@@ -226,6 +243,7 @@ _SYNC_TOOLS: dict[str, SyncTool] = {
     "read": _read,
     "write": _write,
     "edit": _edit,
+    "patch": _patch,
     "ls": _ls,
     "glob": _glob,
     "grep": _grep,

@@ -52,6 +52,12 @@ TOOL_DEFINITIONS: list[dict[str, Any]] = [
         ["file_path", "old_string", "new_string"],
     ),
     _fn(
+        "patch",
+        "Apply a unified diff (with @@ hunks) to one file of the workspace.",
+        {"file_path": _S, "diff": _S},
+        ["file_path", "diff"],
+    ),
+    _fn(
         "bash",
         "Run a shell command in the workspace. Returns output and exit code.",
         {"command": _S, "timeout": {**_I, "description": "milliseconds (default 120000)"}},

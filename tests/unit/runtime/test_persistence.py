@@ -328,3 +328,114 @@ async def _wait_for(predicate: Any) -> None:
     """Poll a side effect of a running tool or task (bounded by the global test timeout)."""
     while not predicate():  # noqa: ASYNC110 - polling a subprocess's side effect
         await asyncio.sleep(0.01)
+
+
+class FailingStore(DictStore):
+    """Raises the given error from one protocol method."""
+
+    def __init__(self, method: str, error: Exception) -> None:
+        super().__init__()
+        self.method = method
+        self.error = error
+
+    def begin_round(self, *args: Any) -> None:
+        if self.method == "begin_round":
+            raise self.error
+        super().begin_round(*args)
+
+    def record_tool_result(self, *args: Any) -> None:
+        if self.method == "record_tool_result":
+            raise self.error
+        super().record_tool_result(*args)
+
+    def commit_round(self, checkpoint: LoopCheckpoint) -> None:
+        if self.method == "commit_round" and checkpoint.turn >= 1:
+            raise self.error
+        super().commit_round(checkpoint)
+
+
+ONE_WRITE: list[dict[str, Any]] = [
+    {"tool_calls": [{"name": "write", "arguments": {"file_path": "w.txt", "content": "w"}}]},
+    {"text": "wrote"},
+]
+
+
+async def test_intent_failure_stops_before_any_tool_runs(
+    scripted: Any, agent_for: Any, workspace: Path
+) -> None:
+    from session_runtime import StoreError
+
+    srv = await scripted(ONE_WRITE)
+    store = FailingStore("begin_round", StoreError("disk full"))
+    session = agent_for(srv).session(str(workspace), opts(session_store=store))
+    events: list[dict[str, Any]] = []
+    session.register_hook("all", "*", events.append)
+    with pytest.raises(StoreError, match="disk full"):
+        await session.send_async("write")
+    assert not (workspace / "w.txt").exists()
+    assert any(
+        e["type"] == "persistence_failed" and e["operation"] == "begin_round" for e in events
+    )
+
+
+async def test_result_journal_failure_is_reported_and_the_run_goes_on(
+    scripted: Any, agent_for: Any, workspace: Path
+) -> None:
+    from session_runtime import StoreError
+
+    srv = await scripted(ONE_WRITE)
+    store = FailingStore("record_tool_result", StoreError("flaky volume"))
+    session = agent_for(srv).session(str(workspace), opts(session_store=store))
+    events = [ev async for ev in session.stream_async("write")]
+    failed = [e for e in events if e["type"] == "persistence_failed"]
+    assert failed and failed[0]["message"] == "flaky volume"
+    assert events[-1]["type"] == "agent_end"
+
+
+async def test_fenced_store_stops_the_run(scripted: Any, agent_for: Any, workspace: Path) -> None:
+    from session_runtime import FencedError
+
+    srv = await scripted(ONE_WRITE)
+    store = FailingStore("commit_round", FencedError("epoch 3 owns the session"))
+    session = agent_for(srv).session(str(workspace), opts(session_store=store))
+    with pytest.raises(FencedError):
+        await session.send_async("write")
+    assert len(srv.requests) == 1  # no LLM call after being fenced
+
+
+async def test_crashed_run_is_listed_as_interrupted(
+    scripted: Any, agent_for: Any, workspace: Path, store: DictStore
+) -> None:
+    srv = await scripted([{"text": "x"}])
+    agent = agent_for(srv)
+    first = agent.session(str(workspace), opts(session_store=store, session_id="crash"))
+    await first.send_async("p")
+    data = store.sessions["crash"]
+    data["runs"][0]["status"] = "running"  # what a crash mid-run leaves behind
+    resumed = agent.resume_session("crash", opts(session_store=store))
+    assert [r["status"] for r in resumed.runs()] == ["interrupted"]
+
+
+async def test_options_object_can_be_reused_and_state_counts_live_usage(
+    scripted: Any, agent_for: Any, workspace: Path
+) -> None:
+    srv = await scripted(
+        [
+            {
+                "tool_calls": [{"name": "ls", "arguments": {}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 5},
+            },
+            {"text": "x", "usage": {"prompt_tokens": 1, "completion_tokens": 1}},
+        ]
+    )
+    shared = opts(tenant_id="same")
+    agent = agent_for(srv)
+    a = agent.session(str(workspace), shared)
+    b = agent.session(str(workspace), shared)
+    assert a.session_id != b.session_id and shared.session_id is None
+    seen: list[dict[str, Any]] = []
+    a.register_hook("s", "turn_end", lambda e: seen.append(a.state()))
+    await a.send_async("go")
+    assert seen[0]["state"] == "running" and seen[0]["usage"]["total_tokens"] == 10
+    assert seen[0]["tool_calls_count"] == 1
+    assert a.state()["usage"]["total_tokens"] == 12

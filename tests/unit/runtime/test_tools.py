@@ -176,3 +176,49 @@ async def test_direct_executor_runs_query_calls_in_parallel_and_reports_each(
     assert results[3].output == "needle too\n"
     assert sorted(seen) == ["1", "2", "3", "4"] and seen[0] == "1" and seen[-1] == "4"
     assert await DirectExecutor().recover(calls[0], ctx) is None
+
+
+PATCH = "\n".join(
+    [
+        "--- a/m.py",
+        "+++ b/m.py",
+        "@@ -1,3 +1,3 @@",
+        " def f():",
+        "-    return 1",
+        "+    return 2",
+        " ",
+        "@@ -5,2 +5,3 @@",
+        " def g():",
+        "     pass",
+        "+# end",
+        "",
+    ]
+)
+
+
+async def test_patch_applies_hunks_and_refuses_mismatches(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("def f():\n    return 1\n\ndef g():\n    pass\n")
+    res = await run_tool("patch", {"file_path": "m.py", "diff": PATCH}, str(tmp_path), "1")
+    assert not res.is_error, res.output
+    assert (
+        tmp_path / "m.py"
+    ).read_text() == "def f():\n    return 2\n\ndef g():\n    pass\n# end\n"
+    again = await run_tool("patch", {"file_path": "m.py", "diff": PATCH}, str(tmp_path), "2")
+    assert again.is_error and "does not match" in again.output
+    assert (tmp_path / "m.py").read_text().count("return 2") == 1  # untouched on refusal
+    bad = await run_tool("patch", {"file_path": "m.py", "diff": "nonsense"}, str(tmp_path), "3")
+    assert bad.is_error
+    new = await run_tool(
+        "patch", {"file_path": "n.txt", "diff": "@@ -0,0 +1,2 @@\n+a\n+b\n"}, str(tmp_path), "4"
+    )
+    assert not new.is_error and (tmp_path / "n.txt").read_text() == "a\nb\n"
+    escape = await run_tool("patch", {"file_path": "../x", "diff": PATCH}, str(tmp_path), "5")
+    assert escape.is_error and "outside the workspace" in escape.output
+
+
+def test_patch_finds_shifted_context() -> None:
+    from session_runtime.tools.patch import apply_unified_diff
+
+    text = "extra\nextra\nA\nB\nC\n"
+    out, n = apply_unified_diff(text, "@@ -1,3 +1,3 @@\n A\n-B\n+X\n C\n")
+    assert (out, n) == ("extra\nextra\nA\nX\nC\n", 1)
