@@ -298,12 +298,16 @@ class SessionPod:
     # ---- building the session ----------------------------------------------------------
 
     def build(self) -> None:
-        """Create the agent and the session (fresh, or resumed when ``BERTH_RESUME_RUN_ID`` is
-        set and the session was saved). Raises the runtime's errors and ``ValueError``."""
+        """Claim the session's lease for this epoch, then create the agent and the session (fresh,
+        or resumed when ``BERTH_RESUME_RUN_ID`` is set and the session was saved).
+
+        Raises ``FencedError`` when a newer epoch already owns the session, the runtime's other
+        errors, and ``ValueError`` for unusable options."""
         cfg = self.cfg
         store_root = cfg.store_dir / cfg.namespace
         store_root.mkdir(parents=True, exist_ok=True)
         raw_store = FileSessionStore(str(store_root), epoch=cfg.epoch)
+        raw_store.acquire(cfg.name)  # claim the lease now: older epochs are fenced from here on
         guard = MeteredBudgetGuard(self.opts.budget, self.metrics)
         start_turn = 0
         if cfg.resume_run_id:

@@ -1,0 +1,97 @@
+"""``berth-session``'s handling of unusable input, in-process: one clear termination message,
+outcome ``failed``, exit code 2, no traceback (the real-process variant is in the integration
+suite)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from session_runtime import server
+from session_runtime.pod.config import PodConfigError
+from session_runtime.pod.options import OptionsError
+from session_runtime.pod.termination import validate
+
+
+def good_env(tmp_path: Path) -> dict[str, str]:
+    options = tmp_path / "options.json"
+    options.write_text(
+        json.dumps(
+            {
+                "prompt": "p",
+                "model": "openai/m",
+                "session": {"namespace": "ns", "name": "s", "uid": "u"},
+            }
+        )
+    )
+    return {
+        "BERTH_SESSION": "ns/s",
+        "BERTH_SESSION_UID": "u",
+        "BERTH_EPOCH": "1",
+        "BERTH_STORE_DIR": str(tmp_path / "store"),
+        "BERTH_WORKSPACE": str(tmp_path / "ws"),
+        "BERTH_OPTIONS_FILE": str(options),
+        "BERTH_TERMINATION_LOG": str(tmp_path / "termination-log"),
+    }
+
+
+def test_load_accepts_matching_options(tmp_path: Path) -> None:
+    cfg, opts = server.load(good_env(tmp_path))
+    assert cfg.session_key == "ns/s" and opts.prompt == "p"
+
+
+@pytest.mark.parametrize(
+    ("override", "error", "fragment"),
+    [
+        ({"BERTH_SESSION": "ns/other"}, OptionsError, "is for ns/s (uid u), not ns/other"),
+        ({"BERTH_SESSION_UID": "v"}, OptionsError, "not ns/s (uid v)"),
+        ({"BERTH_EPOCH": ""}, PodConfigError, "BERTH_EPOCH is not set"),
+    ],
+)
+def test_load_refuses(
+    tmp_path: Path, override: dict[str, str], error: type[Exception], fragment: str
+) -> None:
+    with pytest.raises(error) as info:
+        server.load(good_env(tmp_path) | override)
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("breakage", "fragment"),
+    [
+        ("missing-options", "cannot read options file"),
+        ("bad-json", "is not valid JSON"),
+        ("bad-epoch", "BERTH_EPOCH must be an integer"),
+        ("no-session", "BERTH_SESSION is not set"),
+    ],
+)
+def test_main_reports_bad_input(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    breakage: str,
+    fragment: str,
+) -> None:
+    env = good_env(tmp_path)
+    if breakage == "missing-options":
+        env["BERTH_OPTIONS_FILE"] = str(tmp_path / "nope.json")
+    elif breakage == "bad-json":
+        Path(env["BERTH_OPTIONS_FILE"]).write_text("{'prompt': ")
+    elif breakage == "bad-epoch":
+        env["BERTH_EPOCH"] = "soon"
+    else:
+        del env["BERTH_SESSION"]
+    for key in list(server.os.environ):
+        if key.startswith("BERTH_"):
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(SystemExit) as info:
+        server.main()
+    assert info.value.code == 2
+    msg = json.loads(Path(env["BERTH_TERMINATION_LOG"]).read_text())
+    assert validate(msg) == []
+    assert msg["outcome"] == "failed" and fragment in msg["reason"]
+    assert "Traceback" not in capsys.readouterr().err
