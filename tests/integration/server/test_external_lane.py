@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import redis as redis_lib
 
-from tests.integration.lanes.conftest import Workers
 from tests.integration.server.harness import bash, pod_world, wait_for
+
+Workers = pytest.importorskip("tests.integration.lanes.conftest").Workers
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
 
