@@ -28,11 +28,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from typing import Any
 
-from session_runtime import Agent, ResumeError, SessionOptions
+from session_runtime import Agent, ResumeError, RunPassivatedError, SessionOptions
 from session_runtime.errors import FencedError
 from session_runtime.hostenv import HostEnv
 from session_runtime.store import FileSessionStore
@@ -85,6 +86,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     try:
         if store.load_session(sid) is None:
             session = agent.session(job["workspace"], _options(job, store))
+            if job.get("passivate_after"):
+                return _send_then_passivate(session, store, job)
             result = session.send(job["prompt"])
             return {"action": "send", "run_id": result.run_id, "text": result.text}
         session = agent.resume_session(sid, _options(job, store))
@@ -110,6 +113,35 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         return {"action": "send", "run_id": result.run_id, "text": result.text}
     finally:
         agent.close()
+
+
+def _send_then_passivate(
+    session: Any, store: FileSessionStore, job: dict[str, Any]
+) -> dict[str, Any]:
+    """``send`` in this thread; from another thread, once ``passivate_after`` rounds are durable,
+    ``session.passivate("node_drain", now + 10 s)`` as the session pod's HTTP handler would."""
+    box: dict[str, Any] = {}
+
+    def drain() -> None:
+        while True:
+            runs = store.run_ids(job["session_id"])
+            cp = store.load_checkpoint(job["session_id"], runs[-1]) if runs else None
+            if cp is not None and cp.turn >= job["passivate_after"]:
+                break
+            time.sleep(0.005)
+        box["passivation"] = session.passivate(
+            "node_drain", deadline_ms=int(time.time() * 1000) + 10_000
+        )
+
+    t = threading.Thread(target=drain)
+    t.start()
+    try:
+        session.send(job["prompt"])
+        box["error"] = None
+    except RunPassivatedError as exc:
+        box["error"] = str(exc)
+    t.join()
+    return {"action": "passivated", **box}
 
 
 def _child(job: dict[str, Any]) -> None:
