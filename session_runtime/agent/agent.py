@@ -150,6 +150,7 @@ class Agent:
                 bridge=self._bridge,
                 executor=executor,
                 on_close=self._forget,
+                owns_llm=llm is None,
             )
         )
 
@@ -188,6 +189,7 @@ class Agent:
                 executor=executor,
                 restored=data,
                 on_close=self._forget,
+                owns_llm=llm is None,
             )
         )
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import itertools
 import json
 import logging
 import os
@@ -96,8 +97,10 @@ class Session:
         executor: ToolExecutor | None = None,
         restored: dict[str, Any] | None = None,
         on_close: Callable[[str], None] | None = None,
+        owns_llm: bool = False,
     ) -> None:
         options.validate()
+        self._owns_llm = owns_llm
         self._id = session_id
         self._workspace = os.path.realpath(workspace)
         if not os.path.isdir(self._workspace):
@@ -110,7 +113,7 @@ class Session:
         self._runs = RunLog(SessionRetentionLimits.from_value(options.retention_limits))
         self._hooks = HookRegistry()
         self._subscribers: list[Callable[[Event], None]] = []
-        self._seq = 0
+        self._seq = itertools.count(1)
         self._lock = threading.Lock()
         self._closed = False
         self._active = False
@@ -157,8 +160,13 @@ class Session:
             return self._direct
         from session_runtime.lanes import LaneQueue  # lazy: lanes are optional
 
+        env = self._env
         lane_queue: ToolExecutor = LaneQueue(
-            self.options.queue_config, emit=self._emit_event, runner=self._direct
+            self.options.queue_config,
+            emit=self._emit_event,
+            runner=self._direct,
+            clock=env.now_ms,  # ids and time through HostEnv (replay)
+            task_ids=lambda: f"task-{env.new_id()}",
         )
         return lane_queue
 
@@ -215,13 +223,13 @@ class Session:
     # ---- events and hooks --------------------------------------------------------------
 
     def _stamp(self, event: Event) -> Event:
-        self._seq += 1
+        seq = next(self._seq)  # atomic: host events may come from another thread
         state = self._run_state
         event["session_id"] = self._id
         event.setdefault("run_id", state.run_id if state is not None and self._active else None)
         for key in IDENTITY_FIELDS:
             event[key] = getattr(self.options, key)
-        event["seq"] = self._seq
+        event["seq"] = seq
         event["ts_ms"] = self._env.now_ms()
         return event
 
@@ -945,6 +953,12 @@ class Session:
                 value = closer()
                 if inspect.isawaitable(value):
                     await value
+        llm_closer = getattr(self._llm, "aclose", None) if self._owns_llm else None
+        if llm_closer is not None:
+            with contextlib.suppress(Exception):
+                closing = llm_closer()
+                if inspect.isawaitable(closing):
+                    await closing
         if self._on_close is not None:
             self._on_close(self._id)
 
