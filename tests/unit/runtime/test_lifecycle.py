@@ -66,7 +66,8 @@ async def test_second_concurrent_send_is_busy(
     assert session.cancel_run(current["id"])
     with pytest.raises(RunCancelledError):
         await first
-    assert session.run_snapshot(current["id"])["status"] == "cancelled"  # type: ignore[index]
+    snapshot = session.run_snapshot(current["id"])
+    assert snapshot is not None and snapshot["status"] == "cancelled"
     assert session.state()["state"] == "idle"
 
 

@@ -151,8 +151,10 @@ async def test_passivate_between_rounds_then_resume_on_a_new_agent(
     runs = {r["id"]: r for r in second.runs()}
     assert runs[old_run]["status"] == "passivated"
     assert runs[result.run_id]["resumed_from"] == old_run
-    assert store.load_checkpoint("sess-1", old_run).turn == 1  # original run intact
-    assert store.load_checkpoint("sess-1", result.run_id).turn == 2
+    kept = store.load_checkpoint("sess-1", old_run)
+    assert kept is not None and kept.turn == 1  # original run intact
+    new_cp = store.load_checkpoint("sess-1", result.run_id)
+    assert new_cp is not None and new_cp.turn == 2
     assert second.state()["usage"]["total_tokens"] == every_call
 
 

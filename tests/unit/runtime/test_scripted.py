@@ -41,7 +41,10 @@ async def test_non_streaming_tool_call_and_usage(scripted: Any) -> None:
     resp = await client.chat.completions.create(
         model="m", messages=[{"role": "user", "content": "hi"}]
     )
-    call = resp.choices[0].message.tool_calls[0]  # type: ignore[index]
+    tool_calls = resp.choices[0].message.tool_calls
+    assert tool_calls is not None
+    call = tool_calls[0]
+    assert isinstance(call, openai.types.chat.ChatCompletionMessageFunctionToolCall)
     assert call.function.name == "ls" and json.loads(call.function.arguments) == {"path": "."}
     assert resp.choices[0].finish_reason == "tool_calls"
     assert resp.usage is not None and resp.usage.total_tokens == 10
@@ -124,7 +127,8 @@ def test_script_parsing(tmp_path: Path) -> None:
     j = tmp_path / "s.json"
     j.write_text(json.dumps([{"text": "x"}]))
     assert load_script(j).turns == [{"text": "x"}]
-    for bad in ({"nope": 1}, [{"usage": {}}], {"turns": [], "on_exhausted": "loop"}):
+    bads: list[Any] = [{"nope": 1}, [{"usage": {}}], {"turns": [], "on_exhausted": "loop"}]
+    for bad in bads:
         with pytest.raises(ValueError):
             parse_script(bad)
 
