@@ -104,7 +104,7 @@ CASES: list[tuple[str, dict[str, Any], Mutation, tuple[str, ...], bool]] = [
         "external-lane-without-worker",
         SESSION,
         spec_set("lanes.execute", {"mode": "external"}),
-        ("spec.lanes.execute.laneWorkerRef", "required when mode is external"),
+        ("spec.lanes[execute].laneWorkerRef", "required when mode is external"),
         False,
     ),
     (
