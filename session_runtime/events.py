@@ -31,6 +31,7 @@ PRE_TOOL_USE: Final = "pre_tool_use"
 CONTEXT_COMPACTED: Final = "context_compacted"
 CONTINUATION: Final = "continuation"
 LLM_RETRY: Final = "llm_retry"
+PARSE_RETRY: Final = "parse_retry"
 RUN_RESUMED: Final = "run_resumed"
 EXTERNAL_TASK_PENDING: Final = "external_task_pending"
 EXTERNAL_TASK_COMPLETED: Final = "external_task_completed"
@@ -55,6 +56,7 @@ EVENT_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     CONTEXT_COMPACTED: ("before_tokens", "after_tokens", "removed_messages"),  # Berth
     CONTINUATION: ("turn", "count"),  # Berth
     LLM_RETRY: ("attempt", "delay_ms", "message"),  # Berth
+    PARSE_RETRY: ("attempt", "message"),  # Berth: malformed tool arguments fed back
     RUN_RESUMED: ("from_run_id", "turn"),  # Berth
     EXTERNAL_TASK_PENDING: (
         "task_id",

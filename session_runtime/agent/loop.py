@@ -342,7 +342,7 @@ class AgentLoop:
                     else "Not executed: another tool call of this reply had malformed arguments."
                 )
                 state.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
-            await self.emit("error", message=f"malformed tool arguments: {detail}")
+            await self.emit("parse_retry", attempt=state.parse_failures, message=detail)
             return
         if state.turn - state.start_turn >= self.options.max_tool_rounds:
             raise MaxToolRoundsError(self.options.max_tool_rounds)

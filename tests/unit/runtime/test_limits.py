@@ -53,8 +53,9 @@ async def test_malformed_arguments_are_fed_back_and_retried(
     good = {"tool_calls": [{"name": "write", "arguments": {"file_path": "a.txt", "content": "A"}}]}
     srv = await scripted([_malformed(), _malformed(), good, {"text": "ok"}])
     session = agent_for(srv).session(str(workspace), opts(max_parse_retries=2))
-    result = await session.send_async("write a")
-    assert result.text == "ok"
+    events = [ev async for ev in session.stream_async("write a")]
+    assert events[-1]["type"] == "agent_end" and events[-1]["text"] == "ok"
+    assert [e["attempt"] for e in events if e["type"] == "parse_retry"] == [1, 2]
     assert (workspace / "a.txt").read_text() == "A"
     fed_back = [m for m in srv.requests[1]["messages"] if m["role"] == "tool"]
     assert "not valid JSON" in fed_back[-1]["content"]
