@@ -42,6 +42,12 @@ A run that completes while passivation is pending ends ``completed`` (keepAlive:
 Outcomes and exit codes: ``completed`` 0, ``passivated`` 0, ``failed`` 1 (2 for bad input: env or
 options file), ``fenced`` 3 (a ``FencedError`` was seen anywhere: a newer epoch owns the session).
 
+Start-up (:mod:`session_runtime.pod.start`): the store, not only ``BERTH_RESUME_RUN_ID``, decides
+the first step: a saved session is resumed with ``resume_session``; its target run (the resume id,
+else the newest run) is continued with ``resume_run`` unless it completed, in which case a keepAlive
+session goes idle and any other ends ``completed`` at once; nothing saved means ``send(prompt)``.
+So a replacement pod never redoes a finished task.
+
 Store layout: ``FileSessionStore(BERTH_STORE_DIR/<namespace>, epoch=BERTH_EPOCH)`` with session id
 ``<name>``, i.e. ``BERTH_STORE_DIR/<ns>/<name>/`` as in ARCHITECTURE §6.
 
@@ -71,7 +77,6 @@ from session_runtime.errors import (
     FencedError,
     ResumeError,
     RunPassivatedError,
-    SessionNotFoundError,
     SessionRuntimeError,
 )
 from session_runtime.lanes import LaneHandlerConfig, LaneQueue, SessionQueueConfig
@@ -92,6 +97,7 @@ from session_runtime.pod.config import (
     termination_log_from_env,
 )
 from session_runtime.pod.options import BudgetOptions, OptionsError, PodOptions, load_options
+from session_runtime.pod.start import StartPlan, plan_start
 from session_runtime.pod.termination import Outcome, TerminationMessage, Usage
 from session_runtime.store.file import FileSessionStore
 from session_runtime.tools.base import Lane, lane_for_tool
@@ -127,14 +133,14 @@ class MeteredStore:
         inner: Any,
         metrics: SessionMetrics,
         on_fenced: Callable[[FencedError], None],
-        *,
-        resume_start_turn: int = 0,
     ) -> None:
         self._inner = inner
         self._metrics = metrics
         self._on_fenced = on_fenced
         self._turns: dict[str, int] = {}
-        self._first_run_start = resume_start_turn
+        #: Rounds the first run this process commits already had (a resumed run's checkpoint
+        #: turn), so only rounds done here are counted.
+        self.resume_start_turn = 0
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
@@ -161,7 +167,7 @@ class MeteredStore:
         self._metrics.checkpoint_write_seconds.observe(time.perf_counter() - started)
         run_id, turn = str(checkpoint.run_id), int(checkpoint.turn)
         if run_id not in self._turns:
-            self._turns[run_id], self._first_run_start = self._first_run_start, 0
+            self._turns[run_id], self.resume_start_turn = self.resume_start_turn, 0
         if turn > self._turns[run_id]:
             self._metrics.rounds_total.inc(turn - self._turns[run_id])
             self._turns[run_id] = turn
@@ -211,11 +217,11 @@ class SessionPod:
         self.agent: Any = None
         self.passivation: Passivation | None = None
         self.fenced: FencedError | None = None
-        self._result: Any = None
+        self._result_text: str | None = None
+        self.plan = StartPlan("send", None, "not built yet")
         self._finished: asyncio.Future[TerminationMessage] | None = None
         self._run_task: asyncio.Task[None] | None = None
         self._passivate_task: asyncio.Task[None] | None = None
-        self._fresh = not cfg.resume_run_id
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -291,15 +297,15 @@ class SessionPod:
             turn=turn,
             usage=Usage.from_mapping(rt.get("usage")),
             reason=reason,
-            result_text=getattr(self._result, "text", None),
+            result_text=self._result_text,
             resumed_from=self._resumed_from(run_id),
         )
 
     # ---- building the session ----------------------------------------------------------
 
     def build(self) -> None:
-        """Claim the session's lease for this epoch, then create the agent and the session (fresh,
-        or resumed when ``BERTH_RESUME_RUN_ID`` is set and the session was saved).
+        """Claim the session's lease for this epoch, create the agent and the session (resumed
+        when the store holds it, else fresh) and decide :attr:`plan` (:func:`plan_start`).
 
         Raises ``FencedError`` when a newer epoch already owns the session, the runtime's other
         errors, and ``ValueError`` for unusable options."""
@@ -309,37 +315,35 @@ class SessionPod:
         raw_store = FileSessionStore(str(store_root), epoch=cfg.epoch)
         raw_store.acquire(cfg.name)  # claim the lease now: older epochs are fenced from here on
         guard = MeteredBudgetGuard(self.opts.budget, self.metrics)
-        start_turn = 0
-        if cfg.resume_run_id:
-            cp = raw_store.load_checkpoint(cfg.name, cfg.resume_run_id)
-            if cp is not None:
-                start_turn = cp.turn
-                guard.carry(int(cp.total_usage.get("total_tokens", 0)), cp.tool_calls_count)
-        store = MeteredStore(raw_store, self.metrics, self._on_fenced, resume_start_turn=start_turn)
+        store = MeteredStore(raw_store, self.metrics, self._on_fenced)
         options = self._session_options(store, guard)
         executor = build_executor(cfg, self.opts)
         self.agent = Agent.create(self._agent_config())
         cfg.workspace.mkdir(parents=True, exist_ok=True)
         workspace = str(cfg.workspace)
-        if cfg.resume_run_id:
-            try:
-                self.session = self.agent.resume_session(
-                    cfg.name, options, workspace=workspace, executor=executor
-                )
-            except SessionNotFoundError:
-                log.warning(
-                    "nothing saved for %s: the previous pod stopped before its first checkpoint; "
-                    "starting the task afresh",
-                    cfg.session_key,
-                )
-                self._fresh = True
-        if self.session is None:
+        saved = raw_store.load_session(cfg.name) is not None
+        if saved:
+            self.session = self.agent.resume_session(
+                cfg.name, options, workspace=workspace, executor=executor
+            )
+        else:
             self.session = self.agent.session(workspace, options, executor=executor)
-        restored = self.runtime_state() or {}  # a resumed session's record: all finished runs
+        runs = self.session.runs()
+        self.plan = plan_start(cfg.resume_run_id, saved, runs, self.opts.keep_alive)
+        log.info("start plan: %s (%s)", self.plan.action, self.plan.why)
+        restored = self.runtime_state() or {}  # the saved session's totals over finished runs
         guard.carry(
             Usage.from_mapping(restored.get("usage")).total_tokens,
             int(restored.get("tool_calls_count") or 0),
         )
+        if self.plan.action == "resume" and self.plan.run_id:
+            cp = raw_store.load_checkpoint(cfg.name, self.plan.run_id)
+            if cp is not None:  # the interrupted run's own carried-forward counts
+                guard.carry(int(cp.total_usage.get("total_tokens", 0)), cp.tool_calls_count)
+                store.resume_start_turn = cp.turn
+        target = next((r for r in runs if r.get("id") == self.plan.run_id), None)
+        if self.plan.action in ("idle", "done") and target is not None:
+            self._result_text = target.get("result_text")
         self.session.register_hook("berth-session-metrics", "tool_end", self._on_tool_end)
 
     def _agent_config(self) -> dict[str, Any] | None:
@@ -401,21 +405,27 @@ class SessionPod:
     # ---- runs ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the task or the resumed run (or passivate at once if that was asked first)."""
+        """Carry out :attr:`plan` (see :mod:`session_runtime.pod.start`), or end passivated at
+        once if passivation was asked for while the session was being built."""
         if self.passivation is not None and not self.cfg.test_ignore_passivation:
             self._set_phase("passivating")
             self.finish(self._message("passivated", reason=self.passivation.reason))
             return
-        if self._fresh:
+        plan = self.plan
+        if plan.action == "idle":
+            self._set_phase("idle")
+        elif plan.action == "done":
+            self.finish(self._message("completed", run_id=plan.run_id))
+        elif plan.action == "resume" and plan.run_id:
+            run_id = plan.run_id
+            self._start_run(lambda: self._resume(run_id))
+        else:
             prompt = self.opts.prompt
             self._start_run(lambda: self.session.send_async(prompt))
-        else:
-            self._start_run(self._resume)
 
-    async def _resume(self) -> Any:
-        """``resume_run(BERTH_RESUME_RUN_ID)``; without any checkpoint of that run (the previous
-        pod died before the run's first commit, so no tool can have run) the task starts afresh."""
-        run_id = self.cfg.resume_run_id or ""
+    async def _resume(self, run_id: str) -> Any:
+        """``resume_run(run_id)``; without any checkpoint of that run (the previous pod died
+        before the run's first commit, so no tool can have run) the task starts afresh."""
         try:
             return await self.session.resume_run_async(run_id)
         except ResumeError as exc:
@@ -449,7 +459,7 @@ class SessionPod:
                 self._message("failed", reason=f"internal error: {type(exc).__name__}: {exc}")
             )
             return
-        self._result = result
+        self._result_text = getattr(result, "text", None)
         if self.fenced is not None:
             self.finish(self._message("fenced", reason=str(self.fenced)))
         elif not self.opts.keep_alive:

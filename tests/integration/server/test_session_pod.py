@@ -48,6 +48,18 @@ def test_completes_and_writes_the_termination_message(tmp_path: Path) -> None:
         assert world.lines("c.txt") == ["one"]
         assert (world.store / world.namespace / world.name).is_dir()  # store/<ns>/<name>/
 
+        asked = len(world.model_requests())
+        again = world.start(epoch=2, tag="b")  # a replacement pod without a resume id
+        assert again.wait_exit() == 0, again.stderr()
+        repeat = again.termination()
+        assert (repeat["outcome"], repeat["runId"], repeat["resultText"]) == (
+            "completed",
+            msg["runId"],
+            "done",
+        )
+        assert len(world.model_requests()) == asked  # the finished task is not redone
+        assert world.lines("c.txt") == ["one"]
+
 
 def test_state_passivate_mid_run_then_resume_on_a_new_epoch(tmp_path: Path) -> None:
     with pod_world(tmp_path, WAIT_THEN_FINISH) as world:
@@ -217,6 +229,15 @@ def test_keep_alive_messages_and_metrics(tmp_path: Path) -> None:
         msg = pod.termination()
         assert (msg["outcome"], msg["reason"]) == ("passivated", "idle_reaper")
         assert msg["resultText"] == "second answer"
+
+        asked = len(world.model_requests())
+        back = world.start(epoch=2, resume_run_id=msg["runId"], tag="b")
+        back.wait_ready()
+        assert back.wait_state(lambda s: s["state"] == "idle", "idle again")["epoch"] == 2
+        assert len(world.model_requests()) == asked  # idle, not re-asking the model
+        assert back.request("POST", "/v1/passivate", {"reason": "manual"})[0] == 202
+        assert back.wait_exit() == 0, back.stderr()
+        assert back.termination()["resultText"] == "second answer"
 
 
 def test_ignore_passivation_test_hook(tmp_path: Path) -> None:

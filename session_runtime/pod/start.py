@@ -1,0 +1,71 @@
+"""What a session pod does first: send the task, resume a run, go idle, or report done.
+
+Owned by the ``berth-session`` entrypoint; :func:`plan_start` is called once after the session is
+built, with what the store holds. Pure, table-tested.
+
+A new pod cannot rely on ``BERTH_RESUME_RUN_ID`` alone (ARCHITECTURE §8): the operator may place a
+pod without it after a crash, and a keepAlive session passivated while idle has nothing to resume.
+Sending the prompt again in those cases would redo the task, so the store decides:
+
+======================================  =========================================================
+the store holds                         plan
+======================================  =========================================================
+no saved session                        ``send`` the prompt (a fresh session)
+saved, no runs                          ``send`` the prompt
+target run completed                    keepAlive: ``idle`` (wait for ``/v1/messages``);
+                                        else ``done`` (report ``completed`` again, same result)
+target run in any other state           ``resume`` it (running → interrupted, passivated, failed,
+                                        cancelled: ``resume_run`` continues from its checkpoint)
+resume id not among the retained runs   ``resume`` it anyway (retention may have dropped the record;
+                                        the checkpoint decides)
+======================================  =========================================================
+
+The target run is ``BERTH_RESUME_RUN_ID`` when set, else the newest run of the saved session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+StartAction = Literal["send", "resume", "idle", "done"]
+
+
+@dataclass(frozen=True, slots=True)
+class StartPlan:
+    """``action`` and the run it concerns (None for ``send``); ``why`` is for the log."""
+
+    action: StartAction
+    run_id: str | None
+    why: str
+
+
+def plan_start(
+    resume_run_id: str | None,
+    saved: bool,
+    runs: Sequence[Mapping[str, Any]],
+    keep_alive: bool,
+) -> StartPlan:
+    """Decide the first step. ``runs`` are run snapshots (``{"id", "status", ...}``), oldest first.
+
+    Raises nothing; an unusable record (no ``id``) is skipped.
+    """
+    if not saved:
+        why = "nothing saved for this session"
+        if resume_run_id:
+            why += f" (run {resume_run_id} never reached the store)"
+        return StartPlan("send", None, why)
+    known = [r for r in runs if isinstance(r.get("id"), str)]
+    target = resume_run_id or (str(known[-1]["id"]) if known else None)
+    if target is None:
+        return StartPlan("send", None, "the saved session has no runs")
+    record = next((r for r in known if r["id"] == target), None)
+    if record is None:
+        return StartPlan("resume", target, f"run {target} is not retained; its checkpoint decides")
+    status = record.get("status")
+    if status == "completed":
+        if keep_alive:
+            return StartPlan("idle", target, f"run {target} completed; waiting for messages")
+        return StartPlan("done", target, f"run {target} already completed")
+    return StartPlan("resume", target, f"run {target} is {status}")

@@ -1,0 +1,43 @@
+"""Table tests for session_runtime.pod.start (the pod's first step)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from session_runtime.pod.start import plan_start
+
+DONE = {"id": "run-1", "status": "completed"}
+PASSIVATED = {"id": "run-1", "status": "passivated"}
+RESUMED_RUNNING = {"id": "run-2", "status": "interrupted", "resumed_from": "run-1"}
+
+
+@pytest.mark.parametrize(
+    ("resume", "saved", "runs", "keep_alive", "action", "run_id"),
+    [
+        (None, False, [], False, "send", None),
+        ("run-1", False, [], False, "send", None),  # crashed before anything was saved
+        (None, True, [], False, "send", None),
+        (None, True, [DONE], False, "done", "run-1"),  # never redo a finished task
+        (None, True, [DONE], True, "idle", "run-1"),  # keepAlive passivated while idle
+        ("run-1", True, [DONE], True, "idle", "run-1"),
+        ("run-1", True, [PASSIVATED], False, "resume", "run-1"),
+        (None, True, [PASSIVATED, RESUMED_RUNNING], False, "resume", "run-2"),  # newest
+        ("run-1", True, [PASSIVATED, RESUMED_RUNNING], False, "resume", "run-1"),  # as told
+        ("run-9", True, [DONE], False, "resume", "run-9"),  # not retained: checkpoint decides
+        (None, True, [{"status": "completed"}], False, "send", None),  # unusable record
+        (None, True, [{"id": "run-3", "status": "failed"}], False, "resume", "run-3"),
+    ],
+)
+def test_plan_start(
+    resume: str | None,
+    saved: bool,
+    runs: list[dict[str, Any]],
+    keep_alive: bool,
+    action: str,
+    run_id: str | None,
+) -> None:
+    plan = plan_start(resume, saved, runs, keep_alive)
+    assert (plan.action, plan.run_id) == (action, run_id)
+    assert plan.why
