@@ -5,6 +5,7 @@ suite)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -83,7 +84,7 @@ def test_main_reports_bad_input(
         env["BERTH_EPOCH"] = "soon"
     else:
         del env["BERTH_SESSION"]
-    for key in list(server.os.environ):
+    for key in list(os.environ):
         if key.startswith("BERTH_"):
             monkeypatch.delenv(key)
     for key, value in env.items():
