@@ -166,6 +166,17 @@ def main() -> None:
             f"  RATIO round {args.old_round} / bare write:      {o / b:.2f}"
             f"  (round 10: {y / b:.2f}; per durability point: {o / b / 3:.2f})"
         )
+        # The same rounds without fsync: the store's CPU share (encode, prefix check, reducer).
+        cpu_store = FileSessionStore(base / "cpu", epoch=1, fsync=False)
+        cpu_old = Session(cpu_store, "old")
+        for _ in range(args.old_round - 1):
+            cpu_old.round()
+        cpu_y = statistics.median(young_round_10(cpu_store, f"y{i}") for i in range(args.samples))
+        cpu_o = statistics.median(cpu_old.round() for _ in range(args.samples))
+        print(
+            f"  without fsync (CPU only): round 10 {ms(cpu_y)}, round {args.old_round} "
+            f"{ms(cpu_o)}, ratio {cpu_o / cpu_y:.2f}"
+        )
         amort_young = statistics.fmean(setup[:100])
         amort_old = statistics.fmean(more + old_t)
         print(

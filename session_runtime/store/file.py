@@ -272,12 +272,12 @@ class FileSessionStore:
         except (OSError, ValueError) as exc:  # garbage stays; correctness does not depend on it
             log.warning("store: cannot remove old files in %s: %s", d, exc)
 
-    def _write(
-        self,
-        session_id: str,
-        rec: dict[str, Any],
-        live_messages: list[dict[str, Any]] | None = None,
-    ) -> None:
+    def _write(self, session_id: str, rec: dict[str, Any], *, keep_objects: bool = False) -> None:
+        """Check the lease, append ``rec``, apply it to the writer's state, compact if due.
+
+        ``keep_objects``: apply ``rec`` itself rather than its decoded copy (commit records, so
+        the state holds the caller's message dicts; see ``SessionState.keep_count``).
+        """
         payload = shapes.encode(rec)
         with self._lock:
             w = self._writer(session_id)
@@ -299,10 +299,7 @@ class FileSessionStore:
             except OSError as exc:
                 w.broken = True  # the segment may now end in a torn record: rotate first
                 raise StoreError(f"cannot append to the journal of '{session_id}': {exc}") from exc
-            if live_messages is not None:
-                w.state.apply_commit_live(rec, live_messages)
-            else:
-                w.state.apply(shapes.decode(payload))
+            w.state.apply(rec if keep_objects else shapes.decode(payload))
             if w.since_snapshot >= max(self.snapshot_min_bytes, w.snapshot_bytes):
                 try:
                     self._rotate(session_id, w, w.seq + 1)
@@ -340,14 +337,15 @@ class FileSessionStore:
     def commit_round(self, checkpoint: LoopCheckpoint) -> None:
         """Durably journal ``checkpoint`` as a delta against the run's previous checkpoint.
 
-        The messages handed over are kept by reference for the next round's prefix check, so the
-        caller must replace, not edit in place, messages it has committed.
+        The message dicts handed over are kept by reference (for a cheap prefix check next
+        round), so the caller must not edit them in place afterwards; the agent loop hands over
+        fresh shallow copies.
         """
         check_id("run id", checkpoint.run_id)
         sid = checkpoint.session_id
         with self._lock:
             keep = self._writer(sid).state.keep_count(checkpoint)
-            self._write(sid, commit_record(checkpoint, keep), live_messages=checkpoint.messages)
+            self._write(sid, commit_record(checkpoint, keep), keep_objects=True)
 
     def load_checkpoint(self, session_id: str, run_id: str) -> LoopCheckpoint | None:
         """The run's last checkpoint, or None. ``CheckpointError`` if it cannot be used."""

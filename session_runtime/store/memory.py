@@ -82,7 +82,7 @@ class MemorySessionStore:
     def commit_round(self, checkpoint: LoopCheckpoint) -> None:
         """Store ``checkpoint`` as the run's last checkpoint (drops its pending round)."""
         check_id("run id", checkpoint.run_id)
-        self._apply(checkpoint.session_id, commit_record(checkpoint, 0))
+        self._apply(checkpoint.session_id, commit_record(checkpoint, 0))  # whole: no aliasing
 
     def load_checkpoint(self, session_id: str, run_id: str) -> LoopCheckpoint | None:
         """The run's last checkpoint, or None. ``CheckpointError`` if it cannot be used."""

@@ -143,31 +143,32 @@ class SessionState:
         else:  # pragma: no cover - shapes.RECORD admits no other kind
             raise CheckpointError(f"unknown journal record kind {t!r}")
 
-    def _apply_commit(
-        self, rec: dict[str, Any], messages: list[dict[str, Any]] | None = None
-    ) -> None:
+    def _apply_commit(self, rec: dict[str, Any]) -> None:
         run = self.runs.setdefault(rec["run"], RunState())
         if rec["v"] != LOOP_CHECKPOINT_SCHEMA_VERSION:
             # Written by another build: keep only what ensure_loadable needs to refuse it.
             run.checkpoint = {"schema_version": rec["v"], "run_id": rec["run"]}
             run.pending = None
             return
-        if messages is None:
-            keep = rec["keep"]
-            base: list[dict[str, Any]] = []
-            if keep:
-                prev = run.checkpoint
-                if prev is None or not isinstance(prev.get("messages"), list):
-                    raise CheckpointError(
-                        f"journal of session '{self.session_id}' has a checkpoint delta for run "
-                        f"{rec['run']} without the checkpoint it extends"
-                    )
-                base = prev["messages"][:keep]
-                if len(base) != keep:
-                    raise CheckpointError(
-                        f"journal of session '{self.session_id}' keeps {keep} messages of run "
-                        f"{rec['run']} but only {len(base)} exist"
-                    )
+        keep = rec["keep"]
+        prev = None if run.checkpoint is None else run.checkpoint.get("messages")
+        if keep and not isinstance(prev, list):
+            raise CheckpointError(
+                f"journal of session '{self.session_id}' has a checkpoint delta for run "
+                f"{rec['run']} without the checkpoint it extends"
+            )
+        if isinstance(prev, list) and keep == len(prev):
+            # The usual case: extend the run's list in place, O(new messages). The list is the
+            # state's own (views hand out copies), so no reader sees it change.
+            messages = prev
+            messages.extend(rec["append"])
+        else:
+            base = prev[:keep] if isinstance(prev, list) else []
+            if len(base) != keep:
+                raise CheckpointError(
+                    f"journal of session '{self.session_id}' keeps {keep} messages of run "
+                    f"{rec['run']} but only {len(base)} exist"
+                )
             messages = base + list(rec["append"])
         run.checkpoint = {
             "schema_version": rec["v"],
@@ -182,17 +183,14 @@ class SessionState:
         if run.pending is not None and run.pending.turn <= rec["turn"]:
             run.pending = None
 
-    def apply_commit_live(self, rec: dict[str, Any], messages: list[dict[str, Any]]) -> None:
-        """Apply a commit record the caller just journaled, keeping ``messages`` (the caller's
-        list, copied shallowly) so the next round's prefix check is an identity check."""
-        self._apply_commit(rec, list(messages))
-
     def keep_count(self, cp: LoopCheckpoint) -> int:
         """How many leading messages of ``cp`` equal the run's previous checkpoint's messages.
 
-        Returns the previous length when ``cp.messages`` extends it (the usual append-only case:
-        an identity check per element when the loop passes the same dict objects), else 0 (the
-        history was rewritten, e.g. by auto-compaction: the record carries every message).
+        Returns the previous length when ``cp.messages`` extends it (the usual append-only case),
+        else 0 (the history was rewritten, e.g. by auto-compaction: the record carries every
+        message). Cost: one C-level list comparison; fast because a writer's state keeps the
+        message dicts it was given, whose values are the very objects the loop's next (shallow)
+        copies hold, so each value compares by identity.
         """
         run = self.runs.get(cp.run_id)
         prev = None if run is None or run.checkpoint is None else run.checkpoint.get("messages")
