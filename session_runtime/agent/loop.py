@@ -166,9 +166,7 @@ class AgentLoop:
     def store(self) -> Any:
         return self.options.session_store
 
-    async def _persist(
-        self, operation: str, fn: Callable[[], None], *, fatal: bool = False
-    ) -> None:
+    async def persist(self, operation: str, fn: Callable[[], None], *, fatal: bool = False) -> None:
         """Run a store write; FencedError always propagates; other StoreErrors emit
         ``persistence_failed`` and propagate only when ``fatal`` (intent before action)."""
         try:
@@ -203,7 +201,7 @@ class AgentLoop:
                 tool_calls_count=state.tool_calls_count,
                 checkpoint_ms=now,
             )
-            await self._persist("commit_round", lambda: self.store.commit_round(cp))
+            await self.persist("commit_round", lambda: self.store.commit_round(cp))
         state.last_checkpoint = info
 
     # ---- the loop ------------------------------------------------------------------------
@@ -349,7 +347,7 @@ class AgentLoop:
         state.turn += 1
         turn = state.turn
         if self.store is not None:
-            await self._persist(
+            await self.persist(
                 "begin_round",
                 lambda: self.store.begin_round(self.session_id, state.run_id, turn, amsg),
                 fatal=True,
@@ -380,7 +378,7 @@ class AgentLoop:
             results[res.tool_call_id] = res
             if self.store is not None:
                 record = result_record(res)
-                await self._persist(
+                await self.persist(
                     "record_tool_result",
                     lambda: self.store.record_tool_result(
                         self.session_id, state.run_id, turn, res.tool_call_id, record

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import inspect
 import itertools
-import json
 import logging
 import os
 import queue
@@ -36,10 +35,18 @@ from session_runtime.agent.loop import (
     tool_message,
 )
 from session_runtime.agent.options import SessionOptions, SessionRetentionLimits
+from session_runtime.agent.queue_api import QueueApi
 from session_runtime.agent.results import AgentResult, BtwResult
+from session_runtime.agent.resume import (
+    ensure_loadable,
+    ensure_session,
+    last_user_prompt,
+    pending_calls,
+    settle_pending,
+)
 from session_runtime.agent.runs import RunLog, RunRecord
+from session_runtime.agent.tasks import wait_task
 from session_runtime.errors import (
-    CheckpointError,
     ResumeError,
     RunCancelledError,
     RunPassivatedError,
@@ -48,15 +55,9 @@ from session_runtime.errors import (
 )
 from session_runtime.events import IDENTITY_FIELDS, Event, validate_host_event
 from session_runtime.hostenv import HostEnv
-from session_runtime.llm.client import LlmClient, RawToolCall
-from session_runtime.store.base import LOOP_CHECKPOINT_SCHEMA_VERSION, LoopCheckpoint, PendingRound
-from session_runtime.tools.base import (
-    ToolCall,
-    ToolContext,
-    ToolExecutor,
-    ToolResult,
-    lane_for_tool,
-)
+from session_runtime.llm.client import LlmClient
+from session_runtime.store.base import PendingRound
+from session_runtime.tools.base import ToolContext, ToolExecutor
 from session_runtime.tools.executor import DirectExecutor
 from session_runtime.tools.schemas import tool_definitions
 
@@ -70,15 +71,11 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are a coding agent working in a workspace directory. Use the tools to read, search, "
     "edit and run code there. Paths are relative to the workspace. Be concise."
 )
-INTERRUPTED_OUTPUT = (
-    "Error: this tool call was interrupted (the session stopped while it was running) and its "
-    "side effects are unknown. Inspect the workspace before deciding whether to run it again."
-)
 _END = object()
 _ZERO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 
 
-class Session:
+class Session(QueueApi):
     """An agent session bound to one workspace (A3S ``Session``). Create it with
     ``Agent.session``; see the module docstring for threading rules.
 
@@ -642,7 +639,7 @@ class Session:
             new_id = self._env.new_run_id()
             record = RunRecord(
                 id=new_id,
-                prompt=original.prompt if original is not None else _last_user(checkpoint),
+                prompt=original.prompt if original is not None else last_user_prompt(checkpoint),
                 started_ms=self._env.now_ms(),
                 resumed_from=run_id,
             )
@@ -670,60 +667,23 @@ class Session:
     async def _finish_pending(
         self, state: RunState, control: RunControl, pending: PendingRound
     ) -> None:
-        """Complete an interrupted round without running any tool twice behind the model."""
+        """Complete an interrupted round without running any tool twice behind the model's
+        back (see ``agent.resume``), then commit it under the new run id."""
         amsg = dict(pending.assistant_message)
-        raw = [
-            RawToolCall(
-                str(c.get("id")),
-                str(c.get("function", {}).get("name")),
-                str(c.get("function", {}).get("arguments", "")),
-            )
-            for c in amsg.get("tool_calls") or []
-        ]
-        calls: list[ToolCall] = []
-        for rc in raw:
-            try:
-                args = json.loads(rc.arguments) if rc.arguments.strip() else {}
-            except ValueError:
-                args = {}
-            calls.append(ToolCall(rc.id, rc.name, args if isinstance(args, dict) else {}))
+        raw, calls = pending_calls(amsg)
         state.turn += 1
-        ctx = ToolContext(
-            self._id, self._workspace, state.run_id, state.turn, self.options.tool_timeout_ms
-        )
-        prefilled: dict[str, ToolResult] = {}
-        for call in calls:
-            rec = pending.results.get(call.id)
-            if rec is not None:
-                prefilled[call.id] = ToolResult(
-                    call.id,
-                    call.name,
-                    str(rec.get("output", "")),
-                    exit_code=int(rec.get("exit_code", 0)),
-                    is_error=bool(rec.get("is_error")),
-                    metadata={"recovered": "journal"},
-                )
-                continue
-            recovered = await self._executor.recover(call, ctx)
-            if recovered is not None:
-                prefilled[call.id] = recovered
-            elif lane_for_tool(call.name) != "query":
-                prefilled[call.id] = ToolResult(
-                    call.id,
-                    call.name,
-                    INTERRUPTED_OUTPUT,
-                    exit_code=1,
-                    is_error=True,
-                    metadata={"recovered": "interrupted"},
-                )
-        store = self.options.session_store
         turn = state.turn
-        await self._loop._persist(
+        ctx = ToolContext(
+            self._id, self._workspace, state.run_id, turn, self.options.tool_timeout_ms
+        )
+        settled = await settle_pending(pending, calls, self._executor, ctx)
+        store = self.options.session_store
+        await self._loop.persist(
             "begin_round",
             lambda: store.begin_round(self._id, state.run_id, turn, amsg),
             fatal=True,
         )
-        results = await self._loop.execute_calls(state, control, calls, prefilled)
+        results = await self._loop.execute_calls(state, control, calls, settled)
         state.tool_calls_count += len(calls)
         state.messages.append(assistant_message(str(amsg.get("content") or ""), raw))
         state.messages.extend(tool_message(r) for r in results)
@@ -796,10 +756,10 @@ class Session:
             timeout = None
             if deadline_ms is not None:
                 timeout = max(deadline_ms - self._env.now_ms(), 0) / 1000
-            await _wait_task(task, loop, timeout)
+            await wait_task(task, loop, timeout)
             if not task.done():
                 loop.call_soon_threadsafe(task.cancel)
-                await _wait_task(task, loop, None)
+                await wait_task(task, loop, None)
             result = self._passivation_result or {
                 "outcome": "passivated",
                 "run_id": self._last_run_id(),
@@ -855,84 +815,6 @@ class Session:
             "last_error": self._last_error,
         }
 
-    # ---- lanes -------------------------------------------------------------------------
-
-    @property
-    def executor(self) -> ToolExecutor:
-        """The executor in use (direct, lane queue, or injected)."""
-        return self._executor
-
-    def _queue_call(self, name: str, *args: Any) -> tuple[bool, Any]:
-        fn = getattr(self._executor, name, None)
-        if fn is None:
-            return False, None
-        return True, fn(*args)
-
-    async def _queue_call_async(self, name: str, *args: Any) -> tuple[bool, Any]:
-        found, value = self._queue_call(name, *args)
-        if inspect.isawaitable(value):
-            value = await value
-        return found, value
-
-    def _queue_sync(self, name: str, *args: Any) -> tuple[bool, Any]:
-        found, value = self._queue_call(name, *args)
-        if inspect.isawaitable(value):
-            value = self._sync(_await(value))
-        return found, value
-
-    def set_lane_handler(self, lane: str, mode: str, timeout_ms: int | None = None) -> None:
-        """Set a lane's handler mode (internal | external | hybrid). No-op without a queue."""
-        self._queue_sync("set_lane_handler", lane, mode, timeout_ms)
-
-    async def set_lane_handler_async(
-        self, lane: str, mode: str, timeout_ms: int | None = None
-    ) -> None:
-        """Async twin of :meth:`set_lane_handler`."""
-        await self._queue_call_async("set_lane_handler", lane, mode, timeout_ms)
-
-    def pending_external_tasks(self) -> list[dict[str, Any]]:
-        """External tasks waiting for completion ([] without a queue)."""
-        found, value = self._queue_sync("pending_external_tasks")
-        return list(value) if found and value is not None else []
-
-    async def pending_external_tasks_async(self) -> list[dict[str, Any]]:
-        """Async twin of :meth:`pending_external_tasks`."""
-        found, value = await self._queue_call_async("pending_external_tasks")
-        return list(value) if found and value is not None else []
-
-    def complete_external_task(
-        self, task_id: str, success: bool, result: Any = None, error: str | None = None
-    ) -> bool:
-        """Deliver an external task's result; False if unknown or without a queue."""
-        found, value = self._queue_sync("complete_external_task", task_id, success, result, error)
-        return bool(value) if found else False
-
-    async def complete_external_task_async(
-        self, task_id: str, success: bool, result: Any = None, error: str | None = None
-    ) -> bool:
-        """Async twin of :meth:`complete_external_task`."""
-        found, value = await self._queue_call_async(
-            "complete_external_task", task_id, success, result, error
-        )
-        return bool(value) if found else False
-
-    def queue_stats(self) -> dict[str, Any]:
-        """``{total_pending, total_active, external_pending, lanes}`` (zeros without a queue)."""
-        found, value = self._queue_sync("queue_stats")
-        if found and value is not None:
-            return dict(value)
-        return {"total_pending": 0, "total_active": 0, "external_pending": 0, "lanes": {}}
-
-    def queue_metrics(self) -> dict[str, Any] | None:
-        """The queue's metrics snapshot, or None (no queue or metrics off)."""
-        found, value = self._queue_sync("queue_metrics")
-        return dict(value) if found and value is not None else None
-
-    def dead_letters(self) -> list[dict[str, Any]]:
-        """Dead-lettered commands ([] without a queue or DLQ)."""
-        found, value = self._queue_sync("dead_letters")
-        return list(value) if found and value is not None else []
-
     # ---- close -------------------------------------------------------------------------
 
     async def close_async(self) -> None:
@@ -946,7 +828,7 @@ class Session:
         if task is not None and loop is not None:
             self._cancel_task("close")
             with contextlib.suppress(Exception):
-                await _wait_task(task, loop, 10.0)
+                await wait_task(task, loop, 10.0)
         closer = getattr(self._executor, "aclose", None) or getattr(self._executor, "close", None)
         if closer is not None and self._executor is not self._direct:
             with contextlib.suppress(Exception):
@@ -969,57 +851,3 @@ class Session:
         if self._bridge.in_loop_thread():
             raise RuntimeError("use close_async on the session loop")
         self._sync(self.close_async())
-
-
-def ensure_loadable(checkpoint: LoopCheckpoint) -> None:
-    """Reject a checkpoint of a newer schema (the store's ``ensure_loadable`` if it has one)."""
-    check = getattr(checkpoint, "ensure_loadable", None)
-    if callable(check):
-        check()
-        return
-    if checkpoint.schema_version > LOOP_CHECKPOINT_SCHEMA_VERSION:
-        raise CheckpointError(
-            f"loop checkpoint for run {checkpoint.run_id} has schema version "
-            f"{checkpoint.schema_version} but this build supports at most "
-            f"{LOOP_CHECKPOINT_SCHEMA_VERSION}; upgrade the runtime to resume it"
-        )
-
-
-def ensure_session(checkpoint: LoopCheckpoint, session_id: str) -> None:
-    """Refuse another session's checkpoint (the store's ``ensure_session`` if it has one)."""
-    check = getattr(checkpoint, "ensure_session", None)
-    if callable(check):
-        check(session_id)
-        return
-    if checkpoint.session_id != session_id:
-        raise CheckpointError(
-            f"loop checkpoint for run {checkpoint.run_id} belongs to session "
-            f"'{checkpoint.session_id}', not '{session_id}'"
-        )
-
-
-def _last_user(checkpoint: LoopCheckpoint) -> str:
-    for msg in reversed(checkpoint.messages):
-        if msg.get("role") == "user":
-            return str(msg.get("content") or "")
-    return ""
-
-
-async def _await(value: Awaitable[T]) -> T:
-    return await value
-
-
-async def _wait_task(
-    task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop, limit_s: float | None
-) -> None:
-    """Wait (without raising) until ``task`` ends or ``limit_s`` seconds pass, from any loop."""
-    if asyncio.get_running_loop() is loop:
-        await asyncio.wait({task}, timeout=limit_s)
-        return
-    done = threading.Event()
-
-    def arm() -> None:
-        task.add_done_callback(lambda _t: done.set())
-
-    loop.call_soon_threadsafe(arm)
-    await asyncio.to_thread(done.wait, limit_s)

@@ -151,3 +151,24 @@ def test_hook_matching_and_block_values() -> None:
     assert block_reason({"action": "block", "reason": "r"}) == "r"
     assert block_reason({"block": True}) == "blocked"
     assert block_reason({"action": "continue"}) is None and block_reason(None) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "recorded", "recovered", "expected"),
+    [
+        ("bash", True, True, "journal"),
+        ("read", True, False, "journal"),
+        ("bash", False, True, "recovered"),
+        ("grep", False, True, "recovered"),
+        ("grep", False, False, "rerun"),
+        ("ls", False, False, "rerun"),
+        ("bash", False, False, "interrupted"),
+        ("write", False, False, "interrupted"),
+        ("edit", False, False, "interrupted"),
+    ],
+)
+def test_pending_call_settlement(name: str, recorded: bool, recovered: bool, expected: str) -> None:
+    from session_runtime.agent.resume import decide
+    from session_runtime.tools import ToolCall
+
+    assert decide(ToolCall("c", name, {}), recorded, recovered) == expected
