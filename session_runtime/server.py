@@ -303,6 +303,16 @@ class SessionPod:
 
     # ---- building the session ----------------------------------------------------------
 
+    def build_failed(self, exc: SessionRuntimeError | ValueError) -> TerminationMessage:
+        """The termination message for an error of :meth:`build`: ``fenced`` for a newer epoch,
+        ``failed`` as bad input for unusable configuration, else ``failed``."""
+        if isinstance(exc, FencedError):
+            self._on_fenced(exc)
+            return self._message("fenced", reason=str(exc))
+        if isinstance(exc, ConfigError | ValueError):
+            return TerminationMessage("failed", reason=str(exc), bad_input=True)
+        return self._message("failed", reason=str(exc))
+
     def build(self) -> None:
         """Claim the session's lease for this epoch, create the agent and the session (resumed
         when the store holds it, else fresh) and decide :attr:`plan` (:func:`plan_start`).
@@ -712,18 +722,14 @@ async def run(cfg: PodConfig, opts: PodOptions) -> TerminationMessage:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig.name)
         try:
-            pod.build()
-        except FencedError as exc:
-            pod._on_fenced(exc)
-            return pod._message("fenced", reason=str(exc))
-        except (ConfigError, ValueError) as exc:
-            return TerminationMessage("failed", reason=str(exc), bad_input=True)
-        except SessionRuntimeError as exc:
-            return pod._message("failed", reason=str(exc))
-        pod.start()
-        message = await pod.wait()
-        await pod.close()
-        return message
+            try:
+                pod.build()
+            except (SessionRuntimeError, ValueError) as exc:
+                return pod.build_failed(exc)
+            pod.start()
+            return await pod.wait()
+        finally:
+            await pod.close()
     finally:
         with contextlib.suppress(Exception):
             await runner.cleanup()
