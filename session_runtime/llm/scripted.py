@@ -41,6 +41,9 @@ Conversations: each conversation replays the script from its first turn. The key
 user message. So concurrent sessions with different prompts each replay from the start, and a
 resumed session (same first prompt) continues where its conversation stopped.
 
+Replaying a recorded conversation: :func:`script_from_history` turns an OpenAI-format message
+list (``Session.history()``, a checkpoint's messages, a logged request) into a script.
+
 Other endpoints: ``GET /v1/models``; ``GET /_scripted/requests`` (the request log: key, turn
 index, message count, stream flag, and the messages); ``POST /_scripted/reset``.
 Exhausted script: ``on_exhausted: error`` answers HTTP 400 ``script exhausted``.
@@ -97,6 +100,34 @@ def load_script(path: str | Path) -> Script:
 
         return parse_script(yaml.safe_load(text))
     return parse_script(json.loads(text))
+
+
+def script_from_history(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """A script that replays the assistant side of a recorded conversation.
+
+    ``messages`` is an OpenAI-format history (``Session.history()``, a ``LoopCheckpoint``'s
+    ``messages``, or the ``messages`` of a request in ``/_scripted/requests``); every assistant
+    message becomes one turn, tool calls keep their ids and raw arguments.
+    """
+    turns: list[dict[str, Any]] = []
+    for msg in messages:
+        if msg.get("role") != "assistant":
+            continue
+        turn: dict[str, Any] = {}
+        if msg.get("content"):
+            turn["text"] = str(msg["content"])
+        calls = msg.get("tool_calls") or []
+        if calls:
+            turn["tool_calls"] = [
+                {
+                    "id": c.get("id"),
+                    "name": c["function"]["name"],
+                    "arguments": c["function"].get("arguments", ""),
+                }
+                for c in calls
+            ]
+        turns.append(turn or {"text": ""})
+    return {"turns": turns}
 
 
 def _estimate(obj: Any) -> int:

@@ -185,3 +185,27 @@ async def test_command_line_server(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         await proc.wait()
+
+
+async def test_recorded_conversation_replays_identically(
+    scripted: Any, agent_for: Any, tmp_path: Path
+) -> None:
+    from session_runtime.llm.scripted import script_from_history
+
+    from .conftest import opts
+
+    original = [
+        {"tool_calls": [{"name": "write", "arguments": {"file_path": "r.txt", "content": "r"}}]},
+        {"text": "recorded answer"},
+    ]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    srv = await scripted(original)
+    first = agent_for(srv).session(str(tmp_path / "a"), opts())
+    await first.send_async("record me")
+    replay_srv = await scripted(script_from_history(first.history()))
+    second = agent_for(replay_srv).session(str(tmp_path / "b"), opts())
+    result = await second.send_async("record me")
+    assert result.text == "recorded answer"
+    assert (tmp_path / "b" / "r.txt").read_text() == "r"
+    assert second.history()[1:] == first.history()[1:]
