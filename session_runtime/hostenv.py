@@ -19,19 +19,24 @@ from typing import Protocol
 class IdGenerator(Protocol):
     """Produces unique opaque ids (strings)."""
 
-    def next_id(self) -> str: ...
+    def next_id(self) -> str:
+        """A new id, never returned before by this generator."""
+        ...
 
 
 class Clock(Protocol):
     """Returns wall time in epoch milliseconds."""
 
-    def now_ms(self) -> int: ...
+    def now_ms(self) -> int:
+        """Current time, epoch milliseconds."""
+        ...
 
 
 class UuidIdGenerator:
     """Random UUID4 ids (default)."""
 
     def next_id(self) -> str:
+        """A random UUID4 string."""
         return str(uuid.uuid4())
 
 
@@ -44,6 +49,7 @@ class SequentialIdGenerator:
         self._lock = threading.Lock()
 
     def next_id(self) -> str:
+        """``<prefix>-<n>`` with n counting up from ``start``."""
         with self._lock:
             return f"{self.prefix}-{next(self._counter)}"
 
@@ -52,6 +58,7 @@ class SystemClock:
     """The system wall clock in epoch milliseconds (default)."""
 
     def now_ms(self) -> int:
+        """``time.time_ns() // 1_000_000``."""
         return time.time_ns() // 1_000_000
 
 
@@ -62,6 +69,7 @@ class FixedClock:
         self._now = start_ms
 
     def now_ms(self) -> int:
+        """The time last set (epoch ms)."""
         return self._now
 
     def set(self, ms: int) -> None:

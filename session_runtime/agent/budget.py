@@ -46,11 +46,17 @@ ALLOW = Decision("allow")
 class BudgetGuard(Protocol):
     """The shape of a guard; every method is optional and may be sync or async."""
 
-    def check_before_llm(self, session_id: str, estimated_tokens: int) -> dict[str, Any] | None: ...
+    def check_before_llm(self, session_id: str, estimated_tokens: int) -> dict[str, Any] | None:
+        """Before every LLM request; ``estimated_tokens`` ~ bytes/4 of the request."""
+        ...
 
-    def record_after_llm(self, session_id: str, usage: dict[str, int]) -> None: ...
+    def record_after_llm(self, session_id: str, usage: dict[str, int]) -> None:
+        """After every successful LLM call; ``usage`` has prompt/completion/total_tokens."""
+        ...
 
-    def check_before_tool(self, session_id: str, tool_name: str) -> dict[str, Any] | None: ...
+    def check_before_tool(self, session_id: str, tool_name: str) -> dict[str, Any] | None:
+        """Before every tool call (after hooks)."""
+        ...
 
 
 def parse_decision(value: Any) -> Decision:

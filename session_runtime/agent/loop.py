@@ -164,6 +164,7 @@ class AgentLoop:
 
     @property
     def store(self) -> Any:
+        """The session store (``SessionOptions.session_store``) or None."""
         return self.options.session_store
 
     async def persist(self, operation: str, fn: Callable[[], None], *, fatal: bool = False) -> None:

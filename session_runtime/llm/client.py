@@ -55,7 +55,10 @@ class LlmClient(Protocol):
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         on_text: TextCallback | None = None,
-    ) -> LlmResponse: ...
+    ) -> LlmResponse:
+        """One chat completion over OpenAI-format ``messages`` with optional ``tools``;
+        ``on_text`` gets text deltas in order. Raises LlmTransientError / LlmError."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
