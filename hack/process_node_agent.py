@@ -603,6 +603,7 @@ class Ctr:
     container_id: str | None = None
     ready: bool = False
     done: bool = False  # init containers: completed with exit code 0
+    restart_due: bool = False  # exited and will be restarted: restartCount grows on the restart
 
     @property
     def name(self) -> str:
@@ -877,7 +878,8 @@ class PodWorker:
         try:
             header = (
                 f"=== {now_text()} pod {self.ns}/{self.name} uid {self.uid} "
-                f"container {ctr.name} restart {ctr.restart_count} ip {self.ip}: {argv!r}\n"
+                f"container {ctr.name} restart {ctr.restart_count + int(ctr.restart_due)} "
+                f"ip {self.ip}: {argv!r}\n"
             )
             os.write(fd, header.encode())
             self.log_offset = os.fstat(fd).st_size
@@ -901,6 +903,9 @@ class PodWorker:
             os.close(fd)
         ctr.container_id = f"process://{self.proc.pid}"
         ctr.state = status.running_state(self.started_at)
+        if ctr.restart_due:
+            ctr.restart_due = False
+            ctr.restart_count += 1
         if ctr is self.main:
             self.phase = "Running"
             probe = spec.get("readinessProbe")
@@ -1243,7 +1248,7 @@ class PodWorker:
         )
         self.backoff_exp += 1
         ctr.last_state = status.terminated_state(ex)
-        ctr.restart_count += 1
+        ctr.restart_due = True
         ctr.state = status.waiting_state(
             "CrashLoopBackOff", f"back-off {delay:g}s restarting failed container={ctr.name}"
         )
