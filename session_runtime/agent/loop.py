@@ -283,6 +283,9 @@ class AgentLoop:
 
     async def _call_llm_controlled(self, state: RunState, control: RunControl) -> LlmResponse:
         """The LLM call as a sub-task, so passivation can cancel it (it has no side effects)."""
+        if control.passivation is not None:  # requested while compacting / asking the guard
+            await self.commit(state)
+            raise PassivationStop()
         control.phase = "llm"
         task = asyncio.ensure_future(self._call_llm(state))
         control.llm_task = task

@@ -441,3 +441,20 @@ async def test_options_object_can_be_reused_and_state_counts_live_usage(
     assert seen[0]["state"] == "running" and seen[0]["usage"]["total_tokens"] == 10
     assert seen[0]["tool_calls_count"] == 1
     assert a.state()["usage"]["total_tokens"] == 12
+
+
+async def test_passivation_abandons_an_llm_call_in_flight(
+    scripted: Any, agent_for: Any, workspace: Path
+) -> None:
+    srv = await scripted([{"text": "too late", "delay_ms": 3000}, {"text": "asked again"}])
+    store = MemorySessionStore()
+    session = agent_for(srv).session(str(workspace), opts(session_store=store, session_id="s4"))
+    run = asyncio.create_task(session.send_async("slow model"))
+    await _wait_for(lambda: len(srv.requests) == 1)  # the model is "thinking" now
+    outcome = await session.passivate_async("migration", None)
+    with pytest.raises(RunPassivatedError):
+        await run
+    assert outcome["outcome"] == "passivated" and outcome["turn"] == 0
+    result = await session.resume_run_async(outcome["run_id"])
+    assert result.text == "asked again"
+    assert not any(m.get("content") == "too late" for m in session.history())
