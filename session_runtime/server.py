@@ -328,7 +328,7 @@ class SessionPod:
         store = MeteredStore(raw_store, self.metrics, self._on_fenced)
         options = self._session_options(store, guard)
         executor = build_executor(cfg, self.opts)
-        self.agent = Agent.create(self._agent_config())
+        self.agent = Agent.create(self.agent_config())
         cfg.workspace.mkdir(parents=True, exist_ok=True)
         workspace = str(cfg.workspace)
         saved = raw_store.load_session(cfg.name) is not None
@@ -356,7 +356,7 @@ class SessionPod:
             self._result_text = target.get("result_text")
         self.session.register_hook("berth-session-metrics", "tool_end", self._on_tool_end)
 
-    def _agent_config(self) -> dict[str, Any] | None:
+    def agent_config(self) -> dict[str, Any] | None:
         """Agent config: the options' ``llm.baseUrl`` wins over ``OPENAI_BASE_URL``; the key is
         read by the runtime from the env var the options name (default ``OPENAI_API_KEY``)."""
         base_url = self.opts.llm.base_url or self.cfg.openai_base_url
@@ -587,15 +587,9 @@ class SessionPod:
                 log.debug("close failed", exc_info=True)
 
 
-def build_executor(cfg: PodConfig, opts: PodOptions) -> Any:
-    """The session's tool executor: None (tools run directly) without ``lanes`` in the options;
-    otherwise a ``LaneQueue`` with the options' per-lane modes, timeouts and concurrency, and, when
-    any lane is external or hybrid, the Redis transport to its LaneWorker (ARCHITECTURE §7).
-
-    Raises ``ConfigError`` when a lane needs Redis and ``BERTH_REDIS_URL`` is not set.
-    """
-    if not opts.lanes:
-        return None
+def queue_settings(opts: PodOptions) -> tuple[SessionQueueConfig, dict[Lane, str]]:
+    """The lane-queue config of ``opts.lanes`` (mode, timeout in ms, concurrency per lane) and the
+    LaneWorker name of every external or hybrid lane. Raises ``ConfigError`` for bad values."""
     config = SessionQueueConfig()
     handlers: dict[Lane, LaneHandlerConfig] = {}
     timeouts: dict[Lane, int] = {}
@@ -603,25 +597,35 @@ def build_executor(cfg: PodConfig, opts: PodOptions) -> Any:
     for lane, lo in opts.lanes.items():
         if lo.max_concurrency is not None:
             setattr(config, f"{lane}_max_concurrency", lo.max_concurrency)
-        timeout_ms = None if lo.timeout_seconds is None else lo.timeout_seconds * 1000
-        if timeout_ms is not None:
-            timeouts[lane] = timeout_ms
+        if lo.timeout_seconds is None:
+            handlers[lane] = LaneHandlerConfig(lo.mode)
+        else:
+            timeouts[lane] = lo.timeout_seconds * 1000
+            handlers[lane] = LaneHandlerConfig(lo.mode, timeouts[lane])
         if lo.mode != "internal" and lo.lane_worker is not None:
             workers[lane] = lo.lane_worker.name
-        handlers[lane] = (
-            LaneHandlerConfig(lo.mode, timeout_ms)
-            if timeout_ms is not None
-            else LaneHandlerConfig(lo.mode)
-        )
     config.lane_handlers, config.lane_timeouts = handlers, timeouts
     config.validate()
+    return config, workers
+
+
+def build_executor(cfg: PodConfig, opts: PodOptions) -> LaneQueue | None:
+    """The session's tool executor: None (tools run directly) without ``lanes`` in the options;
+    otherwise a ``LaneQueue`` (:func:`queue_settings`) with, when any lane is external or hybrid,
+    the Redis transport to its LaneWorker (ARCHITECTURE §7).
+
+    Raises ``ConfigError`` when a lane needs Redis and ``BERTH_REDIS_URL`` is not set.
+    """
+    if not opts.lanes:
+        return None
+    config, workers = queue_settings(opts)
     transport = None
     if workers:
         if not cfg.redis_url:
             raise ConfigError(
                 f"lanes {sorted(workers)} are external but BERTH_REDIS_URL is not set"
             )
-        from session_runtime.transport import RedisTaskTransport
+        from session_runtime.transport import RedisTaskTransport  # redis only when needed
 
         transport = RedisTaskTransport.from_url(
             cfg.redis_url,
