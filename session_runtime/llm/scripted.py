@@ -261,6 +261,13 @@ class ScriptedServer:
         return web.json_response({"ok": True})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._answer(request)
+        except ConnectionResetError:
+            # The client went away (a cancelled or abandoned call); nothing to answer.
+            return web.Response(status=499)
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         messages: list[dict[str, Any]] = body.get("messages", [])
         key = conversation_key(request.headers, body)
