@@ -675,7 +675,7 @@ class PodWorker:
         self.live_fail = 0
         self.kill_deadline: float | None = None
         self.proc_env: dict[str, str] = {}
-        self.token_refresh_at = float("inf")
+        self.token_refresh_at = 0.0  # tokens are due at the first start
         self.volume_refresh_at = float("inf")
         self.path_map = paths.PathMap({})
         self.pending_exit: status.Exited | None = None
@@ -833,7 +833,18 @@ class PodWorker:
 
     # -- start --
     def _start(self, pod: dict[str, Any]) -> None:
-        self.token_refresh_at = float("inf")
+        # ServiceAccount tokens are issued once per pod and renewed when due, not per restart.
+        with_tokens = time.monotonic() >= self.token_refresh_at
+        if with_tokens:
+            self.token_refresh_at = float("inf")
+        try:
+            self._start_container(pod, with_tokens)
+        except BaseException:
+            if with_tokens:
+                self.token_refresh_at = 0.0
+            raise
+
+    def _start_container(self, pod: dict[str, Any], with_tokens: bool) -> None:
         self.volume_refresh_at = time.monotonic() + VOLUME_REFRESH_SECONDS
         os.makedirs(self.pod_dir, exist_ok=True)
         for sub in ("tmp", "home"):
@@ -843,7 +854,7 @@ class PodWorker:
             if kind == "hostPath":
                 continue
             os.makedirs(host, exist_ok=True)
-        self._write_volumes(pod, vols)
+        self._write_volumes(pod, vols, with_tokens=with_tokens)
         ctr = self.cur
         spec = ctr.spec
         mounts = paths.container_mounts(spec, vols)
@@ -866,7 +877,8 @@ class PodWorker:
             raise StartFailure("container has no command or args (images are ignored here)")
         proc_env = self._base_env(pod)
         if pod["spec"].get("automountServiceAccountToken") is not False:
-            self._write_kubeconfig(pod)
+            if with_tokens or not os.path.exists(self.kubeconfig):
+                self._write_kubeconfig(pod)
             proc_env["KUBECONFIG"] = self.kubeconfig
         proc_env.update({k: self.path_map.substitute(v) for k, v in env.items()})
         self.proc_env = proc_env
@@ -1058,11 +1070,16 @@ class PodWorker:
         self.volume_refresh_at = now_m + VOLUME_REFRESH_SECONDS
         if with_tokens:
             self.token_refresh_at = float("inf")
-            if pod["spec"].get("automountServiceAccountToken") is not False:
+        try:
+            if with_tokens and pod["spec"].get("automountServiceAccountToken") is not False:
                 self._write_kubeconfig(pod)
-        vols = paths.volume_host_paths(pod, self.pod_dir, self.agent.pvc_root)
-        with contextlib.suppress(StartFailure):
-            self._write_volumes(pod, vols, with_tokens=with_tokens)
+            vols = paths.volume_host_paths(pod, self.pod_dir, self.agent.pvc_root)
+            with contextlib.suppress(StartFailure):
+                self._write_volumes(pod, vols, with_tokens=with_tokens)
+        except BaseException:
+            if with_tokens:
+                self.token_refresh_at = now_m + 10.0  # retry soon
+            raise
 
     # -- probes --
     def _probe(self, now_m: float) -> None:

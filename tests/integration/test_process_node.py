@@ -63,6 +63,8 @@ def pod(
         "nodeSelector": {"kubernetes.io/hostname": node},
         "containers": [container],
         "volumes": volumes or [],
+        # Tolerated everywhere, so the suite also runs against privately started, tainted agents.
+        **OWN_TOLERATION,
         **(extra or {}),
     }
     if grace is not None:
@@ -557,9 +559,7 @@ def test_node_loss_simulation(dev_cluster: DevCluster, own_agent: OwnAgent) -> N
         create(
             dev_cluster,
             ns,
-            pod(
-                "survivor", "sleep 600", node=node, restart="Always", grace=1, extra=OWN_TOLERATION
-            ),
+            pod("survivor", "sleep 600", node=node, restart="Always", grace=1),
         )
         p = wait_pod(
             dev_cluster,
@@ -614,7 +614,6 @@ def test_agent_shutdown_leaves_no_process(dev_cluster: DevCluster, own_agent: Ow
                 "sleep 600 & sleep 600 & wait",
                 node=node,
                 grace=30,
-                extra=OWN_TOLERATION,
             ),
         )
         p = wait_pod(
