@@ -133,6 +133,11 @@ class Session(QueueApi):
             self.set_budget_guard(options.budget_guard)
         self._direct = DirectExecutor()
         self._executor: ToolExecutor = executor or self._build_executor()
+        bind = getattr(executor, "bind", None)
+        if callable(bind):
+            # An injected lane queue (built by the session pod with its Redis transport before
+            # the session existed) gets the session's event sink now.
+            bind(emit=self._emit_event)
         system = options.system_prompt or DEFAULT_SYSTEM_PROMPT
         self._messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
         if restored:

@@ -72,3 +72,23 @@ async def test_without_queue_config_there_is_no_queue(
     assert session.queue_metrics() is None and session.dead_letters() == []
     assert session.complete_external_task("t", True, None, None) is False
     session.set_lane_handler("execute", "external", 1000)  # no queue: nothing to change
+
+
+async def test_injected_queue_is_bound_to_the_session_events(
+    scripted: Any, agent_for: Any, workspace: Path
+) -> None:
+    from session_runtime.tools import DirectExecutor
+
+    srv = await scripted(
+        [{"tool_calls": [{"name": "bash", "arguments": {"command": "echo x"}}]}, {"text": "ok"}]
+    )
+    cfg = SessionQueueConfig(
+        lane_handlers={"execute": LaneHandlerConfig(mode="hybrid", timeout_ms=30_000)}
+    )
+    queue = LaneQueue(cfg, runner=DirectExecutor())  # built before the session, like the pod
+    session = agent_for(srv).session(str(workspace), opts(tenant_id="t9"), executor=queue)
+    assert session.executor is queue
+    events = [ev async for ev in session.stream_async("hybrid")]
+    pending = [e for e in events if e["type"] == "external_task_pending"]
+    assert pending and pending[0]["tenant_id"] == "t9"
+    assert events[-1]["type"] == "agent_end" and events[-1]["text"] == "ok"
