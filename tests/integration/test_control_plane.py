@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 import time
 import uuid
 from typing import Any
@@ -138,6 +137,10 @@ def test_kopf_operator_sees_an_event(dev_cluster: DevCluster, monkeypatch: Any) 
     registry = kopf.OperatorRegistry()
     marker = f"kopf-{uuid.uuid4().hex[:6]}"
 
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> Any:
+        return kopf.login_with_kubeconfig(**kwargs)
+
     @kopf.on.create("v1", "configmaps", registry=registry, labels={"berth.dev/test": marker})
     def cm_created(name: str, **_: Any) -> None:
         seen.append(name)
@@ -158,9 +161,8 @@ def test_kopf_operator_sees_an_event(dev_cluster: DevCluster, monkeypatch: Any) 
                     "data": {"k": "v"},
                 }
             )
-            done = threading.Event()
             deadline = time.monotonic() + 60
-            while not seen and time.monotonic() < deadline and not done.is_set():
+            while not seen and time.monotonic() < deadline:
                 time.sleep(0.2)
         assert runner.exception is None
         assert seen == ["hello"]
