@@ -272,11 +272,16 @@ class FileSessionStore:
         except (OSError, ValueError) as exc:  # garbage stays; correctness does not depend on it
             log.warning("store: cannot remove old files in %s: %s", d, exc)
 
-    def _write(self, session_id: str, rec: dict[str, Any], *, keep_objects: bool = False) -> None:
+    def _write(
+        self,
+        session_id: str,
+        rec: dict[str, Any],
+        live_messages: list[dict[str, Any]] | None = None,
+    ) -> None:
         """Check the lease, append ``rec``, apply it to the writer's state, compact if due.
 
-        ``keep_objects``: apply ``rec`` itself rather than its decoded copy (commit records, so
-        the state holds the caller's message dicts; see ``SessionState.keep_count``).
+        ``live_messages``: for a commit record, the checkpoint's message list; the state keeps
+        those dicts rather than decoded copies (see ``SessionState.delta``).
         """
         payload = shapes.encode(rec)
         with self._lock:
@@ -299,7 +304,10 @@ class FileSessionStore:
             except OSError as exc:
                 w.broken = True  # the segment may now end in a torn record: rotate first
                 raise StoreError(f"cannot append to the journal of '{session_id}': {exc}") from exc
-            w.state.apply(rec if keep_objects else shapes.decode(payload))
+            if live_messages is not None:
+                w.state.apply_live_commit(rec, live_messages)
+            else:
+                w.state.apply(shapes.decode(payload))
             if w.since_snapshot >= max(self.snapshot_min_bytes, w.snapshot_bytes):
                 try:
                     self._rotate(session_id, w, w.seq + 1)
@@ -344,8 +352,10 @@ class FileSessionStore:
         check_id("run id", checkpoint.run_id)
         sid = checkpoint.session_id
         with self._lock:
-            keep = self._writer(sid).state.keep_count(checkpoint)
-            self._write(sid, commit_record(checkpoint, keep), keep_objects=True)
+            keep, base = self._writer(sid).state.delta(checkpoint)
+            self._write(
+                sid, commit_record(checkpoint, keep, base), live_messages=checkpoint.messages
+            )
 
     def load_checkpoint(self, session_id: str, run_id: str) -> LoopCheckpoint | None:
         """The run's last checkpoint, or None. ``CheckpointError`` if it cannot be used."""

@@ -13,9 +13,10 @@ Journal record kinds (field ``t``), one per store operation (ARCHITECTURE §6):
 ``begin``           ``run``, ``turn``, ``message``: intent of a tool round (assistant message)
 ``result``          ``run``, ``turn``, ``call``, ``result``: one tool result of that round
 ``commit``          ``run``, ``session``, ``turn``, ``v`` (schema), ``keep``, ``append``,
-                    ``usage``, ``tool_calls``, ``ms``: a LoopCheckpoint as a delta: the
-                    checkpoint's messages are the first ``keep`` messages of the run's previous
-                    checkpoint followed by ``append``
+                    ``usage``, ``tool_calls``, ``ms``, optional ``base``: a LoopCheckpoint as
+                    a delta: its messages are the first ``keep`` messages of the run's previous
+                    checkpoint (of run ``base``'s, for the first checkpoint of a resumed run)
+                    followed by ``append``
 ``checkpoint_delete`` ``run``: forget the run's checkpoint and pending round
 ``workflow``        ``checkpoint``: a WorkflowCheckpoint in its A3S shape
 ``workflow_delete`` ``workflow``: forget a workflow checkpoint
@@ -96,6 +97,7 @@ class CommitRec(_Shape):
     usage: dict[str, int] = Field(default_factory=dict)
     tool_calls: NonNeg = 0
     ms: int = 0
+    base: str | None = None
 
 
 class CheckpointDeleteRec(_Shape):
@@ -123,6 +125,8 @@ class RunModel(_Shape):
     run: str
     checkpoint: dict[str, Any] | None
     pending: PendingModel | None
+    base: str | None = None
+    keep: NonNeg = 0
 
 
 class StateModel(_Shape):

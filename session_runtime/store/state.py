@@ -48,9 +48,11 @@ def result_record(run: str, turn: int, call: str, result: dict[str, Any]) -> dic
     return {"t": "result", "run": run, "turn": turn, "call": call, "result": result}
 
 
-def commit_record(cp: LoopCheckpoint, keep: int) -> dict[str, Any]:
-    """The delta record of ``cp``: the first ``keep`` messages are the previous checkpoint's."""
-    return {
+def commit_record(cp: LoopCheckpoint, keep: int, base: str | None = None) -> dict[str, Any]:
+    """The delta record of ``cp``: its messages are the first ``keep`` messages of the run's
+    previous checkpoint (or, with ``base``, of run ``base``'s checkpoint: the first checkpoint of
+    a resumed run) followed by ``append``."""
+    rec: dict[str, Any] = {
         "t": "commit",
         "run": cp.run_id,
         "session": cp.session_id,
@@ -62,6 +64,9 @@ def commit_record(cp: LoopCheckpoint, keep: int) -> dict[str, Any]:
         "tool_calls": cp.tool_calls_count,
         "ms": cp.checkpoint_ms,
     }
+    if base is not None:
+        rec["base"] = base
+    return rec
 
 
 def checkpoint_delete_record(run: str) -> dict[str, Any]:
@@ -94,6 +99,9 @@ class RunState:
 
     checkpoint: dict[str, Any] | None = None
     pending: Pending | None = None
+    #: ``(run, k)``: the first ``k`` messages of this run's checkpoint equal run ``run``'s first
+    #: ``k`` (a resumed run); snapshots then store only the rest (see ``to_json``).
+    base: tuple[str, int] | None = None
 
 
 @dataclass(slots=True)
@@ -143,33 +151,39 @@ class SessionState:
         else:  # pragma: no cover - shapes.RECORD admits no other kind
             raise CheckpointError(f"unknown journal record kind {t!r}")
 
-    def _apply_commit(self, rec: dict[str, Any]) -> None:
+    def _apply_commit(self, rec: dict[str, Any], live: list[dict[str, Any]] | None = None) -> None:
         run = self.runs.setdefault(rec["run"], RunState())
         if rec["v"] != LOOP_CHECKPOINT_SCHEMA_VERSION:
             # Written by another build: keep only what ensure_loadable needs to refuse it.
             run.checkpoint = {"schema_version": rec["v"], "run_id": rec["run"]}
-            run.pending = None
+            run.pending, run.base = None, None
             return
-        keep = rec["keep"]
-        prev = None if run.checkpoint is None else run.checkpoint.get("messages")
+        keep, base_id = rec["keep"], rec.get("base")
+        src = run if base_id is None else self.runs.get(base_id)
+        prev = None if src is None or src.checkpoint is None else src.checkpoint.get("messages")
         if keep and not isinstance(prev, list):
             raise CheckpointError(
                 f"journal of session '{self.session_id}' has a checkpoint delta for run "
                 f"{rec['run']} without the checkpoint it extends"
             )
-        if isinstance(prev, list) and keep == len(prev):
+        if base_id is None and isinstance(prev, list) and keep == len(prev):
             # The usual case: extend the run's list in place, O(new messages). The list is the
             # state's own (views hand out copies), so no reader sees it change.
             messages = prev
             messages.extend(rec["append"])
         else:
-            base = prev[:keep] if isinstance(prev, list) else []
-            if len(base) != keep:
+            head = prev[:keep] if isinstance(prev, list) else []
+            if len(head) != keep:
                 raise CheckpointError(
                     f"journal of session '{self.session_id}' keeps {keep} messages of run "
-                    f"{rec['run']} but only {len(base)} exist"
+                    f"{base_id or rec['run']} but only {len(head)} exist"
                 )
-            messages = base + list(rec["append"])
+            # A live writer keeps the caller's own dicts (fast prefix checks next round).
+            messages = list(live) if live is not None else head + list(rec["append"])
+            if base_id is not None:
+                run.base = (base_id, keep) if keep else None
+            elif run.base is not None:
+                run.base = (run.base[0], min(run.base[1], keep)) if keep else None
         run.checkpoint = {
             "schema_version": rec["v"],
             "run_id": rec["run"],
@@ -183,6 +197,35 @@ class SessionState:
         if run.pending is not None and run.pending.turn <= rec["turn"]:
             run.pending = None
 
+    def apply_live_commit(self, rec: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+        """Apply a commit record a writer just journaled for a checkpoint whose message list is
+        ``messages``; the state keeps those dict objects (see :meth:`delta`)."""
+        self._apply_commit(rec, live=messages)
+
+    def delta(self, cp: LoopCheckpoint) -> tuple[int, str | None]:
+        """``(keep, base)`` for the commit record of ``cp`` (see :func:`commit_record`).
+
+        Same run: ``keep`` = the previous checkpoint's length when ``cp`` extends it, else 0.
+        First checkpoint of a run: if the newest other runs' messages (up to 3 are tried) are a
+        prefix of ``cp.messages`` (a resumed run starts from its origin's history), that run is
+        the ``base`` and only the new messages are journaled.
+        """
+        run = self.runs.get(cp.run_id)
+        if run is not None and run.checkpoint is not None:
+            return self.keep_count(cp), None
+        tried = 0
+        for other_id in reversed(self.runs):
+            other = self.runs[other_id]
+            if other_id == cp.run_id or other.checkpoint is None:
+                continue
+            msgs = other.checkpoint.get("messages")
+            if isinstance(msgs, list) and msgs and _is_prefix(msgs, cp.messages):
+                return len(msgs), other_id
+            tried += 1
+            if tried == 3:
+                break
+        return 0, None
+
     def keep_count(self, cp: LoopCheckpoint) -> int:
         """How many leading messages of ``cp`` equal the run's previous checkpoint's messages.
 
@@ -194,9 +237,7 @@ class SessionState:
         """
         run = self.runs.get(cp.run_id)
         prev = None if run is None or run.checkpoint is None else run.checkpoint.get("messages")
-        if not isinstance(prev, list) or len(prev) > len(cp.messages):
-            return 0
-        return len(prev) if cp.messages[: len(prev)] == prev else 0
+        return len(prev) if isinstance(prev, list) and _is_prefix(prev, cp.messages) else 0
 
     # -- views -----------------------------------------------------------------------------------
 
@@ -230,25 +271,43 @@ class SessionState:
     # -- snapshots -------------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        """The ``state`` of a snapshot record (:class:`shapes.StateModel`)."""
-        return {
-            "session": self.session,
-            "runs": [
-                {
-                    "run": run_id,
-                    "checkpoint": run.checkpoint,
-                    "pending": None
-                    if run.pending is None
-                    else {
-                        "turn": run.pending.turn,
-                        "message": run.pending.message,
-                        "results": run.pending.results,
-                    },
+        """The ``state`` of a snapshot record (:class:`shapes.StateModel`).
+
+        A run whose first ``k`` messages equal an earlier run's (``RunState.base``, checked
+        again here) is written as ``base``/``keep`` plus only its other messages, so a session
+        resumed many times does not store its history once per run.
+        """
+        runs: list[dict[str, Any]] = []
+        written: set[str] = set()
+        for run_id, run in self.runs.items():
+            entry: dict[str, Any] = {"run": run_id, "checkpoint": run.checkpoint}
+            cp, base = run.checkpoint, run.base
+            if cp is not None and base is not None and base[0] in written:
+                base_cp = self.runs[base[0]].checkpoint
+                k = base[1]
+                head = None if base_cp is None else base_cp.get("messages")
+                mine = cp.get("messages")
+                if (
+                    isinstance(head, list)
+                    and isinstance(mine, list)
+                    and len(head) >= k
+                    and len(mine) >= k
+                    and mine[:k] == head[:k]
+                ):
+                    entry["checkpoint"] = {**cp, "messages": mine[k:]}
+                    entry["base"], entry["keep"] = base[0], k
+            entry["pending"] = (
+                None
+                if run.pending is None
+                else {
+                    "turn": run.pending.turn,
+                    "message": run.pending.message,
+                    "results": run.pending.results,
                 }
-                for run_id, run in self.runs.items()
-            ],
-            "workflows": self.workflows,
-        }
+            )
+            runs.append(entry)
+            written.add(run_id)
+        return {"session": self.session, "runs": runs, "workflows": self.workflows}
 
     @classmethod
     def from_json(cls, session_id: str, data: Any) -> SessionState:
@@ -262,15 +321,37 @@ class SessionState:
         state = cls(session_id=session_id, session=data["session"], workflows=data["workflows"])
         for r in data["runs"]:
             p = r["pending"]
+            cp, base = r["checkpoint"], None
+            if r.get("base") is not None and cp is not None:
+                origin = state.runs.get(r["base"])
+                head = (
+                    None
+                    if origin is None or origin.checkpoint is None
+                    else (origin.checkpoint.get("messages"))
+                )
+                k = r.get("keep", 0)
+                if not isinstance(head, list) or len(head) < k:
+                    raise CheckpointError(
+                        f"snapshot of session '{session_id}' builds run {r['run']} on "
+                        f"{k} messages of run {r['base']}, which it does not hold"
+                    )
+                cp = {**cp, "messages": head[:k] + list(cp.get("messages") or [])}
+                base = (r["base"], k)
             state.runs[r["run"]] = RunState(
-                checkpoint=r["checkpoint"],
+                checkpoint=cp,
                 pending=None if p is None else Pending(p["turn"], p["message"], p["results"]),
+                base=base,
             )
         return state
 
     def run_ids(self) -> list[str]:
         """Run ids with a checkpoint or a pending round, in the order they first appeared."""
         return list(self.runs)
+
+
+def _is_prefix(head: list[dict[str, Any]], messages: list[dict[str, Any]]) -> bool:
+    """True if ``messages`` starts with ``head`` (one C-level list comparison)."""
+    return len(head) <= len(messages) and messages[: len(head)] == head
 
 
 def check_record(session_id: str, rec: Any) -> dict[str, Any]:

@@ -3,6 +3,7 @@ takeover snapshots and epoch fencing inside one process (ARCHITECTURE §6)."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
@@ -313,3 +314,97 @@ def test_read_file_reports_torn_bytes(tmp_path: Path) -> None:
     p.write_bytes(frame(b'{"a":1}') + frame(b'{"b":2}')[:-1])
     res = read_file(p)
     assert res.payloads == [b'{"a":1}'] and res.torn_bytes == len(frame(b'{"b":2}')) - 1
+
+
+# ---- resumed runs share their origin's history --------------------------------------------
+
+
+def _history(turns: int) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for t in range(1, turns + 1):
+        msgs += [assistant(t, (f"c{t}", "bash", "{}")), tool_msg(f"c{t}", "x" * 100)]
+    return msgs
+
+
+def test_a_resumed_run_journals_only_its_new_messages(tmp_path: Path) -> None:
+    store = FileSessionStore(tmp_path, epoch=1, snapshot_min_bytes=10**9)
+    base = _history(50)
+    store.commit_round(checkpoint(SID, "run-1", 50, base))
+    size = journal_of(tmp_path).stat().st_size
+    # resume_run: a new run whose first checkpoint is the origin's history plus one round
+    origin = FileSessionStore(tmp_path, epoch=1).load_checkpoint(SID, "run-1")
+    assert origin is not None
+    resumed = [dict(m) for m in origin.messages]
+    resumed += [assistant(51, ("c51", "bash", "{}")), tool_msg("c51", "y")]
+    store.commit_round(checkpoint(SID, "run-2", 51, resumed))
+    grown = journal_of(tmp_path).stat().st_size - size
+    assert grown < 1000 < size  # not the whole history again
+    assert b'"base":"run-1"' in journal_of(tmp_path).read_bytes()
+    reader = FileSessionStore(tmp_path, epoch=1)
+    assert reader.load_checkpoint(SID, "run-2") == checkpoint(SID, "run-2", 51, resumed)
+    assert reader.load_checkpoint(SID, "run-1") == checkpoint(SID, "run-1", 50, base)
+
+
+def test_snapshots_store_a_resumed_history_once(tmp_path: Path) -> None:
+    store = FileSessionStore(tmp_path, epoch=1, snapshot_min_bytes=10**9)
+    msgs = _history(40)
+    store.commit_round(checkpoint(SID, "run-0", 40, list(msgs)))
+    for r in range(1, 6):  # five resumes, each adds a round
+        msgs = [*msgs, assistant(40 + r, (f"r{r}", "bash", "{}")), tool_msg(f"r{r}", "z")]
+        store.commit_round(checkpoint(SID, f"run-{r}", 40 + r, list(msgs)))
+    store.close()
+    one_run = FileSessionStore(tmp_path / "single", epoch=1)
+    one_run.commit_round(checkpoint(SID, "run-0", 45, list(msgs)))
+    one_run.close()
+    FileSessionStore(tmp_path, epoch=2).acquire(SID)  # takeover snapshot of all six runs
+    FileSessionStore(tmp_path / "single", epoch=2).acquire(SID)
+    (snap,) = (tmp_path / SID).glob("snapshot-0000000002-*")
+    (single,) = (tmp_path / "single" / SID).glob("snapshot-0000000002-*")
+    assert snap.stat().st_size < 1.5 * single.stat().st_size
+    reader = FileSessionStore(tmp_path, epoch=2)
+    for r in range(6):
+        cp = reader.load_checkpoint(SID, f"run-{r}")
+        assert cp is not None and cp.messages == msgs[: 81 + 2 * r]
+
+
+def test_a_rewritten_origin_does_not_corrupt_runs_built_on_it(tmp_path: Path) -> None:
+    store = FileSessionStore(tmp_path, epoch=1, snapshot_min_bytes=10**9)
+    origin = _history(10)
+    store.commit_round(checkpoint(SID, "run-1", 10, list(origin)))
+    resumed = [*origin, assistant(11, ("c11", "bash", "{}")), tool_msg("c11", "y")]
+    store.commit_round(checkpoint(SID, "run-2", 11, list(resumed)))
+    compacted = [{"role": "user", "content": "summary"}]
+    store.commit_round(checkpoint(SID, "run-1", 11, compacted))  # origin rewritten afterwards
+    for reader in (FileSessionStore(tmp_path, epoch=1), FileSessionStore(tmp_path, epoch=2)):
+        if reader.epoch == 2:
+            reader.acquire(SID)  # goes through a snapshot
+        cp2 = reader.load_checkpoint(SID, "run-2")
+        assert cp2 is not None and cp2.messages == resumed
+        cp1 = reader.load_checkpoint(SID, "run-1")
+        assert cp1 is not None and cp1.messages == compacted
+    FileSessionStore(tmp_path, epoch=3).acquire(SID)  # a snapshot read back from a snapshot
+    cp2 = FileSessionStore(tmp_path, epoch=3).load_checkpoint(SID, "run-2")
+    assert cp2 is not None and cp2.messages == resumed
+
+
+def test_a_snapshot_with_a_missing_base_is_refused(tmp_path: Path) -> None:
+    (tmp_path / SID).mkdir()
+    state: dict[str, Any] = {
+        "session": None,
+        "workflows": {},
+        "runs": [
+            {
+                "run": "run-2",
+                "base": "run-1",
+                "keep": 3,
+                "pending": None,
+                "checkpoint": checkpoint(SID, "run-2", 1, []).to_dict(),
+            }
+        ],
+    }
+    rec = {"t": "snapshot", "session": SID, "epoch": 1, "seq": 0, "state": state}
+    (tmp_path / SID / "snapshot-0000000001-0000000000.rec").write_bytes(
+        frame(json.dumps(rec).encode())
+    )
+    with pytest.raises(CheckpointError, match="builds run run-2 on 3 messages of run run-1"):
+        FileSessionStore(tmp_path, epoch=1).load_checkpoint(SID, "run-2")
