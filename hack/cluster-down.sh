@@ -6,6 +6,7 @@ log "stopping process node agent (terminates its pods)"
 stop_pidfile "$DEV/nodeagent.pid" 30
 log "stopping prometheus and redis"
 stop_pidfile "$DEV/prometheus.pid" 10
+stop_pidfile "$DEV/promsd.pid" 5
 stop_pidfile "$DEV/redis.pid" 10
 if [[ -x $KWOK_BIN/kwokctl ]]; then
   log "deleting kwokctl cluster $CLUSTER_NAME"

@@ -109,31 +109,29 @@ bash "$ROOT/hack/shared-pvc.sh" default berth-shared >/dev/null
 log "shared PVC default/berth-shared bound"
 
 # --- Prometheus: scrapes pods annotated prometheus.io/scrape=true through pod IPs ---------------
-if pid_alive "$DEV/prometheus.pid" && [[ -f $DEV/prometheus.port ]]; then
+if pid_alive "$DEV/prometheus.pid" && pid_alive "$DEV/promsd.pid" && [[ -f $DEV/prometheus.port ]]; then
   log "prometheus already up on 127.0.0.1:$(cat "$DEV/prometheus.port")"
 else
   port=$(free_port); echo "$port" > "$DEV/prometheus.port"
+  stop_pidfile "$DEV/prometheus.pid" 5
   mkdir -p "$DEV/prometheus"
+  echo '[]' > "$DEV/prometheus-targets.json"
+  stop_pidfile "$DEV/promsd.pid" 2
+  setsid "$ROOT/.venv/bin/python" "$ROOT/hack/prom_targets.py" --kubeconfig "$KUBECONFIG" \
+    --out "$DEV/prometheus-targets.json" >> "$DEV/promsd.log" 2>&1 < /dev/null &
+  echo $! > "$DEV/promsd.pid"
+  # Debian's prometheus has no Kubernetes SD; hack/prom_targets.py writes a file_sd target file.
   cat > "$DEV/prometheus.yml" <<PROM
 global: {scrape_interval: 5s, evaluation_interval: 5s}
 scrape_configs:
   - job_name: pods
-    kubernetes_sd_configs: [{role: pod, kubeconfig_file: $KUBECONFIG}]
-    relabel_configs:
-      - {source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape], regex: "true", action: keep}
-      - {source_labels: [__meta_kubernetes_pod_phase], regex: Running, action: keep}
-      - source_labels: [__meta_kubernetes_pod_ip, __meta_kubernetes_pod_annotation_prometheus_io_port]
-        regex: (.+);(\d+)
-        replacement: \$1:\$2
-        target_label: __address__
-      - {source_labels: [__meta_kubernetes_namespace], target_label: namespace}
-      - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
-      - {source_labels: [__meta_kubernetes_pod_label_app_kubernetes_io_component], target_label: component}
+    file_sd_configs: [{files: ["$DEV/prometheus-targets.json"], refresh_interval: 5s}]
 PROM
   setsid prometheus --config.file "$DEV/prometheus.yml" --storage.tsdb.path "$DEV/prometheus" \
     --web.listen-address "127.0.0.1:$port" >> "$DEV/prometheus.log" 2>&1 < /dev/null &
   echo $! > "$DEV/prometheus.pid"
   for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/-/ready" >/dev/null 2>&1 && break; sleep 0.2; done
+  curl -fs "http://127.0.0.1:$port/-/ready" >/dev/null || die "prometheus did not start; see $DEV/prometheus.log"
   log "prometheus up on 127.0.0.1:$port"
 fi
 
@@ -147,4 +145,6 @@ export BERTH_KWOK_NODES="$(seq -s ' ' -f 'kwok-node-%g' 0 $((KWOK_NODES - 1)))"
 export BERTH_NODE_STATE_DIR=$DEV/nodes
 export PROMETHEUS_URL=http://127.0.0.1:$(cat "$DEV/prometheus.port")
 ENV
+# Helm values for running Berth itself in this cluster (.berth/dev/values.yaml), once the chart exists.
+[[ -f $ROOT/hack/dev-values.sh ]] && bash "$ROOT/hack/dev-values.sh" >/dev/null
 log "dev cluster ready in $(( $(date +%s) - start ))s; use: source $DEV/env"
