@@ -6,10 +6,11 @@ epoch (``status.epoch``, ``BERTH_EPOCH``). A writer *claims* its epoch by creati
 epoch with a file. Epochs only move up: a claimant removes lease files *below* its own epoch, never
 the highest one, so concurrent claims cannot make the lease go backwards.
 
-Rule: a writer checks the lease before every write; if a higher epoch has claimed the session it
-raises ``FencedError`` and must stop. Its files carry its epoch in their names, so even a write
-that slipped in before the check is never read by the newer epoch after that epoch's takeover
-snapshot (see :mod:`.file`).
+Rule: a writer checks the lease before every write and again once the write is durable; if a
+higher epoch has claimed the session it raises ``FencedError`` and must stop. A claimant claims
+before it reads, so a write whose second check passed is always seen by the newer epoch. The
+writer's files carry its epoch in their names, so whatever it writes after the newer epoch's
+takeover snapshot is never read by that epoch (see :mod:`.file`).
 """
 
 from __future__ import annotations

@@ -27,9 +27,14 @@ How it reads
     the newer one. A session this process has opened is served from memory (identical to disk).
 
 Fencing, and how a process reports it
-    A write that finds a higher epoch in the lease raises ``FencedError`` (a ``StoreError``), and
-    every later write of that session raises it again. The agent loop lets it end the run; the
-    session pod reports outcome ``fenced`` in its termination message and exits. Loads never
+    Every write checks the lease before appending *and again after* the record is durable; a
+    write that finds a higher epoch raises ``FencedError`` (a ``StoreError``), and every later
+    write of that session raises it again. The second check closes the race "old writer checks,
+    new owner claims and reads, old writer appends an intent and runs the tool": a write that
+    returns normally was durable before any newer epoch claimed the session, so the newer epoch's
+    takeover read includes it (an intent it sees without a result is reported as interrupted).
+    The agent loop lets ``FencedError`` end the run; the session pod reports outcome ``fenced``
+    in its termination message and exits. Loads never
     claim the lease, so inspecting a store never fences its owner.
 """
 
@@ -289,11 +294,7 @@ class FileSessionStore:
             if w.fenced is not None:
                 raise w.fenced
             d = self.session_dir(session_id)
-            try:
-                fence.check(d, session_id, self.epoch)
-            except FencedError as exc:
-                w.fenced = exc
-                raise
+            self._check_fence(w, d, session_id)
             w.state.precheck(rec)
             if w.broken or w.journal is None:
                 self._rotate(session_id, w, w.seq + 1)
@@ -308,11 +309,22 @@ class FileSessionStore:
                 w.state.apply_live_commit(rec, live_messages)
             else:
                 w.state.apply(shapes.decode(payload))
+            # Check again now that the record is durable: if a newer epoch claimed the session
+            # meanwhile, it may have read the journal before this record, so the caller must not
+            # act on it (no tool may run on an intent the new owner has not seen).
+            self._check_fence(w, d, session_id)
             if w.since_snapshot >= max(self.snapshot_min_bytes, w.snapshot_bytes):
                 try:
                     self._rotate(session_id, w, w.seq + 1)
                 except StoreError as exc:  # the record is durable; compact on the next write
                     log.warning("store: compaction of '%s' failed: %s", session_id, exc)
+
+    def _check_fence(self, w: _Writer, d: Path, session_id: str) -> None:
+        try:
+            fence.check(d, session_id, self.epoch)
+        except FencedError as exc:
+            w.fenced = exc
+            raise
 
     # -- SessionStore ------------------------------------------------------------------------
 

@@ -408,3 +408,28 @@ def test_a_snapshot_with_a_missing_base_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(CheckpointError, match="builds run run-2 on 3 messages of run run-1"):
         FileSessionStore(tmp_path, epoch=1).load_checkpoint(SID, "run-2")
+
+
+def test_a_write_racing_a_takeover_is_reported_fenced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Old writer checks the lease, the new owner claims and reads, the old writer appends its
+    intent: the append must not be acted on, so begin_round raises FencedError after it."""
+    from session_runtime.store import journal as journal_mod
+
+    old = FileSessionStore(tmp_path, epoch=1)
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    do_round(old, msgs, 1)
+    real_append = journal_mod.JournalWriter.append
+    seen: list[Any] = []
+
+    def append_after_takeover(self: Any, payload: bytes) -> int:
+        new = FileSessionStore(tmp_path, epoch=2)
+        new.acquire(SID)  # claims and reads between the old writer's check and its append
+        seen.append(new.load_pending_round(SID, RUN))
+        return real_append(self, payload)
+
+    monkeypatch.setattr(journal_mod.JournalWriter, "append", append_after_takeover)
+    with pytest.raises(FencedError):
+        old.begin_round(SID, RUN, 2, assistant(2, ("c2", "bash", "{}")))
+    assert seen == [None]  # the new owner did not see the intent, and the old one must not act
