@@ -51,15 +51,6 @@ def test_execute_lane_runs_on_the_lane_worker(tmp_path: Path, redis_url: str) ->
         assert world.lines("who.txt") == ["worker-1"]  # not the session pod (fix-bug-a)
 
 
-def test_external_lane_without_redis_is_bad_input(tmp_path: Path) -> None:
-    lanes = {"execute": {"mode": "external", "laneWorker": {"name": "pool"}}}
-    with pod_world(tmp_path, {"turns": [{"text": "unused"}]}, lanes=lanes) as world:
-        pod = world.start(epoch=1)
-        assert pod.wait_exit() == 2
-        msg = pod.termination()
-        assert msg["outcome"] == "failed" and "BERTH_REDIS_URL is not set" in msg["reason"]
-
-
 def test_reply_delivered_while_passivated_is_used_on_resume(tmp_path: Path, redis_url: str) -> None:
     """A deadline cuts off a remote tool; its worker still answers; the next epoch reuses that
     answer from the session's reply stream instead of running the tool again (ARCHITECTURE §6)."""

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from session_runtime.errors import ConfigError, FencedError
+from session_runtime.errors import ConfigError, FencedError, ResumeError, SessionRuntimeError
 from session_runtime.metrics import SessionMetrics
 from session_runtime.pod.config import parse_env
 from session_runtime.pod.options import BudgetOptions, PodOptions, parse_options
@@ -183,3 +183,20 @@ async def test_requests_before_the_session_exists(tmp_path: Path) -> None:
     message = await pod.wait()
     assert (message.outcome, message.reason, message.exit_code) == ("passivated", "node_drain", 0)
     assert value(metrics, "berth_session_state", state="passivated") == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "outcome", "code"),
+    [
+        (FencedError("epoch 3 has taken it over"), "fenced", 3),
+        (ConfigError("lanes ['execute'] are external but BERTH_REDIS_URL is not set"), "failed", 2),
+        (ValueError("workspace is not a directory"), "failed", 2),
+        (ResumeError("resume_session requires a session_store"), "failed", 1),
+    ],
+)
+def test_build_failures_map_to_outcomes(
+    tmp_path: Path, error: SessionRuntimeError | ValueError, outcome: str, code: int
+) -> None:
+    pod = SessionPod(parse_env(env(tmp_path)), opts(), SessionMetrics())
+    message = pod.build_failed(error)
+    assert (message.outcome, message.exit_code, message.reason) == (outcome, code, str(error))
