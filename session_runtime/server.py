@@ -355,6 +355,9 @@ class SessionPod:
         if self.plan.action in ("idle", "done") and target is not None:
             self._result_text = target.get("result_text")
         self.session.register_hook("berth-session-metrics", "tool_end", self._on_tool_end)
+        self.session.register_hook(
+            "berth-session-log", "passivation_requested", self._on_passivation_requested
+        )
 
     def agent_config(self) -> dict[str, Any] | None:
         """Agent config: the options' ``llm.baseUrl`` wins over ``OPENAI_BASE_URL``; the key is
@@ -411,6 +414,15 @@ class SessionPod:
 
     def _on_tool_end(self, event: Mapping[str, Any]) -> None:
         self.metrics.observe_tool_call(lane_for_tool(str(event.get("name", ""))))
+
+    def _on_passivation_requested(self, event: Mapping[str, Any]) -> None:
+        """Log the runtime's ``passivation_requested`` as the session's hooks see it (§8)."""
+        log.info(
+            "hook event passivation_requested reason=%s deadline_ms=%s run_id=%s",
+            event.get("reason"),
+            event.get("deadline_ms"),
+            event.get("run_id"),
+        )
 
     # ---- runs ----------------------------------------------------------------------------
 

@@ -97,6 +97,10 @@ def test_state_passivate_mid_run_then_resume_on_a_new_epoch(tmp_path: Path) -> N
         msg = first.termination()
         assert (msg["outcome"], msg["runId"], msg["reason"]) == ("passivated", run_id, "node_drain")
         assert msg["turn"] == 1 and msg["resumedFrom"] is None
+        hook_line = (
+            f"passivation_requested reason=node_drain deadline_ms={deadline} run_id={run_id}"
+        )
+        assert hook_line in first.stderr()  # the session's hooks observed the event
         assert world.lines("c2.txt") == []  # no new LLM call after the request
 
         second = world.start(epoch=2, resume_run_id=run_id, tag="b")
