@@ -75,6 +75,7 @@ def test_state_passivate_mid_run_then_resume_on_a_new_epoch(tmp_path: Path) -> N
         assert state["identity"]["tenantId"] == "acme"
         assert state["podName"] == "fix-bug-a" and state["nodeName"] == "node-a"
         assert state["passivation"] is None
+        assert state["usage"]["totalTokens"] > 0  # the running run's first LLM call counts
         run_id = state["runId"]
 
         status, body = first.request("POST", "/v1/messages", {"prompt": "more"})
