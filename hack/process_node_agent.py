@@ -238,6 +238,10 @@ class Agent:
         self.coord = client.CoordinationV1Api(self.api_client)
         self.cluster = _cluster_of(args.kubeconfig)
         self.ipam = IpAllocator(args.pod_ip_prefix)
+        # Loopback pod IPs route on lo already; any other prefix is added to lo as /32 aliases
+        # (needs CAP_NET_ADMIN). Unlike 127/8, such IPs are valid in Endpoints/EndpointSlices.
+        self.alias_ips = not self.ipam.prefix.startswith("127.")
+        self.aliases: set[str] = set()
         self.spawner = Spawner()
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -396,10 +400,41 @@ class Agent:
             pass
         self.shutdown()
 
+    def ensure_ip(self, ip: str) -> None:
+        """Make ``ip`` a local address (an alias on lo) unless it is a loopback address."""
+        if not self.alias_ips:
+            return
+        with self.lock:
+            if ip in self.aliases:
+                return
+        res = subprocess.run(
+            ["ip", "addr", "add", f"{ip}/32", "dev", "lo"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if res.returncode != 0 and "File exists" not in res.stderr:
+            raise StartFailure(f"cannot add pod IP {ip} to lo: {res.stderr.strip()}")
+        with self.lock:
+            self.aliases.add(ip)
+
+    def drop_ip(self, ip: str) -> None:
+        if not self.alias_ips or not ip:
+            return
+        with self.lock:
+            if ip not in self.aliases:
+                return
+            self.aliases.discard(ip)
+        subprocess.run(
+            ["ip", "addr", "del", f"{ip}/32", "dev", "lo"], capture_output=True, check=False
+        )
+
     def shutdown(self) -> None:
         log.info("shutting down: terminating pod processes")
         self.spawner.shutdown(SHUTDOWN_GRACE_SECONDS)
         strays = kill_strays(self.state_dir)
+        for ip in list(self.aliases):
+            self.drop_ip(ip)
         log.info("all pod processes ended (%d strays killed); bye", strays)
 
     def watch_pods(self, node: str) -> None:
@@ -768,6 +803,8 @@ class PodWorker:
                     self.agent.stop.wait(1.0)
         finally:
             self.agent.ipam.release(_pod_key(self.pod))
+            if not self.agent.stop.is_set():
+                self.agent.drop_ip(self.ip)
             if self.proc is None:
                 shutil.rmtree(self.pod_dir, ignore_errors=True)
 
@@ -845,6 +882,7 @@ class PodWorker:
             raise
 
     def _start_container(self, pod: dict[str, Any], with_tokens: bool) -> None:
+        self.agent.ensure_ip(self.ip)
         self.volume_refresh_at = time.monotonic() + VOLUME_REFRESH_SECONDS
         os.makedirs(self.pod_dir, exist_ok=True)
         for sub in ("tmp", "home"):
@@ -1398,7 +1436,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kubeconfig", required=True, help="admin kubeconfig of the cluster")
     p.add_argument("--node", action="append", required=True, help="process node name (repeat)")
     p.add_argument("--state-dir", required=True, help="pod dirs, claim dirs and logs go here")
-    p.add_argument("--pod-ip-prefix", default="127.0.", help="pod IPs: <prefix><n>.<m>")
+    p.add_argument(
+        "--pod-ip-prefix",
+        default="127.0.",
+        help="pod IPs: <prefix><n>.<m>. A non-loopback prefix (e.g. 198.18.) is added to lo as\n"
+        "/32 aliases (needs CAP_NET_ADMIN); such IPs are accepted in Endpoints/EndpointSlices,\n"
+        "which refuse 127/8",
+    )
     p.add_argument(
         "--path-prepend",
         action="append",
