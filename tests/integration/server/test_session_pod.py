@@ -18,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from session_runtime.pod.termination import validate
-from tests.integration.server.harness import bash, blocking_bash, pod_world, wait_for
+from tests.integration.server.harness import bash, blocking_bash, free_port, pod_world, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -269,4 +269,17 @@ def test_bad_input_fails_cleanly(tmp_path: Path) -> None:
         assert pod.wait_exit() == 2
         msg = pod.termination()
         assert msg["outcome"] == "failed" and "cannot read options file" in msg["reason"]
+        assert "Traceback" not in pod.stderr()
+
+
+def test_unreachable_model_fails_cleanly(tmp_path: Path) -> None:
+    with pod_world(
+        tmp_path, {"turns": [{"text": "unused"}]}, limits={"circuitBreakerThreshold": 1}
+    ) as world:
+        pod = world.start(epoch=1, OPENAI_BASE_URL=f"http://127.0.0.1:{free_port()}/v1")
+        assert pod.wait_exit() == 1
+        msg = pod.termination()
+        assert validate(msg) == []
+        assert msg["outcome"] == "failed" and "circuit breaker" in msg["reason"]
+        assert msg["runId"].startswith("run-")
         assert "Traceback" not in pod.stderr()
