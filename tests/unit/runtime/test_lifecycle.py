@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +162,58 @@ async def test_retention_limits_from_dict_and_validation() -> None:
     assert lim.max_runs_retained == 3 and lim.max_events_per_run is None
     with pytest.raises(ValueError):
         SessionRetentionLimits.from_value({"max_runz": 1})
+
+
+async def test_concurrent_sessions_each_replay_their_conversation(
+    scripted: Any, agent_for: Any, tmp_path: Path
+) -> None:
+    srv = await scripted(
+        [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "pwd > where.txt"}}]},
+            {"text": "done"},
+        ]
+    )
+    agent = agent_for(srv)
+    dirs = [tmp_path / f"w{i}" for i in range(3)]
+    for d in dirs:
+        d.mkdir()
+    sessions = [agent.session(str(d), opts()) for d in dirs]
+    results = await asyncio.gather(*(s.send_async(f"task {i}") for i, s in enumerate(sessions)))
+    assert [r.text for r in results] == ["done"] * 3
+    for d in dirs:
+        assert (d / "where.txt").read_text().strip().endswith(d.name)
+    assert len({r["key"] for r in srv.requests}) == 3
+
+
+def test_sync_stream_stopped_early_cancels_its_run(tmp_path: Path) -> None:
+    srv = ScriptedServer(SLOW_TOOL)
+    srv.start_in_thread()
+    agent = make_agent(srv)
+    try:
+        session = agent.session(str(tmp_path), opts())
+        for event in session.stream("slow"):
+            if event["type"] == "tool_start":
+                break
+        run = session.runs()[-1]
+        while session.state()["state"] == "running":  # the cancellation lands on the loop
+            time.sleep(0.01)
+        snapshot = session.run_snapshot(run["id"])
+        assert snapshot is not None and snapshot["status"] == "cancelled"
+    finally:
+        agent.close()
+        srv.stop_thread()
+
+
+def test_agent_config_forms(tmp_path: Path) -> None:
+    from session_runtime import Agent, ConfigError
+
+    cfg = {"default_model": "local/m1", "providers": {"local": {"base_url": "http://x/v1"}}}
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps(cfg))
+    for source in (cfg, str(path), "default_model: local/m1\nproviders:\n  local: {}\n"):
+        agent = Agent.create(source)
+        assert agent.default_model == "local/m1" and "local" in agent.providers
+        agent.close()
+    for bad in ("just a string", "providers: [1, 2]"):
+        with pytest.raises(ConfigError):
+            Agent.create(bad)
