@@ -35,24 +35,27 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
+def atomic_write(path: Path, data: bytes, *, sync_dir: bool = True, fsync: bool = True) -> None:
     """Replace ``path`` with ``data`` crash-atomically.
 
     Steps: create ``<dir>/.tmp-<name>-<pid>-<n>`` exclusively (mode 0600), write, fsync, rename
     onto ``path``, fsync the directory (skip the last step only when the caller fsyncs the
-    directory itself afterwards). Raises ``OSError``; on failure the temp file is removed.
+    directory itself afterwards). ``fsync=False`` skips both fsyncs (atomic against a crashed
+    process, not against power loss: benchmarks only). Raises ``OSError``; on failure the temp
+    file is removed.
     """
     tmp = path.with_name(f"{TMP_PREFIX}{path.name}-{os.getpid()}-{next(_counter)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
         try:
             write_all(fd, data)
-            os.fsync(fd)
+            if fsync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    if sync_dir:
+    if sync_dir and fsync:
         fsync_dir(path.parent)

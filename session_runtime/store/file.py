@@ -245,7 +245,10 @@ class FileSessionStore:
         )
         try:
             atomic_write(
-                d / layout.snapshot_name(self.epoch, seq), journal.frame(payload), sync_dir=False
+                d / layout.snapshot_name(self.epoch, seq),
+                journal.frame(payload),
+                sync_dir=False,
+                fsync=self._fsync,
             )
             new = journal.JournalWriter(d / layout.journal_name(self.epoch, seq), fsync=self._fsync)
         except OSError as exc:
