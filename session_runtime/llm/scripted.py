@@ -20,7 +20,8 @@ Script format (JSON, or YAML when the file ends in .yaml/.yml) — keep it stabl
         {"error": {"status": 500, "message": "overloaded"}},
         {"text": "found it", "when_last_tool_output_contains": "needle", "delay_ms": 50}
       ],
-      "on_exhausted": "error"                      # or "repeat_last"
+      "on_exhausted": "error",                     # or "repeat_last"
+      "cursor": "server"                           # or "history"
     }
 
 Turn keys:
@@ -40,6 +41,12 @@ Conversations: each conversation replays the script from its first turn. The key
 ``X-Scripted-Conversation`` header, else the request's ``user`` field, else a hash of the first
 user message. So concurrent sessions with different prompts each replay from the start, and a
 resumed session (same first prompt) continues where its conversation stopped.
+
+Cursor modes: ``server`` (default) keeps a cursor per conversation, as above. ``history`` keeps
+no state: the turn answered is the number of assistant messages already in the request (each turn
+yields one assistant message). A run resumed from a checkpoint on another pod, after the first pod
+abandoned an in-flight call, then gets exactly the turn its history calls for — what the demo's
+drain needs. ``when_last_tool_output_contains`` still skips ineligible turns from there.
 
 Replaying a recorded conversation: :func:`script_from_history` turns an OpenAI-format message
 list (``Session.history()``, a checkpoint's messages, a logged request) into a script.
@@ -71,6 +78,7 @@ class Script:
     turns: list[dict[str, Any]]
     on_exhausted: str = "error"
     chunk_chars: int = 16
+    cursor: str = "server"
 
 
 def parse_script(data: Any) -> Script:
@@ -88,7 +96,10 @@ def parse_script(data: Any) -> Script:
     mode = str(data.get("on_exhausted", "error"))
     if mode not in ("error", "repeat_last"):
         raise ValueError("on_exhausted must be 'error' or 'repeat_last'")
-    return Script(list(data["turns"]), mode, int(data.get("chunk_chars", 16)))
+    cursor = str(data.get("cursor", "server"))
+    if cursor not in ("server", "history"):
+        raise ValueError("cursor must be 'server' or 'history'")
+    return Script(list(data["turns"]), mode, int(data.get("chunk_chars", 16)), cursor)
 
 
 def load_script(path: str | Path) -> Script:
@@ -233,7 +244,10 @@ class ScriptedServer:
 
     def _pick(self, key: str, messages: list[dict[str, Any]]) -> tuple[int, dict[str, Any]] | None:
         turns = self.script.turns
-        cursor = self.cursors.get(key, 0)
+        if self.script.cursor == "history":
+            cursor = sum(1 for m in messages if m.get("role") == "assistant")
+        else:
+            cursor = self.cursors.get(key, 0)
         last_out = _last_tool_output(messages)
         while cursor < len(turns):
             turn = turns[cursor]

@@ -209,3 +209,20 @@ async def test_recorded_conversation_replays_identically(
     assert result.text == "recorded answer"
     assert (tmp_path / "b" / "r.txt").read_text() == "r"
     assert second.history()[1:] == first.history()[1:]
+
+
+async def test_history_cursor_answers_the_turn_the_history_calls_for(scripted: Any) -> None:
+    """``cursor: history`` is stateless: a resumed conversation whose first pod abandoned an
+    in-flight call still gets the turn that matches its history, not the one after it."""
+    srv = await scripted({"cursor": "history", "turns": [{"text": "t0"}, {"text": "t1"}]})
+    client = _client(srv)
+    first = [{"role": "user", "content": "go"}]
+    for _ in range(2):  # the same history twice (an abandoned call, then the retry)
+        resp = await client.chat.completions.create(model="m", messages=first)
+        assert resp.choices[0].message.content == "t0"
+    later = [*first, {"role": "assistant", "content": "t0"}, {"role": "user", "content": "more"}]
+    resp = await client.chat.completions.create(model="m", messages=later)
+    assert resp.choices[0].message.content == "t1"
+    await client.close()
+    with pytest.raises(ValueError, match="cursor"):
+        parse_script({"cursor": "sideways", "turns": [{"text": "x"}]})
