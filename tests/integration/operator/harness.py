@@ -173,6 +173,11 @@ def scripted_model(script: dict[str, Any]) -> Iterator[Any]:
         srv.stop_thread()
 
 
+def apply_in(dc: DevCluster, namespace: str, docs: list[dict[str, Any]]) -> None:
+    """``kubectl -n NAMESPACE apply`` a list of manifests."""
+    dc.kubectl("-n", namespace, "apply", "-f", "-", input=yaml.safe_dump_all(docs))
+
+
 def example_docs(name: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
 

@@ -20,6 +20,7 @@ from kubernetes import client, config, watch
 from tests.cluster import DevCluster
 from tests.integration.operator.harness import (
     SECRET,
+    apply_in,
     bash,
     klist,
     operator,
@@ -93,9 +94,11 @@ def test_operator_restarts_never_duplicate_or_orphan_pods(dev_cluster: DevCluste
         watcher = PodWatcher(ns, dc.kubeconfig)
         watcher.start()
         names = [f"s{i}" for i in range(SESSIONS)]
-        dc.apply(
+        apply_in(
+            dc,
+            ns,
             [SECRET]
-            + [session_manifest(n, llm.base_url, f"restart test session {n}") for n in names]
+            + [session_manifest(n, llm.base_url, f"restart test session {n}") for n in names],
         )
         kills = {"SIGKILL": 0, "SIGTERM": 0}
         for _ in range(RESTARTS):

@@ -17,6 +17,7 @@ import yaml
 from tests.cluster import DevCluster
 from tests.integration.operator.harness import (
     SECRET,
+    apply_in,
     bash,
     blocking_bash,
     condition,
@@ -143,7 +144,7 @@ def test_sigkilled_session_is_resumed_on_a_new_epoch_without_rerunning_tools(
         scripted_model(script) as llm,
         operator(dc, ns),
     ):
-        dc.apply([SECRET, session_manifest("crash", llm.base_url, "crash test")])
+        apply_in(dc, ns, [SECRET, session_manifest("crash", llm.base_url, "crash test")])
         workspace = dc.claim_dir(ns) / "workspaces" / ns / "crash"
         obj = wait(
             "the blocking tool to start with a known run id",
@@ -186,7 +187,7 @@ def test_session_on_a_lost_node_resumes_on_the_other_process_node(
         scripted_model(script) as llm,
         operator(dc, ns),
     ):
-        dc.apply([SECRET, session_manifest("mover", llm.base_url, "node loss test")])
+        apply_in(dc, ns, [SECRET, session_manifest("mover", llm.base_url, "node loss test")])
         workspace = dc.claim_dir(ns) / "workspaces" / ns / "mover"
         obj = wait(
             "the blocking tool to start",
