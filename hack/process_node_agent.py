@@ -8,23 +8,31 @@ workers, the operator installed by Helm) really run against the real kube-apiser
 
 - registers each ``--node`` with Ready status, renews its Lease in ``kube-node-lease`` (~10 s) and
   the Ready heartbeat (~30 s) so the node lifecycle controller keeps it Ready;
-- runs each pod scheduled to those nodes as a process (command + args of the first container; the
-  image is ignored), in its own session/process group, with the container's environment (values,
-  ConfigMap/Secret refs, downward API, envFrom, ``$(VAR)`` expansion), a distinct loopback pod IP,
-  PVCs mapped to one host directory per claim (``<state>/pvc/<ns>/<claim>``), ConfigMap/Secret/
-  projected/emptyDir volumes in a per-pod directory, and every absolute container path (mountPaths,
-  terminationMessagePath, workingDir) substituted in env values, command and args;
+- runs each pod scheduled to those nodes as a process (init containers in order, then command +
+  args of the first container; the image is ignored), in its own session/process group, with the
+  container's environment (values, ConfigMap/Secret refs, downward API, envFrom, ``$(VAR)``
+  expansion), a distinct pod IP (see below), PVCs mapped to one host directory per claim
+  (``<state>/pvc/<ns>/<claim>``), ConfigMap/Secret/projected/emptyDir volumes in a per-pod
+  directory, and every absolute container path (mountPaths, terminationMessagePath, workingDir)
+  substituted in env values, command and args;
 - gives each pod a kubeconfig with a token of its ServiceAccount (TokenRequest API, bound to the
   pod) in ``$KUBECONFIG``, so the real apiserver enforces RBAC for pods that call it;
-- reports Running/Ready (readiness probes: httpGet, tcpSocket, exec), restarts per restartPolicy
-  with exponential back-off, and Succeeded/Failed with the exit code and termination message;
+- reports Running/Ready (readiness probes: httpGet, tcpSocket, exec), kills and restarts on failed
+  liveness probes, restarts per restartPolicy with exponential back-off, and Succeeded/Failed with
+  the exit code and termination message;
 - on pod deletion sends SIGTERM to the process group, waits the deletion grace period, SIGKILLs,
   then deletes the pod (grace 0, uid precondition);
 - simulates node loss: a Node annotated ``berth.dev/simulate-node-loss: "true"`` has its processes
   SIGKILLed at once, stops heartbeating and is set Ready=Unknown (NodeStatusUnknown); removing the
   annotation brings it back Ready and its pods are restarted per restartPolicy.
 
-Logs: ``<state>/pods/<ns>_<pod>/log`` (stdout+stderr, appended across restarts and recreations).
+Pod IPs: ``--pod-ip-prefix 127.0.`` gives 127.0.<n>.<m> (all of 127/8 routes on lo); a
+non-loopback prefix such as ``198.18.`` is added to lo as /32 aliases, which Endpoints and
+EndpointSlices accept (the apiserver refuses 127/8 there), so Services select process pods.
+
+Logs: ``<state>/pods/<ns>_<pod>/log`` (stdout+stderr, appended across restarts and recreations),
+also served to ``kubectl logs`` through a kubelet-style HTTPS endpoint (``--kubelet-port``).
+
 On SIGTERM/SIGINT it terminates every pod process (SIGTERM, short grace, SIGKILL) and exits. Pod
 processes get PR_SET_PDEATHSIG (they die if the agent is SIGKILLed) and carry
 ``BERTH_NODE_AGENT_STATE=<state dir>`` in their environment, so whatever escaped (grandchildren of
@@ -34,7 +42,8 @@ restarted (or failed) per restartPolicy, as after a node reboot.
 
 Usage:
   .venv/bin/python hack/process_node_agent.py --kubeconfig KUBECONFIG --node proc-a --node proc-b \\
-      --state-dir .berth/dev/nodes --path-prepend .venv/bin [--pod-ip-prefix 127.0.]
+      --state-dir .berth/dev/nodes --path-prepend .venv/bin [--pod-ip-prefix 127.0.] \\
+      [--register-with-taints key=value:NoSchedule] [--kubelet-port 10250]
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ import contextlib
 import ctypes
 import datetime as dt
 import http.client
+import http.server
 import json
 import logging
 import os
@@ -56,6 +66,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -69,6 +80,7 @@ from kubernetes.client.exceptions import ApiException
 from nodeagent import env as envmod
 from nodeagent import paths, status, volumes
 from nodeagent.ipam import IpAllocator
+from nodeagent.logs import select_log
 
 log = logging.getLogger("nodeagent")
 
@@ -250,6 +262,7 @@ class Agent:
         self.lost: set[str] = set()
         self.nodes = list(dict.fromkeys(args.node))
         self.taints = [parse_taint(t) for t in args.register_with_taints.split(",") if t]
+        self.logs = LogServer(self, args.kubelet_port)
 
     # -- API helpers --
     def raw(self, fn: Callable[..., Any], *a: Any, **kw: Any) -> Any:
@@ -319,6 +332,10 @@ class Agent:
                 return
         worker.update(pod)
 
+    def find_worker(self, ns: str, name: str) -> PodWorker | None:
+        with self.lock:
+            return next((w for w in self.workers.values() if (w.ns, w.name) == (ns, name)), None)
+
     def on_pod_gone(self, uid: str) -> None:
         with self.lock:
             worker = self.workers.get(uid)
@@ -381,6 +398,8 @@ class Agent:
         if strays:
             log.info("killed %d processes left behind by an earlier agent", strays)
         self.reserve_existing_ips()
+        if self.args.kubelet_port >= 0:
+            self.logs.start()
         threads = []
         for node in self.nodes:
             threads.append(threading.Thread(target=NodeKeeper(self, node).run, name=f"node-{node}"))
@@ -511,6 +530,135 @@ def _cluster_of(kubeconfig: str) -> dict[str, Any]:
     return cluster
 
 
+# --- kubectl logs ---------------------------------------------------------------------------------
+
+
+class LogServer:
+    """A kubelet-style HTTPS endpoint serving ``/containerLogs/<ns>/<pod>/<container>``, so the
+    apiserver's ``pods/log`` proxy (``kubectl logs [-f] [--previous] [--tail]``) works for process
+    pods. Self-signed certificate (the apiserver does not verify kubelet certificates unless told
+    to); no authentication: test-only. One server serves every node of this agent."""
+
+    def __init__(self, agent: Agent, port: int) -> None:
+        self.agent = agent
+        self.wanted_port = port
+        self.port = 0
+
+    def start(self) -> None:
+        tls = os.path.join(self.agent.state_dir, "kubelet-tls")
+        cert, key = os.path.join(tls, "tls.crt"), os.path.join(tls, "tls.key")
+        try:
+            if not (os.path.exists(cert) and os.path.exists(key)):
+                os.makedirs(tls, exist_ok=True)
+                argv = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650"]
+                argv += ["-keyout", key, "-out", cert, "-subj", "/CN=berth-process-node"]
+                argv += ["-addext", "subjectAltName=IP:127.0.0.1"]
+                subprocess.run(
+                    argv,
+                    check=True,
+                    capture_output=True,
+                )
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(cert, key)
+            handler = self._handler()
+            try:
+                server = http.server.ThreadingHTTPServer(("127.0.0.1", self.wanted_port), handler)
+            except OSError:
+                server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+            server.daemon_threads = True
+            server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        except (OSError, subprocess.CalledProcessError, ssl.SSLError) as exc:
+            log.warning("kubectl logs endpoint not started: %s", exc)
+            return
+        self.port = int(server.server_address[1])
+        threading.Thread(target=server.serve_forever, name="logs", daemon=True).start()
+        log.info("kubelet logs endpoint on https://127.0.0.1:%d", self.port)
+
+    def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
+        agent = self.agent
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug("logs endpoint: " + format, *args)
+
+            def do_GET(self) -> None:
+                url = urllib.parse.urlsplit(self.path)
+                parts = [urllib.parse.unquote(p) for p in url.path.split("/") if p]
+                if parts == ["healthz"]:
+                    self._send(200, "ok")
+                    return
+                if len(parts) != 4 or parts[0] != "containerLogs":
+                    self._send(404, "not found")
+                    return
+                _, ns, name, container = parts
+                worker = agent.find_worker(ns, name)
+                if worker is None:
+                    self._send(404, f"pod {ns}/{name} is not running on this process node agent")
+                    return
+                q = urllib.parse.parse_qs(url.query)
+
+                def num(key: str) -> int | None:
+                    v = q.get(key, [""])[0]
+                    return int(v) if v.isdigit() else None
+
+                try:
+                    with open(worker.log_path, encoding="utf-8", errors="replace") as fh:
+                        text = fh.read()
+                except OSError:
+                    text = ""
+                body = select_log(
+                    text,
+                    worker.uid,
+                    container,
+                    previous=q.get("previous", [""])[0] == "true",
+                    tail_lines=num("tailLines"),
+                    limit_bytes=num("limitBytes"),
+                )
+                if q.get("follow", [""])[0] != "true":
+                    self._send(200, body)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.end_headers()
+                try:
+                    self.wfile.write(body.encode())
+                    self.wfile.flush()
+                    self._follow(worker, len(text.encode()))
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+                    pass
+
+            def _follow(self, worker: PodWorker, offset: int) -> None:
+                """Stream lines appended to the log until the run ends or the pod goes."""
+                pending = b""
+                while not agent.stop.is_set():
+                    with open(worker.log_path, "rb") as fh:
+                        fh.seek(offset)
+                        chunk = fh.read()
+                    offset += len(chunk)
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        if line.startswith(b"=== "):
+                            return  # a new run (or another container) begins
+                        self.wfile.write(line + b"\n")
+                    self.wfile.flush()
+                    if agent.find_worker(worker.ns, worker.name) is not worker or (
+                        worker.proc is None and not chunk
+                    ):
+                        return
+                    time.sleep(0.5)
+
+            def _send(self, code: int, text: str) -> None:
+                data = text.encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
 # --- nodes ----------------------------------------------------------------------------------------
 
 
@@ -573,7 +721,8 @@ class NodeKeeper:
             self.next_status = now_m + STATUS_HEARTBEAT_SECONDS
 
     def write_status(self, ready: bool, prev: list[dict[str, Any]]) -> None:
-        body = {"status": status.node_status(ready, prev, now_text())}
+        port = self.agent.logs.port or 10250
+        body = {"status": status.node_status(ready, prev, now_text(), kubelet_port=port)}
         self.agent.core.patch_node_status(self.name, body, _content_type=MERGE_PATCH)
 
     def renew_lease(self, node: Mapping[str, Any]) -> None:
@@ -1459,6 +1608,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--register-with-taints",
         default="",
         help="taints for nodes this agent creates: key[=value]:Effect,... (as kubelet's flag)",
+    )
+    p.add_argument(
+        "--kubelet-port",
+        type=int,
+        default=10250,
+        help="port of the HTTPS endpoint serving kubectl logs (another free port if taken;\n"
+        "-1 disables it)",
     )
     p.add_argument("--log-level", default="INFO")
     return p.parse_args(argv)

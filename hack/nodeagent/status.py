@@ -258,7 +258,9 @@ def node_conditions(
     return out
 
 
-def node_status(ready: bool, prev: Sequence[Mapping[str, Any]], now: str) -> dict[str, Any]:
+def node_status(
+    ready: bool, prev: Sequence[Mapping[str, Any]], now: str, kubelet_port: int = 10250
+) -> dict[str, Any]:
     return {
         "capacity": dict(NODE_CAPACITY),
         "allocatable": dict(NODE_CAPACITY),
@@ -266,7 +268,7 @@ def node_status(ready: bool, prev: Sequence[Mapping[str, Any]], now: str) -> dic
             {"type": "InternalIP", "address": "127.0.0.1"},
         ],
         "conditions": node_conditions(ready, prev, now),
-        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
         "nodeInfo": {
             "machineID": "berth-process-node",
             "systemUUID": "berth-process-node",

@@ -692,3 +692,35 @@ def test_service_endpoints_list_process_pods(dev_cluster: DevCluster) -> None:
         assert dev_cluster.wait_for("a ready endpoint", slice_ips) == [ip]
         with urllib.request.urlopen(f"http://{ip}:{port}/", timeout=10) as resp:
             assert resp.status == 200
+
+
+def test_kubectl_logs_of_init_and_main_containers(dev_cluster: DevCluster) -> None:
+    node = nodes(dev_cluster)[0]
+    with dev_cluster.namespace("pn-logs") as ns:
+        manifest = pod(
+            "talker",
+            'for i in 1 2 3; do echo "main line $i"; done',
+            node=node,
+            extra={
+                "initContainers": [
+                    {
+                        "name": "seed",
+                        "image": "x",
+                        "command": ["sh", "-c", "echo seeding; echo oops >&2"],
+                    }
+                ]
+            },
+        )
+        create(dev_cluster, ns, manifest)
+        p = wait_pod(dev_cluster, ns, "talker", "Succeeded", phase_in("Succeeded", "Failed"))
+        assert p["status"]["phase"] == "Succeeded"
+        init = p["status"]["initContainerStatuses"][0]
+        assert init["state"]["terminated"]["reason"] == "Completed"
+        logs = dev_cluster.kubectl("-n", ns, "logs", "talker", "-c", "main").stdout
+        assert logs == "main line 1\nmain line 2\nmain line 3\n"
+        assert (
+            dev_cluster.kubectl("-n", ns, "logs", "talker", "-c", "seed").stdout
+            == "seeding\noops\n"
+        )
+        tail = dev_cluster.kubectl("-n", ns, "logs", "talker", "-c", "main", "--tail", "1").stdout
+        assert tail == "main line 3\n"
