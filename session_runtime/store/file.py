@@ -220,8 +220,9 @@ class FileSessionStore:
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
             fence.claim(d, session_id, self.epoch, fsync=self._fsync)
             listing = layout.scan(d)
-            for tmp in listing.temps:  # left by a writer that died mid atomic write
-                (d / tmp).unlink(missing_ok=True)
+            for epoch, tmp in listing.temps:  # left by a writer that died mid atomic write
+                if epoch <= self.epoch:  # never a newer epoch's write in progress
+                    (d / tmp).unlink(missing_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot open session '{session_id}' in {d}: {exc}") from exc
         loaded = self.read_state(session_id)

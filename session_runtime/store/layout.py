@@ -51,7 +51,8 @@ class Listing:
 
     snapshots: set[tuple[int, int]] = field(default_factory=set)
     journals: set[tuple[int, int]] = field(default_factory=set)
-    temps: list[str] = field(default_factory=list)
+    #: temp files as (epoch of the file they were to become, name)
+    temps: list[tuple[int, str]] = field(default_factory=list)
 
     def newest_snapshot(self, max_epoch: int) -> tuple[int, int] | None:
         """The newest snapshot of the highest epoch ``<= max_epoch``, or None."""
@@ -73,5 +74,7 @@ def scan(directory: Path) -> Listing:
             key = (int(m.group(2)), int(m.group(3)))
             (out.snapshots if m.group(1) == "snapshot" else out.journals).add(key)
         elif name.startswith(TMP_PREFIX):
-            out.temps.append(name)
+            t = _NAME.match(name[len(TMP_PREFIX) :])
+            if t:
+                out.temps.append((int(t.group(2)), name))
     return out

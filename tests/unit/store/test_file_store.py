@@ -184,9 +184,13 @@ def test_unknown_record_kind_is_refused(tmp_path: Path) -> None:
 def test_temp_files_are_never_read_and_are_cleaned(tmp_path: Path) -> None:
     FileSessionStore(tmp_path, epoch=1).save_session(SID, {"x": 1})
     (tmp_path / SID / ".tmp-snapshot-0000000001-0000000005.rec-1-0").write_bytes(b"half")
+    (tmp_path / SID / ".tmp-snapshot-0000000003-0000000000.rec-1-0").write_bytes(b"newer")
     assert FileSessionStore(tmp_path, epoch=1).load_session(SID) == {"x": 1}
     FileSessionStore(tmp_path, epoch=2).acquire(SID)
-    assert not list((tmp_path / SID).glob(".tmp-*"))
+    # the dead writer's temp file is gone; a newer epoch's write in progress is left alone
+    assert [p.name for p in (tmp_path / SID).glob(".tmp-*")] == [
+        ".tmp-snapshot-0000000003-0000000000.rec-1-0"
+    ]
 
 
 def test_secrets_never_reach_the_disk(tmp_path: Path) -> None:
@@ -433,3 +437,31 @@ def test_a_write_racing_a_takeover_is_reported_fenced(
     with pytest.raises(FencedError):
         old.begin_round(SID, RUN, 2, assistant(2, ("c2", "bash", "{}")))
     assert seen == [None]  # the new owner did not see the intent, and the old one must not act
+
+
+def test_concurrent_claims_never_move_the_lease_backwards(tmp_path: Path) -> None:
+    epochs = [3, 9, 1, 7, 5, 8, 2, 6, 4]
+    barrier = threading.Barrier(len(epochs))
+    fenced: list[int] = []
+    failed: dict[int, Exception] = {}
+
+    def claim(epoch: int) -> None:
+        barrier.wait()
+        try:
+            FileSessionStore(tmp_path, epoch=epoch, fsync=False).acquire(SID)
+        except FencedError:
+            fenced.append(epoch)
+        except StoreError as exc:  # a lower epoch losing a race it is about to be fenced in
+            failed[epoch] = exc
+
+    threads = [threading.Thread(target=claim, args=(e,)) for e in epochs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert FileSessionStore(tmp_path, epoch=0).highest_epoch(SID) == 9
+    assert 9 not in fenced and 9 not in failed, failed
+    assert sorted(os.listdir(tmp_path / SID / "lease"))[-1] == "0000000009"
+    for e in epochs[:-1]:
+        if e != 9:
+            assert FileSessionStore(tmp_path, epoch=e).is_fenced(SID)
