@@ -1,0 +1,179 @@
+"""Benchmark: LaneWorker reaction time to a burst, at polling intervals 1 s and 5 s (issue 8).
+
+    .venv/bin/python bench/scaling.py [--intervals 1 5] [--runs 3] [--sessions 4] [--tasks 40]
+
+Needs the dev cluster (``make cluster-up``; started here if it is not up). Per run: a fresh
+LaneWorker (``targetTasksPerReplica`` 40, concurrency 8, ``scaleDownStabilizationSeconds`` 5,
+source ``broker``), ``--sessions`` session-simulator pods (``tests/e2e/autoscaling_support.py``:
+they publish with the session runtime's ``RedisTaskTransport``) that wait for a go signal, then a
+random delay in ``[0, interval)`` so the burst lands at a random phase of the polling tick, then
+the burst. A sampler reads the Deployment every 0.2 s.
+
+Printed figures, per interval (min / median / max over the runs):
+
+- **decision**: burst -> the Deployment's ``spec.replicas`` reaches the burst's size
+  ``ceil(sessions * tasks / 40)`` (the operator read pressure and scaled);
+- **ready**: burst -> that many worker pods Ready (decision + pod start on a process node +
+  the worker's readiness probe, period 2 s);
+- **drain**: burst -> every task answered.
+
+Timing is printed, never asserted. The KEDA comparison is in the printed note: KEDA's documented
+defaults are ``pollingInterval: 30`` s and ``cooldownPeriod: 300`` s (keda.sh, ScaledObject
+specification); scale-from-zero is done by KEDA's own loop at the polling interval, and 1 -> N by
+the HPA it creates (``--horizontal-pod-autoscaler-sync-period`` 15 s by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.cluster import DevCluster  # noqa: E402
+from tests.e2e.autoscaling_support import (  # noqa: E402
+    Harness,
+    Sampler,
+    first,
+    laneworker_manifest,
+)
+from tests.integration.operator.harness import OperatorProcess, install_crds  # noqa: E402
+
+TARGET = 40
+CONCURRENCY = 8
+DOWN_WINDOW = 5
+
+KEDA_NOTE = """\
+KEDA comparison (documented defaults, keda.sh ScaledObject spec): pollingInterval 30 s,
+cooldownPeriod 300 s. From zero, KEDA notices a burst on its next poll: 0-30 s, 15 s on average,
+before the first replica is even requested; the HPA it creates then takes 1 -> N on its own
+15 s sync period. Scale to zero waits cooldownPeriod (300 s) after the last active poll. Berth's
+loop reads lag+pending of the consumer group every pollingIntervalSeconds (default 5 s; 1 s
+here) and scales 0 -> N in one step, so its decision time is bounded by one polling interval
+plus one API call, and its scale-to-zero waits scaleDownStabilizationSeconds (default 300 s,
+the HPA's own default, 5 s in this bench). The pod start-up after the decision is the same
+for both and is the 'ready - decision' part above."""
+
+
+def run_once(h: Harness, interval: int, index: int, sessions: int, tasks: int) -> dict[str, float]:
+    lw = f"b{interval}-{index}-{random.randrange(16**4):04x}"
+    h.apply(
+        laneworker_manifest(
+            lw,
+            concurrency=CONCURRENCY,
+            max_replicas=10,
+            scaling={
+                "targetTasksPerReplica": TARGET,
+                "pollingIntervalSeconds": interval,
+                "scaleDownStabilizationSeconds": DOWN_WINDOW,
+            },
+        )
+    )
+    h.wait_pool_idle(lw)
+    sims = h.start_sims(lw, "go", count=sessions, tasks=tasks, command="sleep 0.5")
+    h.wait_sims_ready(sims)
+    peak = min(10, math.ceil(sessions * tasks / TARGET))
+    time.sleep(random.uniform(0, interval))
+    with Sampler(h.api, h.namespace, [lw], every=0.1) as sampler:
+        t_go = h.go(lw, "go")
+        results = h.results(lw, "go", sessions)
+        ready = None
+        end = time.monotonic() + 120
+        while ready is None and time.monotonic() < end:
+            ready = first(sampler.of(lw), lambda s: s.ready_replicas >= peak, after=t_go)
+            time.sleep(0.2)
+    samples = sampler.of(lw)
+    decided = first(samples, lambda s: s.spec_replicas >= peak, after=t_go)
+    lost = sum(r["worker_lost"] for r in results)
+    h.cluster.kubectl("-n", h.namespace, "delete", "laneworker", lw, "--wait=false")
+    h.delete_sims(lw)
+    if decided is None or ready is None:
+        raise RuntimeError(f"{lw}: never reached {peak} replicas; samples: {samples[-3:]}")
+    return {
+        "decision": decided.t - t_go,
+        "ready": ready.t - t_go,
+        "drain": max(r["t_done"] for r in results) - t_go,
+        "worker_lost": float(lost),
+    }
+
+
+def summary(values: list[float]) -> str:
+    return f"{min(values):6.2f} / {statistics.median(values):6.2f} / {max(values):6.2f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--intervals", type=int, nargs="+", default=[1, 5])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sessions", type=int, default=4)
+    parser.add_argument("--tasks", type=int, default=40)
+    args = parser.parse_args()
+
+    cluster = DevCluster.ensure()
+    install_crds(cluster)
+    figures: dict[int, list[dict[str, float]]] = {}
+    with (
+        cluster.namespace("bench-scaling", shared_pvc=True) as ns,
+        tempfile.TemporaryDirectory(prefix="berth-bench-") as tmp,
+    ):
+        op = OperatorProcess(
+            cluster,
+            ns,
+            Path(cluster.kubeconfig),
+            Path(tmp),
+            BERTH_LEADER_ELECTION="false",
+        )
+        op.start()
+        try:
+            h = Harness(cluster, ns, str(ROOT))
+            for interval in args.intervals:
+                for index in range(args.runs):
+                    fig = run_once(h, interval, index, args.sessions, args.tasks)
+                    figures.setdefault(interval, []).append(fig)
+                    print(
+                        f"interval {interval}s run {index}: decision {fig['decision']:.2f}s "
+                        f"ready {fig['ready']:.2f}s drain {fig['drain']:.2f}s "
+                        f"worker lost {fig['worker_lost']:.0f}",
+                        flush=True,
+                    )
+        except BaseException:
+            print(op.logs(), file=sys.stderr)
+            raise
+        finally:
+            op.stop_all()
+
+    peak = math.ceil(args.sessions * args.tasks / TARGET)
+    print()
+    print(
+        f"burst: {args.sessions} sessions x {args.tasks} tasks (sleep 0.5 s), target {TARGET} "
+        f"tasks/replica -> {peak} replicas of concurrency {CONCURRENCY}; "
+        f"{args.runs} runs per interval; seconds, min / median / max"
+    )
+    print(
+        f"{'polling':>8} | {'burst -> decision':>24} | {'burst -> replicas Ready':>24} | "
+        f"{'burst -> all answered':>24}"
+    )
+    rows: list[Any] = []
+    for interval, figs in figures.items():
+        rows.append(
+            f"{interval:>7}s | {summary([f['decision'] for f in figs]):>24} | "
+            f"{summary([f['ready'] for f in figs]):>24} | {summary([f['drain'] for f in figs]):>24}"
+        )
+    print("\n".join(rows))
+    lost = sum(f["worker_lost"] for v in figures.values() for f in v)
+    print(f"tasks answered 'worker lost': {lost:.0f}")
+    print()
+    print(KEDA_NOTE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
