@@ -421,7 +421,7 @@ class Agent:
 
     def ensure_ip(self, ip: str) -> None:
         """Make ``ip`` a local address (an alias on lo) unless it is a loopback address."""
-        if not self.alias_ips:
+        if not self.alias_ips or ip == HOST_IP:
             return
         with self.lock:
             if ip in self.aliases:
@@ -930,7 +930,16 @@ class PodWorker:
     def _run(self) -> None:
         pod = self.pod
         terminal_at_start = self.phase in ("Succeeded", "Failed")
-        if not terminal_at_start or pod["metadata"].get("deletionTimestamp"):
+        if len(pod["spec"]["containers"]) > 1:
+            log.warning(
+                "pod %s: only container %s runs on a process node; ignoring %s",
+                self.key,
+                self.main.name,
+                [c["name"] for c in pod["spec"]["containers"][1:]],
+            )
+        if pod["spec"].get("hostNetwork"):
+            self.ip = HOST_IP
+        elif not terminal_at_start or pod["metadata"].get("deletionTimestamp"):
             ip = (pod.get("status") or {}).get("podIP")
             key = _pod_key(pod)
             if not (ip and self.agent.ipam.reserve(key, ip)):
