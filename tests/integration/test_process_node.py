@@ -724,3 +724,41 @@ def test_kubectl_logs_of_init_and_main_containers(dev_cluster: DevCluster) -> No
         )
         tail = dev_cluster.kubectl("-n", ns, "logs", "talker", "-c", "main", "--tail", "1").stdout
         assert tail == "main line 3\n"
+
+
+def test_missing_configmap_waits_then_starts_and_missing_binary_fails(
+    dev_cluster: DevCluster,
+) -> None:
+    node = nodes(dev_cluster)[0]
+    with dev_cluster.namespace("pn-cfg") as ns:
+        needs_cm = pod(
+            "needs-cm",
+            'echo "$LATE" > /dev/termination-log',
+            node=node,
+            env=[{"name": "LATE", "valueFrom": {"configMapKeyRef": {"name": "late", "key": "k"}}}],
+        )
+        create(dev_cluster, ns, needs_cm)
+        p = wait_pod(
+            dev_cluster,
+            ns,
+            "needs-cm",
+            "CreateContainerConfigError",
+            lambda p: (
+                (container(p).get("state", {}).get("waiting") or {}).get("reason")
+                == "CreateContainerConfigError"
+            ),
+        )
+        assert p["status"]["phase"] == "Pending"
+        assert "late" in container(p)["state"]["waiting"]["message"]
+        dev_cluster.kubectl("-n", ns, "create", "configmap", "late", "--from-literal=k=arrived")
+        p = wait_pod(dev_cluster, ns, "needs-cm", "Succeeded", phase_in("Succeeded", "Failed"))
+        assert container(p)["state"]["terminated"]["message"].strip() == "arrived"
+
+        bad = pod("bad-binary", "unused", node=node)
+        bad["spec"]["containers"][0]["command"] = ["berth-no-such-binary-xyz"]
+        create(dev_cluster, ns, bad)
+        p = wait_pod(dev_cluster, ns, "bad-binary", "Failed", phase_in("Succeeded", "Failed"))
+        term = container(p)["state"]["terminated"]
+        assert p["status"]["phase"] == "Failed"
+        assert term["exitCode"] == 127
+        assert "berth-no-such-binary-xyz" in term["message"]
