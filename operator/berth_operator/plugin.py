@@ -8,7 +8,7 @@ Commands::
 
 ``status`` reads the AgentSession through the Kubernetes API (``berth_operator.k8s.plugin_client``,
 the caller's kubeconfig). ``send`` and ``passivate`` talk to the session pod's HTTP API at
-``http://<status.podIP>:8080`` (ARCHITECTURE.md §5): ``POST /v1/messages {prompt}`` and
+``http://<status.podIp>:8080`` (ARCHITECTURE.md §5): ``POST /v1/messages {prompt}`` and
 ``POST /v1/passivate {reason: "manual", deadlineMs}``. The operator notices the passivated pod and
 resumes it (or keeps it passivated when ``spec.suspend`` is true). Where pod IPs are not routable
 from the caller, ``--endpoint`` takes a base URL instead (e.g. a ``kubectl port-forward``).
@@ -60,7 +60,7 @@ EndpointOpt = Annotated[
     str | None,
     typer.Option(
         "--endpoint",
-        help="Base URL of the session pod's API (default http://<status.podIP>:8080).",
+        help="Base URL of the session pod's API (default http://<status pod IP>:8080).",
     ),
 ]
 
@@ -157,15 +157,19 @@ def status_tables(body: dict[str, Any], now: datetime) -> list[Table]:
 
 
 def session_endpoint(body: dict[str, Any], override: str | None) -> str:
-    """Base URL of the session pod's API. Raises PluginError when the pod has no IP."""
+    """Base URL of the session pod's API. Raises PluginError when the pod has no IP.
+
+    The IP is read through the operator's status model, so it follows the CRD's field name.
+    """
     if override:
         return override.rstrip("/")
-    ip = (body.get("status") or {}).get("podIP")
-    if not ip:
+    st = parse_status(body)
+    if not st.pod_ip:
         name = (body.get("metadata") or {}).get("name", "?")
-        phase = (body.get("status") or {}).get("phase", "unknown")
-        raise PluginError(f"session {name} has no running pod (phase {phase}); nothing to talk to")
-    host = f"[{ip}]" if ":" in ip else ip
+        raise PluginError(
+            f"session {name} has no running pod (phase {st.phase or 'unknown'}); nothing to talk to"
+        )
+    host = f"[{st.pod_ip}]" if ":" in st.pod_ip else st.pod_ip
     return f"http://{host}:{SESSION_PORT}"
 
 

@@ -43,9 +43,12 @@ def exported_names(registry: Any) -> set[str]:
 
 
 def exposition_names(text: str) -> set[str]:
+    """Sample names of a scraped body; a family announced by # TYPE with no sample yet (a
+    labelled metric before its first observation) counts with its type's suffixes."""
     names: set[str] = set()
     for family in text_string_to_metric_families(text):
-        names.add(family.name)
+        for suffix in _SUFFIXES.get(family.type, ("",)):
+            names.add(family.name + suffix)
         names.update(s.name for s in family.samples)
     return names
 
