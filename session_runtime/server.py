@@ -577,6 +577,7 @@ class SessionPod:
             passivation=self.passivation,
             ignoring_passivation=self.cfg.test_ignore_passivation,
             resumed_from=self._resumed_from(rt.get("run_id") if rt else None),
+            result_text=self._result_text,
         )
 
     async def close(self) -> None:

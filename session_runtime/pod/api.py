@@ -100,6 +100,7 @@ def state_body(
     passivation: Passivation | None = None,
     ignoring_passivation: bool = False,
     resumed_from: str | None = None,
+    result_text: str | None = None,
 ) -> dict[str, Any]:
     """The ``GET /v1/state`` answer.
 
@@ -114,6 +115,7 @@ def state_body(
          "lastError": str | null, "epoch": int, "session": "<ns>/<name>",
          "identity": {"tenantId", "principal", "agentTemplateId", "correlationId"},
          "podName": str | null, "nodeName": str | null,
+         "resultText": str | null,    # final text of the last finished run
          "passivation": {"reason", "deadlineMs", "requestedMs"} | null}
 
     With the test-only ignore switch on, ``passivation`` also carries ``"ignored": true``.
@@ -140,5 +142,6 @@ def state_body(
         "identity": identity.model_dump(by_alias=True),
         "podName": pod_name,
         "nodeName": node_name,
+        "resultText": result_text,
         "passivation": passivation_json,
     }

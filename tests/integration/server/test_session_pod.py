@@ -195,7 +195,7 @@ def test_keep_alive_messages_and_metrics(tmp_path: Path) -> None:
         pod = world.start(epoch=1)
         pod.wait_ready()
         idle = pod.wait_state(lambda s: s["state"] == "idle", "idle after the task")
-        assert idle["turn"] == 1
+        assert idle["turn"] == 1 and idle["resultText"] == "first done"
 
         status, text = pod.request("GET", "/metrics")
         assert status == 200

@@ -153,7 +153,9 @@ def test_the_operator_reads_the_state_body() -> None:
         session="ns/s",
         epoch=2,
         identity=IdentityOptions(),
+        passivation=Passivation("node_drain", 200, 100),
         resumed_from="run-1",
+        result_text="partial answer",
     )
     read = op.RuntimeState.model_validate(body)
     assert (read.state, read.run_id, read.resumed_from, read.turn) == (
@@ -165,3 +167,5 @@ def test_the_operator_reads_the_state_body() -> None:
     assert read.usage.total_tokens == 10
     assert read.checkpoint.checkpoint_ms == 1234 and read.checkpoint.tool_calls_count == 5
     assert read.last_error == "boom"
+    assert read.text == "partial answer"
+    assert (read.passivation.reason, read.passivation.deadline_ms) == ("node_drain", 200)

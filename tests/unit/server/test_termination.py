@@ -119,3 +119,4 @@ def test_the_operator_reads_what_we_write() -> None:
     )
     assert (read.usage.prompt_tokens, read.usage.total_tokens) == (10, 15)
     assert read.resumed_from == "run-8"
+    assert read.text == "partial"
