@@ -261,7 +261,7 @@ class Agent:
         self.finished: dict[str, float] = {}  # uid -> monotonic time the worker finished
         self.lost: set[str] = set()
         self.nodes = list(dict.fromkeys(args.node))
-        self.taints = [parse_taint(t) for t in args.register_with_taints.split(",") if t]
+        self.taints = [status.parse_taint(t) for t in args.register_with_taints.split(",") if t]
         self.logs = LogServer(self, args.kubelet_port)
 
     # -- API helpers --
@@ -1574,18 +1574,6 @@ def _seconds_between(a: str, b: str) -> float:
         return 0.0
 
 
-def parse_taint(text: str) -> dict[str, str]:
-    """kubelet's --register-with-taints syntax: ``key[=value]:Effect``."""
-    kv, sep, effect = text.rpartition(":")
-    if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-        raise argparse.ArgumentTypeError(f"bad taint {text!r}: want key[=value]:Effect")
-    key, _, value = kv.partition("=")
-    taint = {"key": key, "effect": effect}
-    if value:
-        taint["value"] = value
-    return taint
-
-
 # --- entry ------------------------------------------------------------------------------------
 
 
@@ -1639,7 +1627,11 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
     logging.getLogger("urllib3").setLevel(logging.ERROR)
-    agent = Agent(args)
+    try:
+        agent = Agent(args)
+    except ValueError as exc:  # bad --pod-ip-prefix or --register-with-taints
+        log.error("%s", exc)
+        return 2
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("received signal %d", signum)

@@ -284,6 +284,20 @@ def node_status(
     }
 
 
+def parse_taint(text: str) -> dict[str, str]:
+    """kubelet's ``--register-with-taints`` syntax, ``key[=value]:Effect``, as a Taint.
+
+    Raises ValueError for anything else."""
+    kv, sep, effect = text.strip().rpartition(":")
+    if not sep or not kv or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+        raise ValueError(f"bad taint {text!r}: want key[=value]:Effect")
+    key, _, value = kv.partition("=")
+    taint = {"key": key, "effect": effect}
+    if value:
+        taint["value"] = value
+    return taint
+
+
 def node_object(name: str) -> dict[str, Any]:
     """The Node the agent registers (status is written separately through /status)."""
     return {

@@ -165,3 +165,21 @@ def test_pod_status_lists_init_containers_only_when_present() -> None:
     with_init = status.pod_status(**common, init_container_statuses=[{"name": "i"}])
     assert with_init["initContainerStatuses"] == [{"name": "i"}]
     assert with_init["podIPs"] == [{"ip": "127.0.1.1"}]
+
+
+@pytest.mark.parametrize(
+    ("text", "taint"),
+    [
+        ("a=b:NoSchedule", {"key": "a", "value": "b", "effect": "NoSchedule"}),
+        ("berth.dev/x:NoExecute", {"key": "berth.dev/x", "effect": "NoExecute"}),
+        ("k=v:w:PreferNoSchedule", {"key": "k", "value": "v:w", "effect": "PreferNoSchedule"}),
+    ],
+)
+def test_parse_taint(text: str, taint: dict[str, str]) -> None:
+    assert status.parse_taint(text) == taint
+
+
+@pytest.mark.parametrize("text", ["a=b", "a=b:Sometimes", ":NoSchedule"])
+def test_parse_taint_refuses(text: str) -> None:
+    with pytest.raises(ValueError):
+        status.parse_taint(text)
