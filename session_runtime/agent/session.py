@@ -382,9 +382,24 @@ class Session(QueueApi):
             if not future.done():
                 future.cancel()  # the consumer stopped early: cancel the run
 
+    def _fresh_run_id(self) -> str:
+        """A run id from HostEnv that no run of this session has used, in memory or in the store.
+
+        A resumed process starts a new (replay) id generator, which would otherwise hand out
+        ``run-r-0`` again and overwrite the run being resumed; the A3S contract keeps it intact.
+        """
+        store = self.options.session_store
+        while True:
+            run_id = self._env.new_run_id()
+            if self._runs.get(run_id) is not None:
+                continue
+            if store is not None and store.load_checkpoint(self._id, run_id) is not None:
+                continue
+            return run_id
+
     def _start_prompt_run(self, prompt: str) -> Callable[[], Awaitable[tuple[RunRecord, RunState]]]:
         async def start() -> tuple[RunRecord, RunState]:
-            run_id = self._env.new_run_id()
+            run_id = self._fresh_run_id()
             record = RunRecord(id=run_id, prompt=prompt, started_ms=self._env.now_ms())
             self._messages.append({"role": "user", "content": prompt})
             state = RunState(
@@ -641,7 +656,7 @@ class Session(QueueApi):
             if pending is not None and pending.turn == checkpoint.turn + 1:
                 pending_box[0] = pending
             original = self._runs.get(run_id)
-            new_id = self._env.new_run_id()
+            new_id = self._fresh_run_id()
             record = RunRecord(
                 id=new_id,
                 prompt=original.prompt if original is not None else last_user_prompt(checkpoint),
