@@ -29,7 +29,9 @@ variable                   required meaning
 ``POD_IP``                 no       address to bind; default ``0.0.0.0`` (all interfaces)
 ``NODE_NAME``              no       downward API; reported in ``/v1/state``
 ``BERTH_HTTP_PORT``        no       HTTP port, default 8080
-``OPENAI_API_KEY``         no       LLM key from the Secret (never logged, never stored)
+``OPENAI_API_KEY``         no       LLM key from the Secret; read by the runtime's LLM client
+                                    itself (env var named by ``options.llm.apiKeyEnv``), never
+                                    copied into this config, logged or stored
 ``OPENAI_BASE_URL``        no       LLM endpoint; overridden by ``options.llm.baseURL`` if set
 ``BERTH_TEST_IGNORE_PASSIVATION`` no TEST ONLY: ``1`` makes ``POST /v1/passivate`` answer 202 and
                                     do nothing (drain-deadline tests); never set in production
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 #: Default HTTP port of the session pod (ARCHITECTURE §5).
@@ -65,10 +67,10 @@ class PodConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class PodConfig:
-    """Everything ``berth-session`` takes from its environment. Paths are as given (not resolved).
+    """Everything ``berth-session`` takes from its environment; paths as given (not resolved).
 
-    ``openai_api_key`` is excluded from ``repr`` so a logged config never shows the key.
-    """
+    ``openai_base_url`` is kept because the options' ``llm.baseUrl`` may override it; the API key
+    is deliberately absent (see the table above)."""
 
     namespace: str
     name: str
@@ -85,7 +87,6 @@ class PodConfig:
     pod_ip: str = DEFAULT_BIND_HOST
     node_name: str | None = None
     http_port: int = DEFAULT_HTTP_PORT
-    openai_api_key: str | None = field(default=None, repr=False)
     openai_base_url: str | None = None
     test_ignore_passivation: bool = False
 
@@ -173,7 +174,6 @@ def parse_env(env: Mapping[str, str]) -> PodConfig:
         pod_ip=_opt(env, "POD_IP") or DEFAULT_BIND_HOST,
         node_name=_opt(env, "NODE_NAME"),
         http_port=port,
-        openai_api_key=_opt(env, "OPENAI_API_KEY"),
         openai_base_url=_opt(env, "OPENAI_BASE_URL"),
         test_ignore_passivation=(
             env.get("BERTH_TEST_IGNORE_PASSIVATION", "").strip().lower() in _TRUE

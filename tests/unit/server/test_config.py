@@ -52,7 +52,7 @@ def test_full_env() -> None:
     assert cfg.shared_root == Path("vol")
     assert (cfg.pod_ip, cfg.http_port, cfg.node_name) == ("127.0.0.9", 9090, "n1")
     assert cfg.test_ignore_passivation is True
-    assert "sk-secret" not in repr(cfg)
+    assert "sk-secret" not in repr(cfg)  # the key is left to the runtime's LLM client
 
 
 @pytest.mark.parametrize(
