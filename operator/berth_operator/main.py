@@ -18,6 +18,7 @@ import contextlib
 import logging
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
@@ -84,12 +85,17 @@ async def _serve(settings: OperatorSettings, health: _Health) -> web.AppRunner:
 
 async def run(settings: OperatorSettings) -> int:
     """Run until stopped; returns the process exit status."""
+    # The kubernetes client is synchronous: its calls run in the default executor, so size it
+    # like the connection pool (the stock min(32, cpus + 4) is 6 threads on a 2-CPU node).
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(
+        ThreadPoolExecutor(settings.kube_connection_pool, thread_name_prefix="kube")
+    )
     kube = KubeClient(make_api_client(settings.kube_connection_pool))
     runtime = RuntimeClient(settings.state_timeout_seconds)
     ctx = OperatorContext(settings=settings, kube=kube, runtime=runtime)
     health = _Health()
     runner = await _serve(settings, health)
-    loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
