@@ -267,6 +267,7 @@ def test_bad_manifest_is_rejected_naming_the_field(
     update: bool,
 ) -> None:
     obj = copy.deepcopy(base)
+    obj["metadata"]["name"] = f"bad-{case}"[:50]  # a create, not an update of "valid"
     if update:
         obj["metadata"]["name"] = f"imm-{case}"[:50]
         created = apply(dev_cluster, namespace, obj)
