@@ -29,8 +29,11 @@ import berth_operator.handlers.agentsession  # noqa: F401  (registers the handle
 from berth_operator.api.constants import FINALIZER
 from berth_operator.errors import SettingsError
 from berth_operator.handlers import laneworker as _laneworker  # noqa: F401  (registers handlers)
+from berth_operator.handlers import nodes as _nodes  # noqa: F401  (registers handlers)
+from berth_operator.handlers import webhook
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.k8s.client import KubeClient, make_api_client
+from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.lease import LeaderElector
 from berth_operator.metrics import LEADER
 from berth_operator.runtime_client import RuntimeClient
@@ -40,8 +43,9 @@ log = logging.getLogger("berth.main")
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    """kopf settings: our finalizer name, annotation storage, no log→Event spam, no scanning."""
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    """kopf settings: our finalizer name, annotation storage, no log→Event spam, no scanning;
+    the eviction webhook's server when enabled (handlers.webhook)."""
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="berth.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -51,6 +55,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
+    ctx = getattr(memo, "ctx", None)
+    if isinstance(ctx, OperatorContext):
+        webhook.configure(settings, ctx.settings)
 
 
 class _Health:
@@ -94,6 +101,9 @@ async def run(settings: OperatorSettings) -> int:
     kube = KubeClient(make_api_client(settings.kube_connection_pool))
     runtime = RuntimeClient(settings.state_timeout_seconds)
     ctx = OperatorContext(settings=settings, kube=kube, runtime=runtime)
+    if settings.pdb_enabled:
+        ctx.disruption = DisruptionClient.from_kube(kube)
+    webhook.register(settings)
     health = _Health()
     runner = await _serve(settings, health)
     stop = asyncio.Event()

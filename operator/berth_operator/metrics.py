@@ -13,6 +13,7 @@ from typing import Final
 from prometheus_client import Counter, Gauge, Histogram
 
 from berth_operator.api.agentsession import Phase
+from berth_operator.reconcile.passivation import OUTCOMES, TRIGGERS
 from berth_operator.reconcile.replacement import PlacementReason
 
 PHASES: Final[tuple[Phase, ...]] = (
@@ -119,3 +120,48 @@ def forget_laneworker(namespace: str, laneworker: str) -> None:
             gauge.remove(namespace, laneworker)
         except KeyError:
             pass
+
+
+# --- Passivation before eviction (issue 7, ARCHITECTURE.md §8) ---------------------------------
+# Labels: reason ∈ reconcile.passivation.TRIGGERS, outcome ∈ reconcile.passivation.OUTCOMES.
+
+_PASSIVATION_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 8, 13, 20, 30, 60, 120, 300, 600)
+
+PASSIVATION_SECONDS = Histogram(
+    "berth_operator_passivation_seconds",
+    "Passivation request to the pod ending (passivated, or deleted at the deadline), by reason "
+    "and outcome.",
+    ["reason", "outcome"],
+    buckets=_PASSIVATION_BUCKETS,
+)
+RESUME_SECONDS = Histogram(
+    "berth_operator_resume_seconds",
+    "Pod passivated to the resumed run seen running on its replacement, by reason (suspend "
+    "includes the time suspended).",
+    ["reason"],
+    buckets=_PASSIVATION_BUCKETS,
+)
+PASSIVATIONS = Counter(
+    "berth_operator_passivations_total",
+    "Passivations that ended, by reason and outcome (passivated, deadline, completed, failed).",
+    ["reason", "outcome"],
+)
+EVICTIONS_DENIED = Counter(
+    "berth_operator_evictions_denied_total",
+    "Eviction requests for session pods answered 429 by the webhook while passivation runs.",
+)
+
+
+def observe_passivation(kind: str, reason: str, outcome: str, seconds: float) -> None:
+    """Record one passivation (``kind`` passivation) or resume (``kind`` resume) latency."""
+    if kind == "resume":
+        RESUME_SECONDS.labels(reason=reason).observe(seconds)
+        return
+    PASSIVATION_SECONDS.labels(reason=reason, outcome=outcome).observe(seconds)
+    PASSIVATIONS.labels(reason=reason, outcome=outcome).inc()
+
+
+for _trigger in TRIGGERS:
+    RESUME_SECONDS.labels(reason=_trigger)
+    for _outcome in OUTCOMES:
+        PASSIVATIONS.labels(reason=_trigger, outcome=_outcome)

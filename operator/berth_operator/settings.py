@@ -77,6 +77,29 @@ class OperatorSettings(BaseModel):
     """Port serving /healthz, /readyz and /metrics. Default 8081."""
     kube_connection_pool: Annotated[int, Field(ge=1)] = 32
     """HTTP connections to the apiserver. Default 32."""
+    # --- passivation before eviction (ARCHITECTURE.md §8) -------------------------------------
+    passivation_kill_grace_seconds: Annotated[int, Field(ge=0, le=3600)] = 10
+    """gracePeriodSeconds of the DELETE the operator sends when a pod has not passivated by its
+    deadline: SIGTERM, then SIGKILL after this many seconds (seconds). Default 10."""
+    pdb_enabled: bool = True
+    """Create a PodDisruptionBudget (minAvailable 1) per session so evictions (kubectl drain,
+    cluster autoscaler) wait for passivation. Default true."""
+    webhook_enabled: bool = False
+    """Serve the validating webhook on pods/eviction (answers 429 and starts passivation). Needs
+    webhook_cert_dir. Default false (the PDB alone still makes drains wait)."""
+    webhook_listen_host: str = "0.0.0.0"
+    """Bind address of the webhook's HTTPS server. Default 0.0.0.0."""
+    webhook_port: Annotated[int, Field(ge=1, le=65535)] = 9443
+    """Port of the webhook's HTTPS server. Default 9443."""
+    webhook_host: str = ""
+    """Host (DNS name or IP, in the certificate's SANs) the apiserver uses in the webhook URL
+    https://<host>:<port>/<handler>; empty = webhook_listen_host."""
+    webhook_cert_dir: str = "/etc/berth/webhook"
+    """Directory with tls.crt, tls.key (server) and ca.crt (the caBundle), e.g. made by
+    hack/webhook-certs.sh with openssl; re-read when they change. Default /etc/berth/webhook."""
+    webhook_configuration: str = "berth-operator"
+    """Name of the ValidatingWebhookConfiguration the operator keeps up to date (kopf's managed
+    mode; failurePolicy Ignore); empty = installed by someone else. Default berth-operator."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorSettings:

@@ -188,6 +188,10 @@ app.kubernetes.io/component: redis
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, create, delete, patch]
+# One PodDisruptionBudget per session, so evictions wait for passivation.
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [create]
 # The options ConfigMap <session>-options.
 - apiGroups: [""]
   resources: [configmaps]
@@ -203,6 +207,10 @@ app.kubernetes.io/component: redis
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [create]
+# One PodDisruptionBudget per session (passivation before eviction).
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [create]
 # Events on AgentSessions and LaneWorkers.
 - apiGroups: ["", events.k8s.io]
   resources: [events]
@@ -213,5 +221,5 @@ app.kubernetes.io/component: redis
 {{- define "berth.clusterRules" -}}
 - apiGroups: [""]
   resources: [nodes]
-  verbs: [get]
+  verbs: [get, list, watch]
 {{- end }}

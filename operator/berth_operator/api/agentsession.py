@@ -36,6 +36,11 @@ Phase = Literal[
     "Pending", "Running", "Passivating", "Passivated", "Resuming", "Succeeded", "Failed"
 ]
 RunOutcome = Literal["running", "completed", "passivated", "failed", "fenced", "crashed", "lost"]
+PassivationTrigger = Literal["node_drain", "eviction", "manual", "suspend"]
+"""Why a session was asked to passivate (ARCHITECTURE.md §8): the node is being drained (cordon or a
+disruption taint), an eviction request for its pod, a manual request (``kubectl berth passivate``),
+or ``spec.suspend``. Also the ``reason`` sent in ``POST /v1/passivate`` and a metric label."""
+PassivationOutcome = Literal["passivating", "passivated", "deadline", "completed", "failed"]
 
 MODEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"
 THRESHOLD_PATTERN = r"^((0(\.[0-9]+)?|1(\.0+)?)|(100|[1-9]?[0-9])(\.[0-9]+)?%)$"
@@ -409,6 +414,40 @@ class Result(K8sModel):
     """When the session finished."""
 
 
+class PassivationStatus(K8sModel):
+    """The current or last passivation of the session (ARCHITECTURE.md §8), written by the operator.
+
+    Recorded when the passivation is requested, so the deadline survives operator restarts; the
+    times are RFC 3339 with milliseconds. ``outcome`` moves passivating → passivated (the runtime
+    exited with outcome passivated) or deadline (the operator deleted the pod at the deadline; the
+    run resumes from the last durable round); completed/failed when the run ended otherwise.
+    """
+
+    reason: PassivationTrigger
+    """node_drain, eviction, manual or suspend."""
+    message: Annotated[str, Field(max_length=1024)] = ""
+    """What triggered it, e.g. "node proc-a is cordoned (spec.unschedulable)"."""
+    pod_name: str
+    """Pod asked to passivate."""
+    epoch: Int64
+    """Epoch of that pod."""
+    node_name: str | None = None
+    """Node the pod ran on; the replacement is placed away from it (node_drain, eviction)."""
+    requested_at: datetime
+    """When the operator (or, for manual, the runtime) accepted the request."""
+    deadline: datetime
+    """requestedAt + spec.passivation.deadlineSeconds: the pod is deleted at this time at the
+    latest."""
+    outcome: PassivationOutcome = "passivating"
+    """passivating, passivated, deadline, completed or failed."""
+    passivated_at: datetime | None = None
+    """When the operator saw the pod end (or deleted it at the deadline)."""
+    resumed_at: datetime | None = None
+    """When the operator first saw the resumed run running on the replacement pod."""
+    resumed_run_id: str | None = None
+    """Run id of the resumed run."""
+
+
 class AgentSessionStatus(K8sModel):
     """Observed state, written only by the operator through the status subresource."""
 
@@ -447,6 +486,8 @@ class AgentSessionStatus(K8sModel):
     """Token usage."""
     passivations: Int64 | None = None
     """How many times the session was passivated."""
+    passivation: PassivationStatus | None = None
+    """The current or last passivation (trigger, deadline, outcome, resume)."""
     restarts: int | None = None
     """Consecutive placements after a pod died without passivating (reset on success)."""
     placement_reason: str | None = None

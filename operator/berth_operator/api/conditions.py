@@ -65,6 +65,10 @@ class Reason:
     NOT_PASSIVATED: Final = "NotPassivated"
     PASSIVATING: Final = "Passivating"
     PASSIVATED: Final = "Passivated"
+    PASSIVATION_DEADLINE_EXCEEDED: Final = "PassivationDeadlineExceeded"
+    """The pod did not passivate by the deadline and was deleted (resume from the last round)."""
+    RESUMED: Final = "Resumed"
+    """The run of a passivated session continues on a replacement pod."""
     # BudgetExhausted
     WITHIN_BUDGET: Final = "WithinBudget"
     BUDGET_EXHAUSTED: Final = "BudgetExhausted"

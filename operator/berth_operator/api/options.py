@@ -184,6 +184,18 @@ class CheckpointView(_Lenient):
     )
 
 
+class PassivationView(_Lenient):
+    """``passivation`` of /v1/state: the request the runtime accepted (times in epoch ms)."""
+
+    reason: str = ""
+    deadline_ms: int | None = Field(
+        None, validation_alias=AliasChoices("deadlineMs", "deadline_ms")
+    )
+    requested_ms: int | None = Field(
+        None, validation_alias=AliasChoices("requestedMs", "requested_ms")
+    )
+
+
 class RuntimeState(_Lenient):
     """Body of GET /v1/state (ARCHITECTURE.md §5): state, runId, turn, usage, checkpoint, error."""
 
@@ -205,6 +217,8 @@ class RuntimeState(_Lenient):
         None, validation_alias=AliasChoices("lastError", "last_error", "error")
     )
     text: str | None = Field(None, validation_alias=AliasChoices("resultText", "text", "result"))
+    passivation: PassivationView | None = None
+    """The passivation request the runtime accepted, if any (also ``kubectl berth passivate``)."""
 
 
 def options_json_schema() -> dict[str, Any]:

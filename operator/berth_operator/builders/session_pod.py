@@ -16,6 +16,7 @@ Contract given to ``berth-session`` (read by session_runtime.pod.config / .optio
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -178,11 +179,14 @@ def build_session_pod(
     epoch: int,
     resume_run_id: str | None,
     reason: str,
+    avoid_nodes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The session Pod of ``epoch`` (name ``<session>-e<epoch>``), owned by the AgentSession.
 
     ``reason`` (a PlacementReason) and ``resume_run_id`` are recorded as annotations so the
-    lineage can say why this pod exists and what it resumed.
+    lineage can say why this pod exists and what it resumed. ``avoid_nodes`` (the node a
+    passivation moved the session away from) becomes a required node affinity ``metadata.name
+    NotIn`` ANDed into every term of spec.placement.affinity (see ``with_avoided_nodes``).
     """
     uid = settings.run_as_user
     claim = (spec.store.claim_name if spec.store else None) or settings.default_claim_name
@@ -260,6 +264,8 @@ def build_session_pod(
             pod_spec["priorityClassName"] = placement.priority_class_name
         if placement.topology_spread_constraints:
             pod_spec["topologySpreadConstraints"] = placement.topology_spread_constraints
+    if avoid_nodes:
+        pod_spec["affinity"] = with_avoided_nodes(pod_spec.get("affinity"), avoid_nodes)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -277,3 +283,21 @@ def build_session_pod(
         },
         "spec": pod_spec,
     }
+
+
+def with_avoided_nodes(affinity: dict[str, Any] | None, nodes: tuple[str, ...]) -> dict[str, Any]:
+    """``affinity`` (not modified) plus ``metadata.name NotIn nodes`` in every required term.
+
+    nodeSelectorTerms are ORed and the expressions of one term ANDed (core/v1 NodeSelector), so
+    the exclusion is appended to each existing term; with no required terms one term is created.
+    ``matchFields`` on ``metadata.name`` names the node exactly (no reliance on hostname labels).
+    """
+    out = copy.deepcopy(affinity) if affinity else {}
+    node_aff = out.setdefault("nodeAffinity", {})
+    required = node_aff.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    exclusion = {"key": "metadata.name", "operator": "NotIn", "values": sorted(set(nodes))}
+    required["nodeSelectorTerms"] = [
+        {**term, "matchFields": [*(term.get("matchFields") or []), exclusion]} for term in terms
+    ]
+    return out

@@ -41,6 +41,7 @@ from berth_operator.api.constants import (
 )
 from berth_operator.builders.cleanup_job import build_store_cleanup_job
 from berth_operator.builders.names import SessionRef
+from berth_operator.builders.pdb import build_session_pdb
 from berth_operator.builders.session_pod import (
     build_options,
     build_options_configmap,
@@ -54,8 +55,10 @@ from berth_operator.metrics import (
     RECONCILE_SECONDS,
     STATE_REFRESH_FAILURES,
     STATUS_WRITES,
+    observe_passivation,
 )
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node, observe_pod
+from berth_operator.reconcile.passivation import Trigger, pdb_wanted
 from berth_operator.reconcile.session import Observation, Plan, decide
 
 log = logging.getLogger("berth.operator")
@@ -95,15 +98,19 @@ async def agentsession_daemon(
 ) -> None:
     """Reconcile one AgentSession until it is deleted or the operator stops.
 
-    ``kwargs["session_pods"]`` is the pod index (kopf passes indices by name).
+    ``kwargs["session_pods"]`` is the pod index (kopf passes indices by name);
+    ``kwargs["node_disruptions"]`` the disrupted nodes (handlers.nodes).
     """
     ctx: OperatorContext = memo.ctx
     index = cast("kopf.Index[str, ObservedPod]", kwargs["session_pods"])
+    disrupted = cast("kopf.Index[str, Trigger] | None", kwargs.get("node_disruptions"))
     ns = namespace or ""
     wake = ctx.wakeup(uid)
     while not stopped:
         wake.clear()
-        delay = await reconcile_session(ctx, ns, name, uid, index.get(uid, []))
+        delay = await reconcile_session(
+            ctx, ns, name, uid, index.get(uid, []), _disruptions(disrupted)
+        )
         if delay is None:
             return
         if delay > 0:
@@ -187,13 +194,29 @@ def _post_events(body: dict[str, Any], plan: Plan) -> None:
         )
 
 
+def _disruptions(index: kopf.Index[str, Trigger] | None) -> dict[str, Trigger]:
+    """The node_disruptions index as a plain dict (one Trigger per disrupted node)."""
+    if index is None:
+        return {}
+    out: dict[str, Trigger] = {}
+    for node in index:
+        for trigger in index.get(node, []):
+            out[node] = trigger
+    return out
+
+
 async def reconcile_session(
-    ctx: OperatorContext, namespace: str, name: str, uid: str, cached: Iterable[ObservedPod]
+    ctx: OperatorContext,
+    namespace: str,
+    name: str,
+    uid: str,
+    cached: Iterable[ObservedPod],
+    disruptions: dict[str, Trigger] | None = None,
 ) -> float | None:
     """One iteration; returns seconds until the next one (None: the session is gone)."""
     started = time.perf_counter()
     try:
-        return await _reconcile(ctx, namespace, name, uid, list(cached))
+        return await _reconcile(ctx, namespace, name, uid, list(cached), disruptions or {})
     except Conflict as exc:
         RECONCILE_ERRORS.labels(kind="conflict").inc()
         log.debug("conflict on %s/%s: %s", namespace, name, exc)
@@ -211,7 +234,12 @@ async def reconcile_session(
 
 
 async def _reconcile(
-    ctx: OperatorContext, namespace: str, name: str, uid: str, cached: list[ObservedPod]
+    ctx: OperatorContext,
+    namespace: str,
+    name: str,
+    uid: str,
+    cached: list[ObservedPod],
+    disruptions: dict[str, Trigger],
 ) -> float | None:
     settings = ctx.settings
     try:
@@ -266,6 +294,9 @@ async def _reconcile(
             state_error=state_error,
             missing_laneworkers=tuple(missing),
             now=datetime.now(UTC).replace(microsecond=0),
+            node_disruptions=disruptions,
+            evictions=frozenset(ctx.evictions.get(uid, ())),
+            precise_now=_now_ms(),
         ),
         settings,
     )
@@ -284,9 +315,22 @@ async def _reconcile(
         STATUS_WRITES.labels(result="unchanged").inc()
     ctx.phases.set(uid, plan.status.phase)
 
+    for metric in plan.metrics:
+        observe_passivation(metric.kind, metric.reason, metric.outcome, metric.seconds)
+
     # 2. deletes
     for d in plan.delete:
-        await ctx.kube.delete_pod(namespace, d.name, uid=d.uid, force=d.force)
+        await ctx.kube.delete_pod(
+            namespace, d.name, uid=d.uid, force=d.force, grace_seconds=d.grace_seconds
+        )
+    if plan.passivate is not None:
+        try:
+            await ctx.runtime.passivate(
+                plan.passivate.pod_ip, plan.passivate.reason, plan.passivate.deadline_ms
+            )
+        except RuntimeUnreachable as exc:
+            # The deadline in status still applies: the pod is deleted at the latest then.
+            log.info("%s/%s: passivate not delivered yet: %s", namespace, name, exc)
 
     # 3. create (the direct LIST is the guard against a stale cache and a restarted operator)
     if plan.create is not None:
@@ -297,6 +341,7 @@ async def _reconcile(
             epoch=plan.create.epoch,
             resume_run_id=plan.create.resume_run_id,
             reason=plan.create.reason,
+            avoid_nodes=plan.create.avoid_nodes,
         )
         target = pod["metadata"]["name"]
         existing = await ctx.kube.list_pods(namespace, f"{LABEL_SESSION_UID}={uid}")
@@ -319,6 +364,8 @@ async def _reconcile(
             _post_events(body, plan)
             return 1.0
         else:
+            if ctx.disruption is not None and pdb_wanted(settings.pdb_enabled, False):
+                await ctx.disruption.ensure_pdb(build_session_pdb(ref, spec))
             if ctx.configmap_generation.get(uid) != ref.generation:
                 options = build_options(ref, spec, settings)
                 await ctx.kube.apply_configmap(build_options_configmap(ref, spec, options))
@@ -331,3 +378,9 @@ async def _reconcile(
             ctx.mark_inflight(uid, target)
     _post_events(body, plan)
     return plan.requeue_after if plan.requeue_after is not None else settings.status_refresh_seconds
+
+
+def _now_ms() -> datetime:
+    """Wall clock truncated to milliseconds (passivation timestamps in status)."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)

@@ -6,6 +6,9 @@
   monotonic time of the create. ``decide`` treats such a pod as existing, so a lagging cache never
   leads to a second create; entries expire after ``inflight_ttl_seconds`` (then the direct LIST
   before every create is the guard).
+- ``evictions``: session uid → pod names whose eviction the webhook denied (handlers.webhook); the
+  session's next decision requests passivation with reason ``eviction`` and records it in status.
+- ``disruption``: PodDisruptionBudget calls (k8s.disruption), None when PDBs are disabled.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from berth_operator.k8s.client import KubeClient
+from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.metrics import INFLIGHT, PhaseTracker
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
@@ -31,6 +35,15 @@ class OperatorContext:
     wakeups: dict[str, asyncio.Event] = field(default_factory=dict)
     inflight: dict[str, tuple[str, float]] = field(default_factory=dict)
     configmap_generation: dict[str, int] = field(default_factory=dict)
+    evictions: dict[str, set[str]] = field(default_factory=dict)
+    disruption: DisruptionClient | None = None
+
+    def request_eviction(self, uid: str, pod_name: str) -> bool:
+        """Remember an eviction request for ``pod_name``; True the first time."""
+        pods = self.evictions.setdefault(uid, set())
+        first = pod_name not in pods
+        pods.add(pod_name)
+        return first
 
     def wakeup(self, uid: str) -> asyncio.Event:
         """The wake-up event of session ``uid`` (created on first use)."""
@@ -67,5 +80,6 @@ class OperatorContext:
         self.wakeups.pop(uid, None)
         self.inflight.pop(uid, None)
         self.configmap_generation.pop(uid, None)
+        self.evictions.pop(uid, None)
         INFLIGHT.set(len(self.inflight))
         self.phases.set(uid, None)

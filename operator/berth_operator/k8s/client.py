@@ -147,14 +147,23 @@ class KubeClient:
         return self._json(obj)
 
     async def delete_pod(
-        self, namespace: str, name: str, *, uid: str = "", force: bool = False
+        self,
+        namespace: str,
+        name: str,
+        *,
+        uid: str = "",
+        force: bool = False,
+        grace_seconds: int | None = None,
     ) -> None:
-        """DELETE a pod (uid precondition when given; grace 0 when ``force``). 404 is fine."""
+        """DELETE a pod (uid precondition when given; grace 0 when ``force``, else
+        ``grace_seconds`` when given, else the pod's own). 404 is fine."""
         options: dict[str, Any] = {}
         if uid:
             options["preconditions"] = {"uid": uid}
         if force:
             options["gracePeriodSeconds"] = 0
+        elif grace_seconds is not None:
+            options["gracePeriodSeconds"] = grace_seconds
         try:
             await self._call(
                 f"delete pod {namespace}/{name}",

@@ -19,6 +19,7 @@ States (status.phase is derived, conditions carry the detail)::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -26,6 +27,7 @@ from berth_operator.api.agentsession import (
     AgentSessionSpec,
     AgentSessionStatus,
     Checkpoint,
+    PassivationOutcome,
     Phase,
     Result,
     RunRecord,
@@ -36,6 +38,8 @@ from berth_operator.api.conditions import CondType, Reason, get_condition, set_c
 from berth_operator.api.constants import MAX_RESULT_TEXT, MAX_RUNS_IN_STATUS
 from berth_operator.api.options import RuntimeState, TerminationMessage, UsageView
 from berth_operator.builders.names import SessionRef, pod_name
+from berth_operator.builders.session_pod import passivation_deadline
+from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod
 from berth_operator.reconcile.replacement import PlacementReason, Verdict, classify
 from berth_operator.settings import OperatorSettings
@@ -63,6 +67,12 @@ class Observation:
     state_error: str | None = None
     missing_laneworkers: tuple[str, ...] = ()
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    node_disruptions: Mapping[str, pv.Trigger] = field(default_factory=dict)
+    """Disrupted nodes (cordoned / disruption taint) by name (handlers.nodes index)."""
+    evictions: frozenset[str] = frozenset()
+    """Names of this session's pods for which an eviction was requested (handlers.webhook)."""
+    precise_now: datetime | None = None
+    """``now`` with milliseconds, for the passivation timestamps (default ``now``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +82,8 @@ class CreatePod:
     epoch: int
     reason: str
     resume_run_id: str | None
+    avoid_nodes: tuple[str, ...] = ()
+    """Nodes the pod must not be scheduled to (the node a passivation moved it away from)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +93,8 @@ class DeletePod:
     name: str
     uid: str
     force: bool = False
+    grace_seconds: int | None = None
+    """gracePeriodSeconds override (passivation deadline: a short SIGTERM→SIGKILL window)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +115,10 @@ class Plan:
     create: CreatePod | None = None
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
+    passivate: pv.PassivateCall | None = None
+    """POST /v1/passivate to make after the status write (idempotent; repeated while waiting)."""
+    metrics: list[pv.PassivationMetric] = field(default_factory=list)
+    """Passivation and resume latencies to observe."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,6 +348,7 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
         st.node_name = current.node_name or None
         if verdict.kind == "alive":
             _handle_alive(obs, st, conds, plan, current, settings)
+            _passivation_alive(obs, st, conds, plan, current, settings)
         elif verdict.kind == "completed":
             _absorb_termination(st, current, verdict.termination, now)
             if obs.state is not None:
@@ -346,6 +365,7 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
             st.result = Result(text=text, truncated=truncated or None, finished_at=now)
             st.restarts = 0
             st.next_attempt_at = None
+            _passivation_settle(obs, st, conds, plan, "completed")
             conds.set(CondType.COMPLETED, "True", Reason.RUN_COMPLETED, "the task finished")
             conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, "pod finished")
             conds.set(CondType.DEGRADED, "False", Reason.AS_EXPECTED)
@@ -357,6 +377,7 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
                 list(st.runs or []), current, st.run_id, "failed", verdict.detail, now
             )
             st.last_error = verdict.detail[:4096]
+            _passivation_settle(obs, st, conds, plan, "failed")
             conds.set(CondType.BUDGET_EXHAUSTED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
             conds.set(CondType.FAILED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
             conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, "pod finished")
@@ -461,6 +482,7 @@ def _handle_death(
 ) -> None:
     """The current pod is gone or must go: record it, delete it, schedule the replacement."""
     now = obs.now
+    verdict = pv.reclassify(st.passivation, pod.name, verdict)
     _absorb_termination(st, pod, verdict.termination, now)
     run_id = verdict.termination.run_id if verdict.termination else None
     st.runs = _end_run(
@@ -492,6 +514,7 @@ def _handle_death(
     if verdict.reason == PlacementReason.PASSIVATED:
         st.passivations = (st.passivations or 0) + 1
         st.next_attempt_at = None
+        _passivation_ended(obs, st, conds, plan, pod, verdict)
         plan.events.append(Event("Normal", "Passivated", f"pod {pod.name} passivated; resuming"))
         _finish(st, conds, "Resuming")
         plan.requeue_after = 0
@@ -573,7 +596,12 @@ def _maybe_place(
     st.node_name = None
     st.placement_reason = reason
     st.next_attempt_at = None
-    plan.create = CreatePod(epoch=new_epoch, reason=reason, resume_run_id=resume)
+    plan.create = CreatePod(
+        epoch=new_epoch,
+        reason=reason,
+        resume_run_id=resume,
+        avoid_nodes=pv.avoid_nodes(st.passivation),
+    )
     conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"creating pod {st.pod_name}")
     msg = f"placing pod {st.pod_name} (epoch {new_epoch}, {reason})" + (
         f", resuming run {resume}" if resume else ""
@@ -581,3 +609,123 @@ def _maybe_place(
     plan.events.append(Event("Normal", "Placing", msg))
     _finish(st, conds, "Resuming" if resuming else "Pending")
     plan.requeue_after = NOT_RUNNING_REQUEUE
+
+
+# ---------------------------------------------------------------------------------------------
+# passivation (ARCHITECTURE.md §8; the decisions are in reconcile.passivation)
+
+
+def _passivation_alive(
+    obs: Observation,
+    st: AgentSessionStatus,
+    conds: _Conds,
+    plan: Plan,
+    pod: ObservedPod,
+    settings: OperatorSettings,
+) -> None:
+    """After ``_handle_alive``: request, wait for or cut off a passivation; notice a resume."""
+    now = obs.precise_now or obs.now
+    done = pv.resumed(st.passivation, pod, obs.state.run_id if obs.state else None, now)
+    if done is not None:
+        st.passivation = done
+        wait = pv.seconds_between(done.passivated_at or done.requested_at, now) or 0.0
+        plan.metrics.append(pv.PassivationMetric("resume", done.reason, done.outcome, wait))
+        msg = f"run {done.resumed_run_id} resumed on pod {pod.name}" + (
+            f" (node {pod.node_name})" if pod.node_name else ""
+        )
+        conds.set(CondType.PASSIVATED, "False", Reason.RESUMED, msg)
+        plan.events.append(Event("Normal", Reason.RESUMED, msg))
+        _finish(st, conds, st.phase or "Running")
+    trigger = pv.trigger_for(
+        suspend=bool(obs.spec.suspend),
+        pod=pod,
+        node=obs.node_disruptions.get(pod.node_name) if pod.node_name else None,
+        eviction_requested=pod.name in obs.evictions,
+        state=obs.state,
+    )
+    decision = pv.step(
+        st.passivation,
+        pod,
+        trigger,
+        now,
+        deadline_seconds=passivation_deadline(obs.spec, settings),
+        state=obs.state,
+    )
+    if decision.kind == "none" or decision.record is None:
+        return
+    rec = decision.record
+    st.passivation = rec
+    detail = f"{rec.reason}: {rec.message}"
+    if decision.kind == "request":
+        plan.events.append(
+            Event(
+                "Normal",
+                Reason.PASSIVATING,
+                f"asking pod {pod.name} to passivate ({detail}); deadline "
+                f"{rec.deadline.isoformat(timespec='seconds')}",
+            )
+        )
+    if decision.kind == "delete_now":
+        plan.delete.append(DeletePod(pod.name, pod.uid))
+        detail += f"; pod {pod.name} had not started, deleting it"
+    elif decision.kind == "deadline":
+        grace = settings.passivation_kill_grace_seconds
+        plan.delete.append(DeletePod(pod.name, pod.uid, grace_seconds=grace))
+        detail += f"; deadline passed, deleting pod {pod.name} (grace {grace}s)"
+        plan.events.append(
+            Event(
+                "Warning",
+                Reason.PASSIVATION_DEADLINE_EXCEEDED,
+                f"pod {pod.name} did not passivate by {rec.deadline.isoformat(timespec='seconds')}"
+                "; deleting it, the run resumes from the last durable round",
+            )
+        )
+    if decision.post and pod.pod_ip:
+        plan.passivate = pv.PassivateCall(pod.pod_ip, rec.reason, pv.deadline_ms(rec))
+    conds.set(CondType.PASSIVATED, "False", Reason.PASSIVATING, detail[:1024])
+    _finish(st, conds, "Passivating", detail[:1024])
+    refresh = settings.status_refresh_seconds
+    plan.requeue_after = min(refresh, decision.requeue) if decision.requeue else NOT_RUNNING_REQUEUE
+
+
+def _passivation_ended(
+    obs: Observation,
+    st: AgentSessionStatus,
+    conds: _Conds,
+    plan: Plan,
+    pod: ObservedPod,
+    verdict: Verdict,
+) -> None:
+    """The pod of an active passivation ended: close the record, observe the latency."""
+    now = obs.precise_now or obs.now
+    rec = st.passivation
+    if rec is None or not pv.active_for(rec, pod.name):
+        return
+    clean = verdict.termination is not None and verdict.termination.outcome == "passivated"
+    outcome: PassivationOutcome = "passivated" if clean else "deadline"
+    rec = pv.finish(rec, outcome, now)
+    st.passivation = rec
+    seconds = pv.seconds_between(rec.requested_at, rec.passivated_at) or 0.0
+    plan.metrics.append(pv.PassivationMetric("passivation", rec.reason, outcome, seconds))
+    msg = f"{rec.reason}: pod {pod.name} " + (
+        "passivated" if clean else "deleted before passivating (last durable round stands)"
+    )
+    conds.set(CondType.PASSIVATED, "False", Reason.PASSIVATED, msg)
+
+
+def _passivation_settle(
+    obs: Observation,
+    st: AgentSessionStatus,
+    conds: _Conds,
+    plan: Plan,
+    outcome: PassivationOutcome,
+) -> None:
+    """The run ended (completed/failed) while a passivation was pending: close the record."""
+    rec = st.passivation
+    if rec is None or rec.outcome != "passivating":
+        return
+    now = obs.precise_now or obs.now
+    st.passivation = pv.finish(rec, outcome, now)
+    seconds = pv.seconds_between(rec.requested_at, now) or 0.0
+    plan.metrics.append(pv.PassivationMetric("passivation", rec.reason, outcome, seconds))
+    conds.set(CondType.PASSIVATED, "False", Reason.NOT_PASSIVATED, f"run {outcome} first")

@@ -1,0 +1,123 @@
+"""Validating admission webhook on ``pods/eviction`` (ARCHITECTURE.md §8 "Triggers").
+
+An eviction request (``kubectl drain``, the cluster autoscaler, ``POST .../pods/<pod>/eviction``)
+for a session pod that has not finished is denied with HTTP 429 (Too Many Requests — what the
+Eviction API itself answers when a PodDisruptionBudget forbids it, so every evicting client already
+retries) and the session is asked to passivate with reason ``eviction``: the handler records the
+pod in ``OperatorContext.evictions`` and wakes the session's daemon, which writes
+``status.passivation`` and POSTs ``/v1/passivate``. Once the pod has passivated the operator
+deletes it; the client's next retry finds the pod gone (404), which ``kubectl drain`` treats as
+done.
+
+Pods that are not session pods (not in the ``session_pods_by_name`` index of this operator, e.g.
+another namespace) and terminal session pods are allowed: the webhook never stands in the way of
+pods it does not protect. Dry-run requests are answered the same way without side effects.
+
+Serving (``register``, called by ``berth_operator.main`` when ``BERTH_WEBHOOK_ENABLED`` is true):
+kopf's ``WebhookServer`` over HTTPS with the certificate in ``BERTH_WEBHOOK_CERT_DIR`` (``tls.crt``,
+``tls.key``, ``ca.crt`` — made with openssl by ``hack/webhook-certs.sh``; kopf's own self-signed
+generator is not used). With ``BERTH_WEBHOOK_CONFIGURATION`` set, kopf keeps the
+ValidatingWebhookConfiguration of that name up to date (URL, caBundle, rule
+``pods/eviction`` CREATE, ``failurePolicy: Ignore``, ``sideEffects: NoneOnDryRun``) and removes
+the webhook when the operator stops. failurePolicy Ignore means an operator that is down never
+blocks evictions by itself: the PodDisruptionBudget (``builders.pdb``) still keeps drains waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, cast
+
+import kopf
+
+from berth_operator.handlers.context import OperatorContext
+from berth_operator.metrics import EVICTIONS_DENIED
+from berth_operator.settings import OperatorSettings
+
+log = logging.getLogger("berth.webhook")
+
+WEBHOOK_ID = "berth-eviction"
+"""Handler id: the path of the webhook URL and the webhook's name in the configuration."""
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+_registered = False
+
+
+async def pod_eviction(
+    name: str,
+    namespace: str | None,
+    dryrun: bool,
+    memo: kopf.Memo,
+    **kwargs: Any,
+) -> None:
+    """Deny (429) the eviction of an unfinished session pod and start its passivation.
+
+    ``name``/``namespace`` are those of the Eviction object, i.e. of the pod.
+    Raises ``kopf.AdmissionError(code=429)`` to deny; returning allows.
+    """
+    ctx: OperatorContext = memo.ctx
+    by_name = cast("kopf.Index[tuple[str, str], str]", kwargs["session_pods_by_name"])
+    ns = namespace or ""
+    uids = list(by_name.get((ns, name), []))
+    if not uids:
+        return
+    uid = uids[0]
+    pods = cast("kopf.Index[str, Any]", kwargs["session_pods"])
+    observed = [p for p in pods.get(uid, []) if getattr(p, "name", None) == name]
+    if observed and (observed[0].phase in TERMINAL_PHASES or observed[0].terminated is not None):
+        return
+    if not dryrun:
+        first = ctx.request_eviction(uid, name)
+        ctx.wake(uid)
+        if first:
+            log.info("eviction of session pod %s/%s requested: passivating", ns, name)
+    EVICTIONS_DENIED.inc()
+    raise kopf.AdmissionError(
+        f"berth: session pod {ns}/{name} is passivating (checkpointing its run); the operator "
+        "deletes it when done — retry the eviction",
+        code=429,
+    )
+
+
+def register(settings: OperatorSettings) -> None:
+    """Register ``pod_eviction`` with kopf (once per process)."""
+    global _registered
+    if _registered or not settings.webhook_enabled:
+        return
+    kopf.on.validate(
+        "",
+        "v1",
+        "pods",
+        id=WEBHOOK_ID,
+        subresource="eviction",
+        operations=["CREATE"],
+        ignore_failures=True,
+        side_effects=True,
+    )(pod_eviction)
+    _registered = True
+
+
+def configure(kopf_settings: kopf.OperatorSettings, settings: OperatorSettings) -> None:
+    """Point kopf's admission server at our certificate and (optionally) manage the configuration.
+
+    Raises ``FileNotFoundError`` naming the missing file when the certificate directory is
+    incomplete (a start-up error, not something to retry).
+    """
+    if not settings.webhook_enabled:
+        return
+    cert_dir = Path(settings.webhook_cert_dir)
+    files = {n: cert_dir / n for n in ("tls.crt", "tls.key", "ca.crt")}
+    for path in files.values():
+        if not path.is_file():
+            raise FileNotFoundError(f"webhook certificate file missing: {path}")
+    kopf_settings.admission.server = kopf.WebhookServer(
+        addr=settings.webhook_listen_host,
+        port=settings.webhook_port,
+        host=settings.webhook_host or settings.webhook_listen_host,
+        certfile=str(files["tls.crt"]),
+        pkeyfile=str(files["tls.key"]),
+        cafile=str(files["ca.crt"]),
+    )
+    if settings.webhook_configuration:
+        kopf_settings.admission.managed = settings.webhook_configuration

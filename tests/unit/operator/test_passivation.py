@@ -1,0 +1,440 @@
+"""Table tests of reconcile.passivation and of its use in reconcile.session.decide (§8)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from berth_operator.api.agentsession import PassivationStatus
+from berth_operator.api.conditions import get_condition
+from berth_operator.api.options import RuntimeState
+from berth_operator.builders.pdb import build_session_pdb
+from berth_operator.builders.session_pod import build_session_pod, with_avoided_nodes
+from berth_operator.reconcile import passivation as pv
+from berth_operator.reconcile.observe import observe_node
+from berth_operator.reconcile.replacement import PlacementReason, Verdict
+from berth_operator.reconcile.session import Plan, decide
+from berth_operator.settings import OperatorSettings
+
+from tests.unit.operator.fixtures import T0, make_pod, make_session, observation
+
+SETTINGS = OperatorSettings(passivation_kill_grace_seconds=3, status_refresh_seconds=10)
+
+
+def node(name: str = "proc-a", *, unschedulable: bool = False, taints: Any = ()) -> Any:
+    spec: dict[str, Any] = {"unschedulable": unschedulable} if unschedulable else {}
+    if taints:
+        spec["taints"] = [{"key": k, "effect": "NoSchedule"} for k in taints]
+    return observe_node({"spec": spec, "status": {}}, name)
+
+
+# ---------------------------------------------------------------------------------------------
+# node_disruption
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({}, None),
+        ({"unschedulable": True}, "cordoned (spec.unschedulable)"),
+        ({"taints": ["node.kubernetes.io/unschedulable"]}, "is cordoned"),
+        ({"taints": ["ToBeDeletedByClusterAutoscaler"]}, "cluster autoscaler"),
+        ({"taints": ["karpenter.sh/disrupted"]}, "Karpenter"),
+        ({"taints": ["karpenter.sh/disruption"]}, "Karpenter"),
+        ({"taints": ["node.kubernetes.io/not-ready"]}, None),
+        ({"taints": ["DeletionCandidateOfClusterAutoscaler"]}, None),
+    ],
+)
+def test_node_disruption(spec: dict[str, Any], expected: str | None) -> None:
+    trig = pv.node_disruption(node(**spec))
+    if expected is None:
+        assert trig is None
+    else:
+        assert trig is not None
+        assert (trig.reason, trig.node_name) == ("node_drain", "proc-a")
+        assert expected in trig.message
+
+
+def test_deleted_node_is_node_loss_not_a_drain() -> None:
+    assert pv.node_disruption(observe_node(None, "gone")) is None
+    assert pv.disrupted_nodes([node("a", unschedulable=True), node("b")]).keys() == {"a"}
+
+
+# ---------------------------------------------------------------------------------------------
+# trigger_for: first match wins in the documented order
+
+DRAIN = pv.Trigger("node_drain", "node proc-a is cordoned", "proc-a")
+MANUAL_STATE = RuntimeState.model_validate(
+    {"state": "passivating", "passivation": {"reason": "manual", "deadlineMs": 5}}
+)
+
+
+@pytest.mark.parametrize(
+    ("suspend", "evicted", "node_trig", "state", "expected"),
+    [
+        (False, False, None, None, None),
+        (True, True, DRAIN, MANUAL_STATE, "suspend"),
+        (False, True, DRAIN, MANUAL_STATE, "eviction"),
+        (False, False, DRAIN, MANUAL_STATE, "node_drain"),
+        (False, False, None, MANUAL_STATE, "manual"),
+        (False, False, None, RuntimeState.model_validate({"state": "running"}), None),
+    ],
+)
+def test_trigger_order(
+    suspend: bool,
+    evicted: bool,
+    node_trig: pv.Trigger | None,
+    state: RuntimeState | None,
+    expected: str | None,
+) -> None:
+    pod = make_pod(1).on("proc-a").running().observed()
+    trig = pv.trigger_for(
+        suspend=suspend, pod=pod, node=node_trig, eviction_requested=evicted, state=state
+    )
+    assert (trig.reason if trig else None) == expected
+
+
+def test_unknown_runtime_reason_counts_as_manual_and_keeps_runtime_times() -> None:
+    state = RuntimeState.model_validate(
+        {"passivation": {"reason": "sigterm", "requestedMs": 1_000, "deadlineMs": 61_000}}
+    )
+    pod = make_pod(1).on("proc-a").running().observed()
+    trig = pv.trigger_for(suspend=False, pod=pod, node=None, eviction_requested=False, state=state)
+    assert trig is not None and trig.reason == "manual"
+    rec = pv.record_for(trig, pod, T0, 120, state)
+    assert (rec.deadline - rec.requested_at).total_seconds() == 60
+
+
+# ---------------------------------------------------------------------------------------------
+# step
+
+
+def record(**kw: Any) -> PassivationStatus:
+    base: dict[str, Any] = {
+        "reason": "node_drain",
+        "message": "node proc-a is cordoned",
+        "podName": "demo-e1",
+        "epoch": 1,
+        "nodeName": "proc-a",
+        "requestedAt": T0,
+        "deadline": T0 + timedelta(seconds=30),
+    }
+    base.update(kw)
+    return PassivationStatus.model_validate(base)
+
+
+@pytest.mark.parametrize(
+    ("rec", "trigger", "pod_state", "now", "kind", "post"),
+    [
+        (None, None, "running", 0, "none", False),
+        (None, DRAIN, "running", 0, "request", True),
+        (None, DRAIN, "pending", 0, "delete_now", False),
+        (record(), None, "running", 10, "wait", True),  # trigger gone: keep going, first wins
+        (record(), DRAIN, "running", 30, "deadline", False),
+        (record(), DRAIN, "running", 45, "deadline", False),
+        (record(podName="demo-e0"), None, "running", 0, "none", False),  # another pod's record
+        (record(outcome="passivated"), DRAIN, "running", 0, "wait", True),  # old record, new pod?
+    ],
+)
+def test_step(
+    rec: PassivationStatus | None,
+    trigger: pv.Trigger | None,
+    pod_state: str,
+    now: float,
+    kind: str,
+    post: bool,
+) -> None:
+    b = make_pod(1).on("proc-a")
+    pod = (b.running() if pod_state == "running" else b).observed()
+    if rec is not None and rec.outcome == "passivated":
+        # a finished record of this very pod is not active: a new trigger opens a new record
+        result = pv.step(rec, pod, trigger, T0 + timedelta(seconds=now), deadline_seconds=30)
+        assert result.kind == "request"
+        return
+    result = pv.step(rec, pod, trigger, T0 + timedelta(seconds=now), deadline_seconds=30)
+    assert (result.kind, result.post) == (kind, post)
+    if kind == "request":
+        assert result.record is not None
+        assert result.record.deadline == T0 + timedelta(seconds=30)
+        assert result.requeue == 30
+
+
+# ---------------------------------------------------------------------------------------------
+# reclassify / avoid_nodes / resumed
+
+
+CRASH = Verdict("replace", PlacementReason.CRASHED, "exit code 137", True, run_outcome="crashed")
+DELETED = Verdict("replace", PlacementReason.DELETED, "pod deleted", True, run_outcome="lost")
+LOST = Verdict("replace", PlacementReason.NODE_LOST, "gone", True, True, run_outcome="lost")
+
+
+@pytest.mark.parametrize(
+    ("rec", "verdict", "reason", "failure", "force"),
+    [
+        (None, CRASH, PlacementReason.CRASHED, True, False),
+        (record(), CRASH, PlacementReason.PASSIVATED, False, False),
+        (record(), DELETED, PlacementReason.PASSIVATED, False, False),
+        (record(), LOST, PlacementReason.PASSIVATED, False, True),
+        (record(outcome="passivated"), CRASH, PlacementReason.CRASHED, True, False),
+        (record(podName="other"), CRASH, PlacementReason.CRASHED, True, False),
+        (record(), Verdict("alive"), "", False, False),
+    ],
+)
+def test_reclassify(
+    rec: PassivationStatus | None, verdict: Verdict, reason: str, failure: bool, force: bool
+) -> None:
+    out = pv.reclassify(rec, "demo-e1", verdict)
+    assert (out.reason, out.counts_as_failure, out.force_delete) == (reason, failure, force)
+
+
+@pytest.mark.parametrize(
+    ("rec", "avoid"),
+    [
+        (None, ()),
+        (record(), ()),  # still passivating
+        (record(outcome="passivated"), ("proc-a",)),
+        (record(outcome="deadline", reason="eviction"), ("proc-a",)),
+        (record(outcome="passivated", reason="suspend"), ()),
+        (record(outcome="passivated", resumedAt=T0), ()),
+    ],
+)
+def test_avoid_nodes(rec: PassivationStatus | None, avoid: tuple[str, ...]) -> None:
+    assert pv.avoid_nodes(rec) == avoid
+
+
+def test_resumed_only_by_a_later_epoch_with_a_run() -> None:
+    rec = record(outcome="passivated", passivatedAt=T0)
+    same = make_pod(1).on("proc-b").running().observed()
+    later = make_pod(2).on("proc-b").running().observed()
+    assert pv.resumed(rec, same, "run-2", T0) is None
+    assert pv.resumed(rec, later, None, T0) is None
+    done = pv.resumed(rec, later, "run-2", T0 + timedelta(seconds=4))
+    assert done is not None and done.resumed_run_id == "run-2"
+    assert pv.resumed(done, later, "run-2", T0) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# decide with passivation
+
+
+def cond(plan: Plan, type_: str) -> tuple[str, str] | None:
+    c = get_condition(plan.status.conditions, type_)
+    return (c.status, c.reason) if c else None
+
+
+RUNNING_STATE = {"state": "running", "runId": "run-1", "turn": 2}
+
+
+def running_session() -> Any:
+    return make_session().with_spec(passivation={"deadlineSeconds": 30})
+
+
+def test_cordoned_node_requests_passivation_with_condition_event_and_post() -> None:
+    session = running_session().with_status(epoch=1, podName="demo-e1", podUid="pod-uid-1")
+    pod = make_pod(1).on("proc-a").running()
+    obs = observation(session, pod, state=RUNNING_STATE)
+    obs = type(obs)(**{**_fields(obs), "node_disruptions": {"proc-a": DRAIN}})
+    plan = decide(obs, SETTINGS)
+    assert plan.status.phase == "Passivating"
+    assert cond(plan, "Passivated") == ("False", "Passivating")
+    assert cond(plan, "Ready") == ("False", "Passivating")
+    assert plan.passivate == pv.PassivateCall("127.0.1.5", "node_drain", pv.deadline_ms(_rec(plan)))
+    assert _rec(plan).deadline == T0 + timedelta(seconds=30)
+    assert [e.reason for e in plan.events] == ["Passivating"]
+    assert "node_drain" in (get_condition(plan.status.conditions, "Passivated") or _x()).message
+    assert plan.delete == []
+
+
+def test_eviction_request_passivates_with_reason_eviction() -> None:
+    session = running_session().with_status(epoch=1, podName="demo-e1", podUid="pod-uid-1")
+    obs = observation(session, make_pod(1).on("proc-a").running(), state=RUNNING_STATE)
+    obs = type(obs)(**{**_fields(obs), "evictions": frozenset({"demo-e1"})})
+    plan = decide(obs, SETTINGS)
+    assert _rec(plan).reason == "eviction"
+    assert plan.passivate is not None
+
+
+def test_deadline_deletes_with_short_grace_then_resumes_without_failure() -> None:
+    rec = record().wire()
+    session = running_session().with_status(
+        epoch=1, podName="demo-e1", podUid="pod-uid-1", passivation=rec, runId="run-1"
+    )
+    pod = make_pod(1).on("proc-a").running()
+    plan = decide(observation(session, pod, state=RUNNING_STATE, now=31), SETTINGS)
+    assert [(d.name, d.grace_seconds) for d in plan.delete] == [("demo-e1", 3)]
+    assert [e.reason for e in plan.events] == ["PassivationDeadlineExceeded"]
+    assert plan.passivate is None
+    # next look: the pod is being deleted (no termination message): Passivated, not a crash
+    session2 = running_session().with_status(
+        **{**plan.status.wire(), "podUid": "pod-uid-1", "podName": "demo-e1"}
+    )
+    plan2 = decide(observation(session2, make_pod(1).on("proc-a").running().deleting()), SETTINGS)
+    assert plan2.status.restarts in (None, 0)
+    assert plan2.status.passivations == 1
+    assert _rec(plan2).outcome == "deadline"
+    assert [m.kind for m in plan2.metrics] == ["passivation"]
+    assert plan2.status.placement_reason == "Passivated"
+    assert plan2.status.next_attempt_at is None
+
+
+def test_clean_passivation_then_replacement_avoids_the_node_and_resume_is_recorded() -> None:
+    rec = record().wire()
+    session = running_session().with_status(
+        epoch=1, podName="demo-e1", podUid="pod-uid-1", passivation=rec, runId="run-1"
+    )
+    msg = {"outcome": "passivated", "runId": "run-1", "turn": 2, "reason": "node_drain"}
+    pod = make_pod(1).on("proc-a").running().terminated(0, msg)
+    plan = decide(observation(session, pod, now=5), SETTINGS)
+    assert _rec(plan).outcome == "passivated"
+    run = (plan.status.runs or [])[-1]
+    assert (run.outcome, run.reason) == ("passivated", "Passivated: node_drain")
+    assert plan.metrics[0].seconds == 5
+    # pod gone: the replacement is created with the node excluded
+    st = {**plan.status.wire()}
+    plan2 = decide(observation(running_session().with_status(**st), now=6), SETTINGS)
+    assert plan2.create is not None
+    assert plan2.create.avoid_nodes == ("proc-a",)
+    assert plan2.create.resume_run_id == "run-1"
+    # the replacement runs the resumed run: Resumed
+    st2 = {**plan2.status.wire(), "podUid": "pod-uid-2"}
+    pod2 = make_pod(2).on("proc-b").running().resuming("run-1")
+    state = {"state": "running", "runId": "run-2", "resumedFrom": "run-1"}
+    plan3 = decide(
+        observation(running_session().with_status(**st2), pod2, state=state, now=9), SETTINGS
+    )
+    assert _rec(plan3).resumed_run_id == "run-2"
+    assert cond(plan3, "Passivated") == ("False", "Resumed")
+    assert [m.kind for m in plan3.metrics] == ["resume"]
+    assert plan3.metrics[0].seconds == 4
+    assert plan3.status.phase == "Running"
+
+
+def test_suspend_passivates_then_holds_no_pod() -> None:
+    session = (
+        running_session()
+        .with_spec(suspend=True)
+        .with_status(epoch=1, podName="demo-e1", podUid="pod-uid-1")
+    )
+    plan = decide(
+        observation(session, make_pod(1).on("proc-a").running(), state=RUNNING_STATE), SETTINGS
+    )
+    assert _rec(plan).reason == "suspend"
+    msg = {"outcome": "passivated", "runId": "run-1", "reason": "suspend"}
+    st = plan.status.wire()
+    ended = make_pod(1).on("proc-a").running().terminated(0, msg)
+    plan2 = decide(
+        observation(running_session().with_spec(suspend=True).with_status(**st), ended), SETTINGS
+    )
+    st2 = plan2.status.wire()
+    plan3 = decide(
+        observation(running_session().with_spec(suspend=True).with_status(**st2)), SETTINGS
+    )
+    assert plan3.create is None
+    assert plan3.status.phase == "Passivated"
+    assert cond(plan3, "Passivated") == ("True", "Passivated")
+
+
+def test_not_started_pod_on_a_drained_node_is_deleted_at_once() -> None:
+    session = running_session().with_status(epoch=1, podName="demo-e1", podUid="pod-uid-1")
+    obs = observation(session, make_pod(1).on("proc-a"))
+    obs = type(obs)(**{**_fields(obs), "node_disruptions": {"proc-a": DRAIN}})
+    plan = decide(obs, SETTINGS)
+    assert [(d.name, d.grace_seconds) for d in plan.delete] == [("demo-e1", None)]
+    assert plan.passivate is None
+
+
+def test_completed_during_passivation_closes_the_record() -> None:
+    session = running_session().with_status(
+        epoch=1, podName="demo-e1", podUid="pod-uid-1", passivation=record().wire()
+    )
+    done = {"outcome": "completed", "runId": "run-1", "resultText": "ok"}
+    plan = decide(observation(session, make_pod(1).on("proc-a").terminated(0, done)), SETTINGS)
+    assert plan.status.phase == "Succeeded"
+    assert _rec(plan).outcome == "completed"
+
+
+# ---------------------------------------------------------------------------------------------
+# builders
+
+
+def test_pdb_selects_exactly_the_session_pod_and_is_owned_by_the_session() -> None:
+    s = make_session()
+    pdb = build_session_pdb(s.ref(), s.spec())
+    assert pdb["apiVersion"] == "policy/v1"
+    assert pdb["spec"] == {
+        "minAvailable": 1,
+        "selector": {"matchLabels": {"berth.dev/session-uid": "uid-1234567890"}},
+    }
+    assert pdb["metadata"]["ownerReferences"][0]["kind"] == "AgentSession"
+
+
+def test_avoided_nodes_are_anded_into_every_required_term() -> None:
+    user = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]},
+                ]
+            }
+        },
+        "podAffinity": {"x": 1},
+    }
+    out = with_avoided_nodes(user, ("proc-a",))
+    terms = out["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    excl = {"key": "metadata.name", "operator": "NotIn", "values": ["proc-a"]}
+    assert [t["matchFields"] for t in terms] == [[excl], [excl]]
+    assert out["podAffinity"] == {"x": 1}
+    assert (
+        "matchFields"
+        not in user["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ][0]
+    )
+    assert with_avoided_nodes(None, ("n",))["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n"]}]}
+    ]
+
+
+def test_session_pod_carries_the_avoidance() -> None:
+    s = make_session()
+    pod = build_session_pod(
+        s.ref(),
+        s.spec(),
+        SETTINGS,
+        epoch=2,
+        resume_run_id="run-1",
+        reason="Passivated",
+        avoid_nodes=("proc-a",),
+    )
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert terms[0]["matchFields"][0]["values"] == ["proc-a"]
+    plain = build_session_pod(
+        s.ref(), s.spec(), SETTINGS, epoch=1, resume_run_id=None, reason="Initial"
+    )
+    assert "affinity" not in plain["spec"]
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _fields(obs: Any) -> dict[str, Any]:
+    return {name: getattr(obs, name) for name in obs.__dataclass_fields__}
+
+
+def _rec(plan: Plan) -> PassivationStatus:
+    rec = plan.status.passivation
+    if rec is None:
+        raise AssertionError("no status.passivation")
+    return rec
+
+
+def _x() -> Any:
+    raise AssertionError("missing condition")
