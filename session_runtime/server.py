@@ -339,7 +339,13 @@ class SessionPod:
         else:
             self.session = self.agent.session(workspace, options, executor=executor)
         runs = self.session.runs()
-        self.plan = plan_start(cfg.resume_run_id, saved, runs, self.opts.keep_alive)
+        self.plan = plan_start(
+            cfg.resume_run_id,
+            saved,
+            runs,
+            self.opts.keep_alive,
+            has_checkpoint=lambda run_id: raw_store.load_checkpoint(cfg.name, run_id) is not None,
+        )
         log.info("start plan: %s (%s)", self.plan.action, self.plan.why)
         restored = self.runtime_state() or {}  # the saved session's totals over finished runs
         guard.carry(

@@ -20,12 +20,16 @@ resume id not among the retained runs   ``resume`` it anyway (retention may have
                                         the checkpoint decides)
 ======================================  =========================================================
 
-The target run is ``BERTH_RESUME_RUN_ID`` when set, else the newest run of the saved session.
+The target run is ``BERTH_RESUME_RUN_ID`` when set, else the newest run of the saved session;
+then the newest run *resumed from it* (transitively) that has a checkpoint takes its place. An
+earlier pod may already have resumed the target into a newer run and recorded tool results there:
+resuming the older run would hide those results from the model and could run a tool twice. A
+descendant that died before its first checkpoint is skipped (its origin still holds the state).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -46,8 +50,11 @@ def plan_start(
     saved: bool,
     runs: Sequence[Mapping[str, Any]],
     keep_alive: bool,
+    has_checkpoint: Callable[[str], bool] | None = None,
 ) -> StartPlan:
-    """Decide the first step. ``runs`` are run snapshots (``{"id", "status", ...}``), oldest first.
+    """Decide the first step. ``runs`` are run snapshots (``{"id", "status", "resumed_from",
+    ...}``), oldest first; ``has_checkpoint(run_id)`` says whether the store holds a loop
+    checkpoint for a run (None: assume every run has one).
 
     Raises nothing; an unusable record (no ``id``) is skipped.
     """
@@ -60,6 +67,7 @@ def plan_start(
     target = resume_run_id or (str(known[-1]["id"]) if known else None)
     if target is None:
         return StartPlan("send", None, "the saved session has no runs")
+    target = newest_resumable(target, known, has_checkpoint or (lambda _run_id: True))
     record = next((r for r in known if r["id"] == target), None)
     if record is None:
         return StartPlan("resume", target, f"run {target} is not retained; its checkpoint decides")
@@ -69,3 +77,18 @@ def plan_start(
             return StartPlan("idle", target, f"run {target} completed; waiting for messages")
         return StartPlan("done", target, f"run {target} already completed")
     return StartPlan("resume", target, f"run {target} is {status}")
+
+
+def newest_resumable(
+    target: str, known: Sequence[Mapping[str, Any]], has_checkpoint: Callable[[str], bool]
+) -> str:
+    """The newest run in ``target``'s resume lineage (itself or a run resumed from it,
+    transitively) that has a checkpoint; ``target`` when none of its descendants has one."""
+    lineage = [target]
+    for record in known:  # oldest first, so a descendant always follows its origin
+        if record.get("resumed_from") in lineage and record["id"] not in lineage:
+            lineage.append(str(record["id"]))
+    for run_id in reversed(lineage[1:]):
+        if has_checkpoint(run_id):
+            return run_id
+    return target

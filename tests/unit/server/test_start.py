@@ -11,6 +11,8 @@ from session_runtime.pod.start import plan_start
 DONE = {"id": "run-1", "status": "completed"}
 PASSIVATED = {"id": "run-1", "status": "passivated"}
 RESUMED_RUNNING = {"id": "run-2", "status": "interrupted", "resumed_from": "run-1"}
+RESUMED_AGAIN = {"id": "run-3", "status": "interrupted", "resumed_from": "run-2"}
+OTHER_LINE = {"id": "run-4", "status": "interrupted", "resumed_from": "run-0"}
 
 
 @pytest.mark.parametrize(
@@ -24,7 +26,10 @@ RESUMED_RUNNING = {"id": "run-2", "status": "interrupted", "resumed_from": "run-
         ("run-1", True, [DONE], True, "idle", "run-1"),
         ("run-1", True, [PASSIVATED], False, "resume", "run-1"),
         (None, True, [PASSIVATED, RESUMED_RUNNING], False, "resume", "run-2"),  # newest
-        ("run-1", True, [PASSIVATED, RESUMED_RUNNING], False, "resume", "run-1"),  # as told
+        # told run-1, but an earlier pod resumed it into run-2: its recorded results win
+        ("run-1", True, [PASSIVATED, RESUMED_RUNNING], False, "resume", "run-2"),
+        ("run-1", True, [PASSIVATED, RESUMED_RUNNING, RESUMED_AGAIN], False, "resume", "run-3"),
+        ("run-1", True, [PASSIVATED, RESUMED_RUNNING, OTHER_LINE], False, "resume", "run-2"),
         ("run-9", True, [DONE], False, "resume", "run-9"),  # not retained: checkpoint decides
         (None, True, [{"status": "completed"}], False, "send", None),  # unusable record
         (None, True, [{"id": "run-3", "status": "failed"}], False, "resume", "run-3"),
@@ -41,3 +46,10 @@ def test_plan_start(
     plan = plan_start(resume, saved, runs, keep_alive)
     assert (plan.action, plan.run_id) == (action, run_id)
     assert plan.why
+
+
+def test_a_descendant_without_a_checkpoint_is_skipped() -> None:
+    """run-2 died before its first checkpoint: its origin run-1 still holds the state."""
+    runs = [PASSIVATED, RESUMED_RUNNING]
+    plan = plan_start("run-1", True, runs, False, has_checkpoint=lambda r: r != "run-2")
+    assert (plan.action, plan.run_id) == ("resume", "run-1")
