@@ -194,8 +194,19 @@ def main() -> int:
             for line in op.metrics().splitlines()
             if line.startswith('berth_operator_placements_total{reason="Initial"}')
         ]
+        # Delete the sessions while the operator runs (they carry its finalizer).
+        dc.kubectl(
+            "-n",
+            ns_ags,
+            "delete",
+            "agentsessions",
+            "--all",
+            "--wait=true",
+            "--timeout=300s",
+            check=False,
+            timeout=330,
+        )
         op.stop_all()
-        dc.kubectl("-n", ns_ags, "delete", "agentsessions", "--all", "--wait=false", check=False)
 
     print(
         f"bare pods    : all Running after {bare['total']:.2f}s; create→Running "

@@ -157,6 +157,19 @@ def operator(dc: DevCluster, namespace: str, **env: str) -> Iterator[OperatorPro
             print(op.logs(), file=sys.stderr)
             raise
         finally:
+            # Sessions carry the operator's finalizer: delete them while it still runs, so the
+            # test namespace can go away afterwards.
+            dc.kubectl(
+                "-n",
+                namespace,
+                "delete",
+                "agentsessions",
+                "--all",
+                "--wait=true",
+                "--timeout=120s",
+                check=False,
+                timeout=150,
+            )
             op.stop_all()
 
 
