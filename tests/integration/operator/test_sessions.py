@@ -234,3 +234,28 @@ def test_session_on_a_lost_node_resumes_on_the_other_process_node(
                 )
             ),
         )
+
+
+def test_delete_store_annotation_removes_the_store_through_a_job(dev_cluster: DevCluster) -> None:
+    dc = dev_cluster
+    script = {"turns": [{"tool_calls": [bash("echo kept > note.txt")]}, {"text": "noted"}]}
+    with (
+        dc.namespace("store", shared_pvc=True) as ns,
+        scripted_model(script) as llm,
+        operator(dc, ns),
+    ):
+        manifest = session_manifest("gone", llm.base_url, "store cleanup test")
+        manifest["metadata"]["annotations"] = {"berth.dev/delete-store": "true"}
+        apply_in(dc, ns, [SECRET, manifest])
+        obj = wait("session gone to finish", finished(dc, ns, "gone"))
+        assert obj["status"]["phase"] == "Succeeded"
+        claim = dc.claim_dir(ns)
+        store, workspace = claim / "store" / ns / "gone", claim / "workspaces" / ns / "gone"
+        assert store.is_dir() and (workspace / "note.txt").exists()
+        dc.kubectl("-n", ns, "delete", "agentsession", "gone", "--wait=true", "--timeout=120s")
+        wait(
+            "store and workspace to be removed",
+            lambda: not store.exists() and not workspace.exists(),
+        )
+        jobs = klist(dc, ns, "jobs", "app.kubernetes.io/component=store-cleanup")
+        assert [j["metadata"]["name"][:19] for j in jobs] == ["gone-store-cleanup-"]
