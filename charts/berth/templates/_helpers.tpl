@@ -164,9 +164,8 @@ app.kubernetes.io/component: redis
 {{- end }}
 
 {{/* RBAC rules of the operator on namespaced objects: a Role per watched namespace, or part of
-     the ClusterRole when watching all namespaces. Session rules mirror config/rbac/cluster_role.yaml
-     (tests/unit/chart/test_rbac.py keeps them equal); LaneWorker rules are what
-     berth_operator/k8s/laneworker.py calls. */}}
+     the ClusterRole when watching all namespaces. These rules and berth.clusterRules together are
+     exactly config/rbac/cluster_role.yaml (tests/unit/chart/test_rbac.py keeps them equal). */}}
 {{- define "berth.namespacedRules" -}}
 # kopf watches AgentSessions and patches its finalizer/annotations onto them.
 - apiGroups: [berth.dev]
@@ -182,7 +181,7 @@ app.kubernetes.io/component: redis
   verbs: [get, list, watch, patch]
 - apiGroups: [berth.dev]
   resources: [laneworkers/status]
-  verbs: [get, patch]
+  verbs: [patch]
 # Session pods: watched, listed before every create, created and deleted; worker pods are
 # annotated with a deletion cost before a scale-down.
 - apiGroups: [""]
@@ -202,7 +201,7 @@ app.kubernetes.io/component: redis
   verbs: [get, create, patch]
 - apiGroups: [apps]
   resources: [deployments/scale]
-  verbs: [get, patch]
+  verbs: [patch]
 # The store-cleanup Job of berth.dev/delete-store.
 - apiGroups: [batch]
   resources: [jobs]
