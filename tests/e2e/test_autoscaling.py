@@ -1,9 +1,9 @@
 """LaneWorker autoscaling on queue pressure, end to end (issue 8).
 
-Real pieces: the control plane, ``berth-operator`` (as a subprocess, watching the test's
-namespace, with the cluster's admin credentials — see the report for the RBAC the LaneWorker
-handlers need), ``berth-worker`` pods run by the process-node agent from the operator's
-Deployment, Redis, and Debian's Prometheus scraping pods.
+Real pieces: the control plane, ``berth-operator`` (as a subprocess watching the test's
+namespace, authenticated as its ServiceAccount with ``config/rbac``), ``berth-worker`` pods run
+by the process-node agent from the operator's Deployment, Redis, and Debian's Prometheus scraping
+pods (through hack/prom_targets.py's file_sd targets).
 
 "Sessions" are session-simulator pods (``tests/e2e/autoscaling_support.py``) that publish
 execute-lane tasks with the session runtime's own ``RedisTaskTransport``, as session pods do; the
@@ -45,7 +45,7 @@ from tests.e2e.autoscaling_support import (
     laneworker_manifest,
     wait,
 )
-from tests.integration.operator.harness import OperatorProcess, install_crds
+from tests.integration.operator.harness import OperatorProcess, install_crds, operator_kubeconfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -65,10 +65,11 @@ def harness(dev_cluster: DevCluster, request: pytest.FixtureRequest) -> Iterator
         dev_cluster.namespace("as", shared_pvc=True) as ns,
         tempfile.TemporaryDirectory(prefix="berth-as-") as tmp,
     ):
+        # The operator runs as its ServiceAccount, so config/rbac is enforced by the apiserver.
         op = OperatorProcess(
             dev_cluster,
             ns,
-            Path(dev_cluster.kubeconfig),
+            operator_kubeconfig(dev_cluster, Path(tmp)),
             Path(tmp),
             BERTH_LEADER_ELECTION="false",
             BERTH_DEFAULT_CLAIM_NAME="berth-shared",
@@ -377,5 +378,21 @@ def test_scale_subresource_drives_replicas_when_scaling_is_omitted(harness: Harn
     assert status.get("desiredReplicas") == 2, status
     cond = harness.condition("lwx", "ScalingActive")
     assert cond is not None and cond["reason"] == "ScalingDisabled"
+    # An edit of the spec replaces the pod template (and only it: replicas stay where /scale put
+    # them, the Deployment controller's own annotations stay).
+    harness.cluster.kubectl(
+        "-n", harness.namespace, "patch", "laneworker", "lwx", "--type=merge",
+        "-p", '{"spec": {"concurrency": 3}}',
+    )  # fmt: skip
+
+    def concurrency() -> str | None:
+        dep = harness.get("deployment", "lwx-workers") or {}
+        env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
+        return next((e.get("value") for e in env if e["name"] == "BERTH_WORKER_CONCURRENCY"), None)
+
+    wait("template follows the spec", lambda: concurrency() == "3")
+    dep = harness.get("deployment", "lwx-workers") or {}
+    assert dep["spec"]["replicas"] == 2
+    assert "deployment.kubernetes.io/revision" in dep["metadata"]["annotations"]
     harness.cluster.kubectl("-n", harness.namespace, "scale", "laneworker/lwx", "--replicas=0")
     harness.wait_pool_zero("lwx", cap=120)

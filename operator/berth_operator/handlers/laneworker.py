@@ -140,7 +140,8 @@ async def _ensure_deployment(
         await ctx.api.create_deployment(body)
         logger.info(f"created deployment {name} with {replicas} replicas")
         return None
-    old_hash = (current.get("metadata", {}).get("annotations") or {}).get(ANNOTATION_TEMPLATE_HASH)
+    annotations = current.get("metadata", {}).get("annotations") or {}
+    old_hash = annotations.get(ANNOTATION_TEMPLATE_HASH)
     if old_hash != new_hash:
         await ctx.api.replace_template(
             ref.namespace,
@@ -149,6 +150,7 @@ async def _ensure_deployment(
             hash_annotation=ANNOTATION_TEMPLATE_HASH,
             new_hash=new_hash,
             old_hash=old_hash,
+            has_annotations=bool(annotations),
         )
         logger.info(f"updated the pod template of deployment {name}")
     if not owns_replicas(spec) and counts is not None and replicas != counts.spec_replicas:

@@ -121,17 +121,21 @@ class LaneWorkerApi:
         hash_annotation: str,
         new_hash: str,
         old_hash: str | None,
+        has_annotations: bool = True,
     ) -> None:
         """Replace ``spec.template`` and set annotation ``hash_annotation`` to ``new_hash``.
 
         When ``old_hash`` is given the patch first tests that the annotation still has it, so an
         edit made meanwhile fails the patch (KubeError) instead of being overwritten blindly.
+        ``has_annotations`` False (the Deployment has no annotation map at all) creates the map;
+        an existing map is never replaced (it holds the controller's revision annotation).
         """
         apps = client.AppsV1Api(self.api)
         path = "/metadata/annotations/" + hash_annotation.replace("~", "~0").replace("/", "~1")
         ops: list[dict[str, Any]] = []
-        if old_hash is None:
+        if old_hash is None and not has_annotations:
             ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+        if old_hash is None:
             ops.append({"op": "add", "path": path, "value": new_hash})
         else:
             ops.append({"op": "test", "path": path, "value": old_hash})
