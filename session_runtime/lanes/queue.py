@@ -209,14 +209,18 @@ class LaneQueue:
 
     # ------------------------------------------------------------------ A3S API
 
-    def set_lane_handler(
-        self, lane: str, mode: str, timeout_ms: int = LaneHandlerConfig().timeout_ms
-    ) -> None:
-        """Switch ``lane`` to ``mode`` (internal|external|hybrid) with a task timeout (ms).
+    def set_lane_handler(self, lane: str, mode: str, timeout_ms: int | None = None) -> None:
+        """Switch ``lane`` to ``mode`` (internal|external|hybrid) with a task timeout (ms; None
+        keeps the lane's current timeout, 60000 by default).
 
         Takes effect for the next attempt of any command; commands already running finish as
         they started. Raises ``ConfigError`` for an unknown lane or mode.
         """
+        if timeout_ms is None:
+            current = self._config.lane_handlers.get(lane)  # type: ignore[call-overload]
+            timeout_ms = (
+                current.timeout_ms if current is not None else LaneHandlerConfig().timeout_ms
+            )
         self._config.set_lane_handler(lane, mode, timeout_ms)
 
     def pending_external_tasks(self) -> list[dict[str, Any]]:
@@ -333,6 +337,10 @@ class LaneQueue:
         DLQ and all queue features; returns the result the model will see."""
         result, _ = await self._submit(call, ctx, lane or call.lane)
         return result
+
+    async def aclose(self) -> None:
+        """Same as :meth:`close` (the Session calls ``aclose`` on its executor)."""
+        await self.close()
 
     async def close(self) -> None:
         """Fail pending external tasks, stop the transport and flush events. Idempotent."""

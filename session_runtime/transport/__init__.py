@@ -1,0 +1,35 @@
+"""Lane-task transport over Redis Streams (ARCHITECTURE §7).
+
+- :mod:`~session_runtime.transport.names`: stream and key names;
+- :mod:`~session_runtime.transport.codec`: task/reply messages, validated with pydantic;
+- :class:`RedisTaskTransport`: the session side, an ``ExternalTransport`` for ``LaneQueue``;
+- :func:`stream_pressure`: lag + pending of a LaneWorker pool, for the autoscaler.
+
+The worker side is ``session_runtime.worker`` (``berth-worker``).
+"""
+
+from session_runtime.transport.client import RedisTaskTransport
+from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage
+from session_runtime.transport.names import (
+    GROUP,
+    alive_key,
+    dead_letter_stream,
+    parse_reply_stream,
+    reply_stream,
+    task_stream,
+)
+from session_runtime.transport.pressure import stream_pressure
+
+__all__ = [
+    "GROUP",
+    "MalformedMessage",
+    "RedisTaskTransport",
+    "ReplyMessage",
+    "TaskMessage",
+    "alive_key",
+    "dead_letter_stream",
+    "parse_reply_stream",
+    "reply_stream",
+    "stream_pressure",
+    "task_stream",
+]

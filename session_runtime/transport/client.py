@@ -1,0 +1,221 @@
+"""Session side of the lane-task transport over Redis Streams (ARCHITECTURE §7).
+
+Owned by ``session_runtime.transport``; built by the session pod (``berth-session``) and handed
+to :class:`~session_runtime.lanes.queue.LaneQueue` as its ``transport``. It implements the
+:class:`~session_runtime.lanes.external.ExternalTransport` seam:
+
+- ``publish``: ``XADD`` the task to ``berth:{ns}:lw:{laneworker}:tasks`` of the LaneWorker that
+  serves the task's lane;
+- ``start``: a reader that ``XREAD``\\ s the session's reply stream
+  ``berth:{ns}:s:{uid}:results`` from its beginning and hands every reply to the queue (replies
+  for tasks this process did not publish are kept in memory for ``find_reply``);
+- ``settle``: ``XDEL`` a reply once the session has journaled its result (the stream keeps every
+  reply until then, so a resumed session finds results delivered while it was passivated);
+- ``find_reply``: look a reply up by tool call id (memory, then ``XRANGE`` over the stream).
+
+When several replies exist for one tool call (a worker's reply and a "worker lost" answer racing
+it), the first one on the stream wins, which is the one the live queue used too.
+
+Errors: ``publish`` raises ``redis.exceptions.RedisError`` (the queue turns it into a tool
+failure); the reader logs and retries connection errors every second and skips malformed replies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from session_runtime.lanes.external import ExternalReply, ExternalTask, ReplySink
+from session_runtime.tools.base import Lane, ToolContext
+from session_runtime.transport import names
+from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage
+
+log = logging.getLogger(__name__)
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class RedisTaskTransport:
+    """Publishes a session's external tasks and reads its replies.
+
+    Arguments: ``redis`` (``redis.asyncio.Redis``; the caller owns it unless built with
+    :meth:`from_url`), ``namespace``, ``session_name`` (``AgentSession`` name), ``session_uid``,
+    ``epoch`` (placement epoch), ``lane_workers`` (lane -> LaneWorker name, from
+    ``spec.lanes.<lane>.laneWorkerRef``) and/or ``task_streams`` (lane -> task stream name as the
+    operator rendered it; wins over ``lane_workers``), ``reply_stream`` (optional; checked against
+    the name §7 fixes), ``shared_root`` (the shared volume mount in this pod:
+    when given, the workspace is sent relative to it, so workers may mount the volume elsewhere),
+    ``reply_grace_ms`` (how long past a task's timeout the queue waits for the worker's own
+    deadline/"worker lost" answer; default 10000 ms), ``block_ms`` (reader block time, ms).
+    """
+
+    def __init__(
+        self,
+        redis: Redis[Any],
+        *,
+        namespace: str,
+        session_name: str,
+        session_uid: str,
+        epoch: int,
+        lane_workers: Mapping[Lane, str] | None = None,
+        task_streams: Mapping[Lane, str] | None = None,
+        reply_stream: str | None = None,
+        shared_root: str | None = None,
+        reply_grace_ms: int = 10_000,
+        block_ms: int = 1_000,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self._redis = redis
+        self._ns = names.namespace(namespace)
+        self._session = f"{namespace}/{session_name}"
+        self._uid = session_uid
+        self._epoch = epoch
+        self._streams = {
+            lane: names.task_stream(namespace, lw) for lane, lw in (lane_workers or {}).items()
+        }
+        self._streams.update(task_streams or {})
+        self._reply_stream = names.reply_stream(namespace, session_uid)
+        if reply_stream is not None and reply_stream != self._reply_stream:
+            raise ValueError(
+                f"reply stream {reply_stream!r} is not this session's ({self._reply_stream!r})"
+            )
+        self._shared_root = os.path.realpath(shared_root) if shared_root else None
+        self.reply_grace_ms = reply_grace_ms
+        self._block_ms = block_ms
+        self._clock = clock or (lambda: int(time.time() * 1000))
+        self._sink: ReplySink | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._seen: dict[str, ExternalReply] = {}
+        self._last_id = "0-0"
+        self._owns_client = False
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> RedisTaskTransport:
+        """Build with its own client from a ``redis://`` URL (closed by :meth:`close`)."""
+        transport = cls(Redis.from_url(url), **kwargs)
+        transport._owns_client = True
+        return transport
+
+    @property
+    def reply_stream(self) -> str:
+        return self._reply_stream
+
+    def task_stream(self, lane: Lane) -> str:
+        """The task stream serving ``lane``; KeyError if no LaneWorker is configured for it."""
+        return self._streams[lane]
+
+    def _workspace(self, workspace: str) -> str:
+        if self._shared_root is None:
+            return workspace
+        real = os.path.realpath(workspace)
+        if real.startswith(self._shared_root + os.sep):
+            return os.path.relpath(real, self._shared_root)
+        return workspace  # outside the volume: the worker will refuse it, with a clear reason
+
+    # -- ExternalTransport -------------------------------------------------------------------
+
+    async def start(self, sink: ReplySink) -> None:
+        self._sink = sink
+        if self._reader is None or self._reader.done():
+            self._reader = asyncio.get_running_loop().create_task(self._read_replies())
+
+    async def publish(self, task: ExternalTask, ctx: ToolContext) -> None:
+        stream = self._streams.get(task.lane)
+        if stream is None:
+            raise RedisError(f"no LaneWorker is configured for the {task.lane} lane")
+        message = TaskMessage(
+            task_id=task.task_id,
+            session=self._session,
+            session_uid=self._uid,
+            epoch=self._epoch,
+            run_id=ctx.run_id,
+            tool_call_id=task.tool_call_id,
+            lane=task.lane,
+            command_type=task.command_type,
+            payload=task.payload,
+            workspace=self._workspace(ctx.workspace),
+            deadline_ms=task.deadline_ms,
+            reply_to=self._reply_stream,
+        )
+        await self._redis.xadd(stream, message.to_fields())  # type: ignore[arg-type,unused-ignore]
+
+    async def settle(self, reply: ExternalReply) -> None:
+        self._seen.pop(reply.tool_call_id, None)
+        if reply.ref:
+            await self._redis.xdel(self._reply_stream, reply.ref)
+
+    async def find_reply(self, tool_call_id: str) -> ExternalReply | None:
+        if tool_call_id in self._seen:
+            return self._seen[tool_call_id]
+        start = "-"
+        while True:
+            page = await self._redis.xrange(self._reply_stream, min=start, max="+", count=500)
+            if not page:
+                return None
+            for entry_id, fields in page:
+                reply = self._decode(_s(entry_id), fields)
+                if reply is not None and reply.tool_call_id == tool_call_id:
+                    return reply
+            start = f"({_s(page[-1][0])}"
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+            self._reader = None
+        if self._owns_client:
+            client: Any = self._redis  # aclose() is newer than the redis stubs
+            await client.aclose()
+
+    async def delete_replies(self) -> None:
+        """Drop the whole reply stream (the session completed; nothing is left to recover)."""
+        await self._redis.delete(self._reply_stream)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _decode(entry_id: str, fields: Any) -> ExternalReply | None:
+        try:
+            return ReplyMessage.from_fields(fields).to_external(ref=entry_id)
+        except MalformedMessage as exc:
+            log.warning("skipping malformed reply %s: %s", entry_id, exc.reason)
+            return None
+
+    async def _read_replies(self) -> None:
+        while True:
+            try:
+                batches = await self._redis.xread(
+                    {self._reply_stream: self._last_id}, count=100, block=self._block_ms
+                )
+            except asyncio.CancelledError:
+                raise
+            except RedisError:
+                me = asyncio.current_task()
+                if me is not None and me.cancelling():
+                    raise asyncio.CancelledError from None  # redis-py wraps a cancelled read
+                log.warning("reading %s failed; retrying", self._reply_stream, exc_info=True)
+                await asyncio.sleep(1)
+                continue
+            for _stream, entries in batches or []:
+                for entry_id, fields in entries:
+                    self._last_id = _s(entry_id)
+                    reply = self._decode(self._last_id, fields)
+                    if reply is None:
+                        continue
+                    self._seen.setdefault(reply.tool_call_id, reply)
+                    if self._sink is not None:
+                        try:
+                            await self._sink(reply)
+                        except Exception:
+                            log.warning("reply sink failed on %s", reply.task_id, exc_info=True)

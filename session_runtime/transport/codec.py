@@ -1,0 +1,174 @@
+"""Wire format of task and reply messages on Redis Streams (validated with pydantic).
+
+Owned by ``session_runtime.transport``; used by the session side and by ``berth-worker``. Fields
+are fixed by ARCHITECTURE §7; every Redis field value is a string:
+
+Task (session -> worker, on ``berth:{ns}:lw:{lw}:tasks``): ``task_id``, ``session`` (``ns/name``),
+``session_uid``, ``epoch`` (int), ``run_id``, ``tool_call_id``, ``lane``, ``command_type`` (tool
+name), ``payload`` (JSON object: the model's raw arguments), ``workspace`` (path of the session
+workspace, relative to the shared volume root or absolute inside it), ``deadline_ms`` (epoch ms),
+``reply_to`` (the session's reply stream).
+
+Reply (worker -> session, on ``berth:{ns}:s:{uid}:results``): ``task_id``, ``tool_call_id``,
+``success`` (``true``/``false``), ``result`` (JSON ``{"output": str, "exit_code": int,
+"is_error": bool}`` — A3S ``ExternalTaskResult.result`` plus Berth's ``is_error``), ``error``
+(empty = none), ``worker`` (pod name), ``started_ms``, ``ended_ms`` (epoch ms).
+
+Errors: :class:`MalformedMessage` (a ``ValueError``) with a one-line ``reason``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from session_runtime.lanes.config import LANES
+from session_runtime.lanes.external import ExternalReply
+
+Fields = Mapping[bytes | str, bytes | str]
+
+#: Largest payload/result accepted, in bytes of JSON (a bigger message is malformed).
+MAX_JSON_BYTES = 4 * 1024 * 1024
+
+
+class MalformedMessage(ValueError):
+    """A stream entry that is not a valid task or reply. ``reason`` is a short explanation."""
+
+    def __init__(self, reason: str, partial: Mapping[str, str] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        #: The decoded string fields, for dead-lettering and best-effort failure replies.
+        self.partial: dict[str, str] = dict(partial or {})
+
+
+def _decode(fields: Fields) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in fields.items():
+        k = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
+        v = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+        out[k] = v
+    return out
+
+
+def _json_object(raw: str, what: str) -> dict[str, Any]:
+    if len(raw.encode()) > MAX_JSON_BYTES:
+        raise ValueError(f"{what} larger than {MAX_JSON_BYTES} bytes")
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} must be a JSON object")
+    return value
+
+
+class TaskMessage(BaseModel):
+    """One task on a LaneWorker task stream."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    task_id: str = Field(min_length=1, max_length=200)
+    session: str = Field(min_length=3, max_length=320, pattern=r"^[a-z0-9-]+/[a-z0-9.-]+$")
+    session_uid: str = Field(min_length=1, max_length=128)
+    epoch: int = Field(ge=0)
+    run_id: str = Field(min_length=1, max_length=200)
+    tool_call_id: str = Field(min_length=1, max_length=200)
+    lane: str
+    command_type: str = Field(min_length=1, max_length=64)
+    payload: dict[str, Any]
+    workspace: str = Field(min_length=1, max_length=4096)
+    deadline_ms: int = Field(ge=0)
+    reply_to: str = Field(min_length=1, max_length=400)
+
+    @field_validator("lane")
+    @classmethod
+    def _lane(cls, value: str) -> str:
+        if value not in LANES:
+            raise ValueError(f"unknown lane {value!r}")
+        return value
+
+    @field_validator("payload", mode="before")
+    @classmethod
+    def _payload(cls, value: Any) -> Any:
+        return _json_object(value, "payload") if isinstance(value, str) else value
+
+    def to_fields(self) -> dict[str, str]:
+        """Redis field map (all strings)."""
+        data = self.model_dump()
+        data["payload"] = json.dumps(self.payload, separators=(",", ":"))
+        return {k: str(v) for k, v in data.items()}
+
+    @classmethod
+    def from_fields(cls, fields: Fields) -> TaskMessage:
+        """Parse a stream entry; raises :class:`MalformedMessage`."""
+        decoded = _decode(fields)
+        try:
+            return cls.model_validate(decoded)
+        except (ValidationError, ValueError) as exc:
+            raise MalformedMessage(_reason(exc), decoded) from exc
+
+
+class ReplyMessage(BaseModel):
+    """One reply on a session's reply stream."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    task_id: str = Field(min_length=1)
+    tool_call_id: str = ""
+    success: bool
+    result: dict[str, Any] = Field(default_factory=dict)
+    error: str = ""
+    worker: str = ""
+    started_ms: int = 0
+    ended_ms: int = 0
+
+    @field_validator("result", mode="before")
+    @classmethod
+    def _result(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return _json_object(value, "result") if value else {}
+        return value
+
+    def to_fields(self) -> dict[str, str]:
+        return {
+            "task_id": self.task_id,
+            "tool_call_id": self.tool_call_id,
+            "success": "true" if self.success else "false",
+            "result": json.dumps(self.result, separators=(",", ":")),
+            "error": self.error,
+            "worker": self.worker,
+            "started_ms": str(self.started_ms),
+            "ended_ms": str(self.ended_ms),
+        }
+
+    @classmethod
+    def from_fields(cls, fields: Fields) -> ReplyMessage:
+        decoded = _decode(fields)
+        try:
+            return cls.model_validate(decoded)
+        except (ValidationError, ValueError) as exc:
+            raise MalformedMessage(_reason(exc), decoded) from exc
+
+    def to_external(self, ref: str | None = None) -> ExternalReply:
+        """The lane queue's view of this reply; ``ref`` is the stream entry id."""
+        return ExternalReply(
+            task_id=self.task_id,
+            tool_call_id=self.tool_call_id,
+            success=self.success,
+            result=dict(self.result),
+            error=self.error or None,
+            worker=self.worker or None,
+            started_ms=self.started_ms or None,
+            ended_ms=self.ended_ms or None,
+            ref=ref,
+        )
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        parts = []
+        for err in exc.errors()[:3]:
+            loc = ".".join(str(x) for x in err["loc"]) or "message"
+            parts.append(f"{loc}: {err['msg']}")
+        return "; ".join(parts)
+    return str(exc)

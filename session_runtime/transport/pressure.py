@@ -1,0 +1,71 @@
+"""Queue pressure of a LaneWorker pool, for the operator's autoscaler (ARCHITECTURE §4, §7).
+
+Owned by ``session_runtime.transport``; called by the operator (``scaling.source: broker``) and by
+tests. Pressure = ``lag`` (entries not yet delivered to any consumer of the group) + ``pending``
+(delivered, not acknowledged). The autoscaler scales on both, never on backlog alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _info_dict(raw: Any) -> dict[str, Any]:
+    """Normalise an XINFO reply (dict, or a flat list) to ``{str: value}``."""
+    if isinstance(raw, dict):
+        return {_s(k): v for k, v in raw.items()}
+    items = list(raw)
+    return {_s(items[i]): items[i + 1] for i in range(0, len(items) - 1, 2)}
+
+
+async def _lag_fallback(redis: Redis[Any], stream: str, last_delivered: str) -> int:
+    """Entries after ``last_delivered`` when Redis cannot report ``lag`` (after XDEL/trim)."""
+    count = 0
+    start = f"({last_delivered}"
+    while True:
+        page = await redis.xrange(stream, min=start, max="+", count=1000)
+        if not page:
+            return count
+        count += len(page)
+        start = f"({_s(page[-1][0])}"
+
+
+async def stream_pressure(redis: Redis[Any], stream: str, group: str) -> dict[str, Any]:
+    """``{"backlog": lag, "inFlight": pending, "per_consumer_pending": {consumer: n}}``.
+
+    ``redis`` is a ``redis.asyncio.Redis``; a missing stream or group reads as zero pressure.
+    Counts are entries (tasks). Raises ``redis.exceptions.RedisError`` on connection problems.
+    """
+    client: Any = redis  # the XINFO calls are untyped in the redis stubs
+    try:
+        groups = await client.xinfo_groups(stream)
+    except ResponseError as exc:  # no such key
+        if "no such key" in str(exc).lower():
+            return {"backlog": 0, "inFlight": 0, "per_consumer_pending": {}}
+        raise
+    info = next((_info_dict(g) for g in groups if _s(_info_dict(g).get("name")) == group), None)
+    if info is None:
+        # No group yet: every entry in the stream is backlog.
+        return {"backlog": int(await redis.xlen(stream)), "inFlight": 0, "per_consumer_pending": {}}
+    lag = info.get("lag")
+    backlog = (
+        int(lag)
+        if lag is not None
+        else await _lag_fallback(redis, stream, _s(info.get("last-delivered-id", "0-0")))
+    )
+    consumers = await client.xinfo_consumers(stream, group)
+    per_consumer = {
+        _s(_info_dict(c)["name"]): int(_info_dict(c).get("pending", 0)) for c in consumers
+    }
+    return {
+        "backlog": backlog,
+        "inFlight": int(info.get("pending", 0)),
+        "per_consumer_pending": per_consumer,
+    }

@@ -1,0 +1,605 @@
+"""``berth-worker``: a LaneWorker pod's process. Runs sessions' execute-lane tools from Redis.
+
+Owned by the lane-queue/transport layer; started by the LaneWorker Deployment the operator owns
+(console script ``berth-worker = session_runtime.worker:main``). Talks only to Redis and the
+shared volume (ARCHITECTURE §2, §4, §7).
+
+Loop: read tasks from ``berth:{ns}:lw:{laneworker}:tasks`` as consumer ``POD_NAME`` of group
+``workers`` (at most ``BERTH_WORKER_CONCURRENCY`` at once), run each tool with the runtime's own
+tool implementations (:func:`session_runtime.tools.run_tool`) in the session's workspace on the
+shared volume, then reply to the task's ``reply_to`` stream and ``XACK`` in one ``MULTI``.
+
+Rules:
+
+- At most once. A worker refreshes a liveness key (TTL ``BERTH_WORKER_HEARTBEAT_SECONDS``); every
+  worker scans the group's pending entries and claims (``XCLAIM`` with a min-idle time, so only
+  one claimer wins) the tasks of a consumer whose key is gone, or of one that holds a task far past
+  its deadline, and answers them ``success=false`` "worker lost". Such a task is never re-run.
+  (§7 names XAUTOCLAIM; claiming entry by entry after checking the owner's liveness keeps a live,
+  busy worker's tasks where they are.)
+- Deadline: a task not started before ``deadline_ms`` is answered "deadline passed"; a running
+  tool is stopped at ``min(deadline, BERTH_TASK_TIMEOUT_SECONDS)`` and answered ``success=false``.
+  A tool that ran and failed is ``success=true`` with the failure in ``output``.
+- Bad input: a message that does not parse is moved to ``berth:{ns}:lw:{lw}:dead`` with a reason
+  and acknowledged (and, when its ``task_id``/``reply_to`` are usable, answered with the reason);
+  a workspace outside ``BERTH_SHARED_ROOT`` (or the root itself) is refused; a ``reply_to`` that is
+  not a reply stream of this namespace is dead-lettered. Nothing a message says crashes the worker.
+- SIGTERM/SIGINT: read no new task, finish the held ones (they end by their deadlines), remove
+  the liveness key, exit 0.
+
+Configuration (env, each overridable by ``--flag``): ``BERTH_REDIS_URL``, ``BERTH_NAMESPACE``,
+``BERTH_LANEWORKER``, ``POD_NAME``, ``POD_IP``, ``BERTH_WORKER_CONCURRENCY`` (default 1),
+``BERTH_SHARED_ROOT``, ``BERTH_TASK_TIMEOUT_SECONDS`` (default 600),
+``BERTH_METRICS_PORT`` (default 9090, 0 = no metrics server; bound on ``POD_IP`` or 127.0.0.1),
+``BERTH_WORKER_HEARTBEAT_SECONDS`` (default 10), ``BERTH_RECLAIM_INTERVAL_SECONDS`` (default 2),
+``BERTH_REPLY_TTL_SECONDS`` (default 604800: a reply stream expires a week after its last reply).
+
+Metrics: ``berth_worker_tasks_total{lane,outcome}`` (outcome: ok, tool_error, timeout, expired,
+refused, malformed, lost, error), ``berth_worker_task_duration_seconds{lane}``,
+``berth_worker_busy`` (tasks running), ``berth_worker_capacity`` (concurrency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from redis.asyncio import Redis
+from redis.exceptions import RedisError, ResponseError
+
+from session_runtime.lanes.config import LANES
+from session_runtime.tools import ToolResult, run_tool
+from session_runtime.transport import names
+from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage
+
+log = logging.getLogger("berth.worker")
+
+#: ``run_tool(name, arguments, workspace, call_id) -> ToolResult`` (the runtime's built-in tools).
+ToolRunner = Callable[[str, dict[str, Any], str, str], Awaitable[ToolResult]]
+
+OUTCOMES = ("ok", "tool_error", "timeout", "expired", "refused", "malformed", "lost", "error")
+WORKER_LOST = "worker lost"
+DEAD_LETTER_MAXLEN = 10_000
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _s(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+class WorkspaceRefused(ValueError):
+    """The task's workspace is not a directory strictly inside the shared volume root."""
+
+
+def resolve_workspace(shared_root: str, workspace: str) -> str:
+    """Absolute real path of ``workspace`` (relative to ``shared_root`` or absolute inside it).
+
+    Raises :class:`WorkspaceRefused` when it resolves outside ``shared_root`` (``..``, symlinks,
+    another absolute path), to the root itself, or to something that is not a directory.
+    """
+    root = os.path.realpath(shared_root)
+    if "\x00" in workspace:
+        raise WorkspaceRefused("workspace path contains a NUL byte")
+    candidate = workspace if os.path.isabs(workspace) else os.path.join(root, workspace)
+    real = os.path.realpath(candidate)
+    if not real.startswith(root + os.sep):
+        raise WorkspaceRefused(f"workspace {workspace!r} is outside the shared volume; refused")
+    if not os.path.isdir(real):
+        raise WorkspaceRefused(f"workspace {workspace!r} is not a directory on the shared volume")
+    return real
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """``berth-worker`` settings; see the module docstring for the env names and defaults."""
+
+    redis_url: str
+    namespace: str
+    laneworker: str
+    pod_name: str
+    shared_root: str
+    pod_ip: str = "127.0.0.1"
+    concurrency: int = 1
+    task_timeout_seconds: float = 600.0
+    metrics_port: int = 9090
+    heartbeat_seconds: float = 10.0
+    reclaim_interval_seconds: float = 2.0
+    reply_ttl_seconds: int = 604_800
+    block_ms: int = 1_000
+
+    @property
+    def task_stream(self) -> str:
+        return names.task_stream(self.namespace, self.laneworker)
+
+    @property
+    def dead_letter_stream(self) -> str:
+        return names.dead_letter_stream(self.namespace, self.laneworker)
+
+    def alive_key(self, consumer: str) -> str:
+        return names.alive_key(self.namespace, self.laneworker, consumer)
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, argv: Sequence[str] | None = None
+    ) -> WorkerSettings:
+        """Read env (default ``os.environ``) and ``--flags`` (flags win). Raises ``SystemExit``
+        with a message naming the missing or invalid setting."""
+        env = os.environ if env is None else env
+        p = argparse.ArgumentParser(prog="berth-worker", description="Berth LaneWorker process")
+
+        def opt(flag: str, var: str, default: str | None = None, **kw: Any) -> None:
+            p.add_argument(flag, default=env.get(var, default), help=f"(env {var})", **kw)
+
+        opt("--redis-url", "BERTH_REDIS_URL")
+        opt("--namespace", "BERTH_NAMESPACE")
+        opt("--laneworker", "BERTH_LANEWORKER")
+        opt("--pod-name", "POD_NAME")
+        opt("--pod-ip", "POD_IP", "127.0.0.1")
+        opt("--concurrency", "BERTH_WORKER_CONCURRENCY", "1")
+        opt("--shared-root", "BERTH_SHARED_ROOT")
+        opt("--task-timeout-seconds", "BERTH_TASK_TIMEOUT_SECONDS", "600")
+        opt("--metrics-port", "BERTH_METRICS_PORT", "9090")
+        opt("--heartbeat-seconds", "BERTH_WORKER_HEARTBEAT_SECONDS", "10")
+        opt("--reclaim-interval-seconds", "BERTH_RECLAIM_INTERVAL_SECONDS", "2")
+        opt("--reply-ttl-seconds", "BERTH_REPLY_TTL_SECONDS", "604800")
+        a = p.parse_args(argv)
+        missing = [
+            f
+            for f in ("redis_url", "namespace", "laneworker", "pod_name", "shared_root")
+            if not getattr(a, f)
+        ]
+        if missing:
+            p.error("missing settings: " + ", ".join("--" + m.replace("_", "-") for m in missing))
+        try:
+            settings = cls(
+                redis_url=a.redis_url,
+                namespace=a.namespace,
+                laneworker=a.laneworker,
+                pod_name=a.pod_name,
+                shared_root=a.shared_root,
+                pod_ip=a.pod_ip or "127.0.0.1",
+                concurrency=int(a.concurrency),
+                task_timeout_seconds=float(a.task_timeout_seconds),
+                metrics_port=int(a.metrics_port),
+                heartbeat_seconds=float(a.heartbeat_seconds),
+                reclaim_interval_seconds=float(a.reclaim_interval_seconds),
+                reply_ttl_seconds=int(a.reply_ttl_seconds),
+            )
+            settings.validate()
+        except ValueError as exc:
+            p.error(str(exc))
+        return settings
+
+    def validate(self) -> None:
+        """Raise ValueError for out-of-range values or names Redis keys cannot be built from."""
+        if self.concurrency < 1:
+            raise ValueError("BERTH_WORKER_CONCURRENCY must be >= 1")
+        if self.task_timeout_seconds <= 0 or self.heartbeat_seconds <= 0:
+            raise ValueError("timeouts must be > 0")
+        if self.reclaim_interval_seconds <= 0:
+            raise ValueError("BERTH_RECLAIM_INTERVAL_SECONDS must be > 0")
+        if not os.path.isabs(self.shared_root):
+            raise ValueError("BERTH_SHARED_ROOT must be an absolute path")
+        self.alive_key(self.pod_name)  # validates namespace, LaneWorker and pod names
+
+
+class WorkerMetrics:
+    """The ``berth_worker_*`` metrics, in their own registry. Labels: lane, outcome (fixed sets)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.tasks = Counter(
+            "berth_worker_tasks",
+            "Tasks finished by this worker, by lane and outcome.",
+            ["lane", "outcome"],
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "berth_worker_task_duration_seconds",
+            "Time from a task's start on this worker to its reply, in seconds.",
+            ["lane"],
+            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600),
+            registry=self.registry,
+        )
+        self.busy = Gauge("berth_worker_busy", "Tasks running now.", registry=self.registry)
+        self.capacity = Gauge(
+            "berth_worker_capacity", "Tasks this worker runs at once.", registry=self.registry
+        )
+
+    def finished(self, lane: str, outcome: str, seconds: float | None = None) -> None:
+        lane = lane if lane in LANES else "unknown"
+        self.tasks.labels(lane=lane, outcome=outcome if outcome in OUTCOMES else "error").inc()
+        if seconds is not None:
+            self.duration.labels(lane=lane).observe(seconds)
+
+
+class LaneWorker:
+    """One worker process's loop (consumer ``settings.pod_name`` of group ``workers``).
+
+    ``tool_runner`` defaults to the runtime's :func:`run_tool`; benchmarks inject a no-op.
+    """
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        redis: Redis[Any],
+        *,
+        tool_runner: ToolRunner | None = None,
+        metrics: WorkerMetrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.redis = redis
+        self.metrics = metrics or WorkerMetrics()
+        self.metrics.capacity.set(settings.concurrency)
+        self._run_tool: ToolRunner = tool_runner or run_tool
+        self._stopping = asyncio.Event()
+        self._inflight: dict[str, asyncio.Task[None]] = {}
+        self._stream = settings.task_stream
+        self._me = settings.pod_name
+
+    # ------------------------------------------------------------------ life cycle
+
+    def stop(self) -> None:
+        """Take no new task; :meth:`run` returns once the held ones are answered."""
+        if not self._stopping.is_set():
+            log.info("stop requested; finishing %d held task(s)", len(self._inflight))
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Serve until :meth:`stop`; then drain and remove the liveness key."""
+        await self._ensure_group()
+        await self._heartbeat_once()
+        side = [
+            asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
+            asyncio.create_task(self._reclaim_loop(), name="reclaim"),
+        ]
+        try:
+            await self._consume()
+            if self._inflight:
+                await asyncio.gather(*self._inflight.values(), return_exceptions=True)
+        finally:
+            for task in side:
+                task.cancel()
+            for task in side:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            with contextlib.suppress(RedisError):
+                await self.redis.delete(self.settings.alive_key(self._me))
+        log.info("stopped")
+
+    async def _ensure_group(self) -> None:
+        try:
+            await self.redis.xgroup_create(self._stream, names.GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    # ------------------------------------------------------------------ consuming
+
+    async def _consume(self) -> None:
+        stop_wait = asyncio.create_task(self._stopping.wait())
+        try:
+            while not self._stopping.is_set():
+                free = self.settings.concurrency - len(self._inflight)
+                if free <= 0:
+                    await asyncio.wait(
+                        [stop_wait, *self._inflight.values()], return_when=asyncio.FIRST_COMPLETED
+                    )
+                    continue
+                try:
+                    batches = await self.redis.xreadgroup(
+                        names.GROUP,
+                        self._me,
+                        {self._stream: ">"},
+                        count=free,
+                        block=self.settings.block_ms,
+                    )
+                except ResponseError as exc:
+                    if "NOGROUP" in str(exc):
+                        await self._ensure_group()
+                        continue
+                    log.warning("XREADGROUP failed: %s", exc)
+                    await self._pause(1.0)
+                    continue
+                except RedisError as exc:
+                    log.warning("Redis unavailable (%s); retrying", exc)
+                    await self._pause(1.0)
+                    continue
+                # Entries delivered by a read that was already waiting when SIGTERM came are ours
+                # now: they are run, not abandoned (abandoning would turn them into "worker lost").
+                for _stream, entries in batches or []:
+                    for entry_id, fields in entries:
+                        self._spawn(_s(entry_id), fields)
+        finally:
+            stop_wait.cancel()
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    def _spawn(self, entry_id: str, fields: Any) -> None:
+        task = asyncio.create_task(self._handle(entry_id, fields))
+        self._inflight[entry_id] = task
+        self.metrics.busy.set(len(self._inflight))
+
+        def done(_: asyncio.Task[None]) -> None:
+            self._inflight.pop(entry_id, None)
+            self.metrics.busy.set(len(self._inflight))
+
+        task.add_done_callback(done)
+
+    async def _handle(self, entry_id: str, fields: Any) -> None:
+        """Run one task; every path ends with the entry acknowledged (or left for the reclaimer
+        if Redis itself is gone)."""
+        try:
+            await self._handle_inner(entry_id, fields)
+        except Exception:
+            log.exception("task entry %s: unexpected failure", entry_id)
+            self.metrics.finished("unknown", "error")
+
+    async def _handle_inner(self, entry_id: str, fields: Any) -> None:
+        started_ms = _now_ms()
+        try:
+            task = TaskMessage.from_fields(fields)
+            names.parse_reply_stream(task.reply_to)
+            if not task.reply_to.startswith(f"berth:{self.settings.namespace}:s:"):
+                raise MalformedMessage(
+                    "reply_to is not a reply stream of this namespace",
+                    {k: _s(v) for k, v in dict(fields).items()},
+                )
+        except (MalformedMessage, ValueError) as exc:
+            partial = exc.partial if isinstance(exc, MalformedMessage) else {}
+            reason = exc.reason if isinstance(exc, MalformedMessage) else str(exc)
+            await self._dead_letter(entry_id, fields, reason, partial)
+            self.metrics.finished(partial.get("lane", "unknown"), "malformed")
+            return
+
+        def reply(
+            success: bool,
+            output: str = "",
+            exit_code: int = 0,
+            error: str = "",
+            is_error: bool = False,
+        ) -> ReplyMessage:
+            result = {"output": output, "exit_code": exit_code, "is_error": is_error}
+            return ReplyMessage(
+                task_id=task.task_id,
+                tool_call_id=task.tool_call_id,
+                success=success,
+                result=result if success else {},
+                error=error,
+                worker=self._me,
+                started_ms=started_ms,
+                ended_ms=_now_ms(),
+            )
+
+        try:
+            workspace = resolve_workspace(self.settings.shared_root, task.workspace)
+        except WorkspaceRefused as exc:
+            await self._answer(entry_id, task.reply_to, reply(False, error=str(exc)))
+            self.metrics.finished(task.lane, "refused")
+            return
+        budget_ms = min(task.deadline_ms - started_ms, self.settings.task_timeout_seconds * 1000)
+        if budget_ms <= 0:
+            error = "deadline passed before the task started; it was not run"
+            await self._answer(entry_id, task.reply_to, reply(False, error=error))
+            self.metrics.finished(task.lane, "expired")
+            return
+        t0 = time.monotonic()
+        try:
+            result = await asyncio.wait_for(
+                self._run_tool(task.command_type, task.payload, workspace, task.tool_call_id),
+                budget_ms / 1000,
+            )
+        except TimeoutError:
+            error = f"task deadline exceeded after {int(budget_ms)} ms; the tool was stopped"
+            await self._answer(entry_id, task.reply_to, reply(False, error=error))
+            self.metrics.finished(task.lane, "timeout", time.monotonic() - t0)
+            return
+        except Exception as exc:  # a tool must not raise; if it does, report it, do not crash
+            log.exception("tool %s raised", task.command_type)
+            error = f"worker error: {type(exc).__name__}: {exc}"
+            await self._answer(entry_id, task.reply_to, reply(False, error=error))
+            self.metrics.finished(task.lane, "error", time.monotonic() - t0)
+            return
+        message = reply(True, result.output, result.exit_code, is_error=result.is_error)
+        await self._answer(entry_id, task.reply_to, message)
+        outcome = "tool_error" if result.is_error else "ok"
+        self.metrics.finished(task.lane, outcome, time.monotonic() - t0)
+
+    async def _answer(self, entry_id: str, reply_to: str, message: ReplyMessage) -> None:
+        """Reply and acknowledge atomically (MULTI/EXEC): a reply is never sent twice by this
+        worker and an acknowledged task always has its reply."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.xadd(reply_to, message.to_fields())  # type: ignore[arg-type,unused-ignore]
+            pipe.expire(reply_to, self.settings.reply_ttl_seconds)
+            pipe.xack(self._stream, names.GROUP, entry_id)
+            await pipe.execute()
+
+    async def _dead_letter(
+        self, entry_id: str, fields: Any, reason: str, partial: Mapping[str, str]
+    ) -> None:
+        raw = {_s(k): _s(v)[:4096] for k, v in dict(fields or {}).items()}
+        log.warning("dead-lettering task entry %s: %s", entry_id, reason)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.xadd(
+                self.settings.dead_letter_stream,
+                {
+                    "entry_id": entry_id,
+                    "reason": reason[:1000],
+                    "worker": self._me,
+                    "at_ms": str(_now_ms()),
+                    "fields": json.dumps(raw)[:65536],
+                },
+                maxlen=DEAD_LETTER_MAXLEN,
+                approximate=True,
+            )
+            task_id, reply_to = partial.get("task_id"), partial.get("reply_to", "")
+            if task_id and reply_to.startswith(f"berth:{self.settings.namespace}:s:"):
+                with contextlib.suppress(ValueError):
+                    names.parse_reply_stream(reply_to)
+                    failure = ReplyMessage(
+                        task_id=task_id,
+                        tool_call_id=partial.get("tool_call_id", ""),
+                        success=False,
+                        error=f"malformed task message: {reason}",
+                        worker=self._me,
+                        started_ms=_now_ms(),
+                        ended_ms=_now_ms(),
+                    )
+                    pipe.xadd(reply_to, failure.to_fields())  # type: ignore[arg-type,unused-ignore]
+                    pipe.expire(reply_to, self.settings.reply_ttl_seconds)
+            pipe.xack(self._stream, names.GROUP, entry_id)
+            await pipe.execute()
+
+    # ------------------------------------------------------------------ liveness and reclaim
+
+    async def _heartbeat_once(self) -> None:
+        ttl_ms = int(self.settings.heartbeat_seconds * 1000)
+        await self.redis.set(self.settings.alive_key(self._me), self.settings.pod_ip, px=ttl_ms)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_seconds / 3)
+            try:
+                await self._heartbeat_once()
+            except RedisError as exc:
+                log.warning("heartbeat failed: %s", exc)
+
+    async def _reclaim_loop(self) -> None:
+        while True:
+            try:
+                await self.reclaim_once()
+            except RedisError as exc:
+                log.warning("reclaim scan failed: %s", exc)
+            except Exception:
+                log.exception("reclaim scan failed")
+            await asyncio.sleep(self.settings.reclaim_interval_seconds)
+
+    async def reclaim_once(self) -> int:
+        """Answer "worker lost" for tasks held by dead workers; returns how many were answered.
+
+        A holder is dead when its liveness key is gone, or when it is this worker's own name but
+        the entry is not running here (a restarted container with the same pod name). A task is
+        also taken from a live holder once it is idle longer than the task timeout plus two
+        heartbeats (the holder's own deadline enforcement failed).
+        """
+        pending = await self.redis.xpending_range(
+            self._stream, names.GROUP, min="-", max="+", count=200
+        )
+        answered = 0
+        alive: dict[str, bool] = {}
+        hung_ms = (self.settings.task_timeout_seconds + 2 * self.settings.heartbeat_seconds) * 1000
+        for entry in pending:
+            entry_id = _s(entry["message_id"])
+            holder = _s(entry["consumer"])
+            idle = int(entry["time_since_delivered"])
+            if holder == self._me:
+                if entry_id in self._inflight:
+                    continue
+                dead = True
+            else:
+                if holder not in alive:
+                    key = names.alive_key(self.settings.namespace, self.settings.laneworker, holder)
+                    alive[holder] = bool(await self.redis.exists(key))
+                dead = not alive[holder] or idle > hung_ms
+            if not dead:
+                continue
+            untyped: Any = self.redis  # XCLAIM/XACK are untyped in the redis stubs
+            claimed = await untyped.xclaim(
+                self._stream,
+                names.GROUP,
+                self._me,
+                min_idle_time=max(1, idle // 2),
+                message_ids=[entry_id],
+            )
+            for claimed_id, fields in claimed or []:
+                if fields is None:  # deleted from the stream meanwhile
+                    await untyped.xack(self._stream, names.GROUP, claimed_id)
+                    continue
+                await self._answer_lost(_s(claimed_id), fields, holder)
+                answered += 1
+        return answered
+
+    async def _answer_lost(self, entry_id: str, fields: Any, holder: str) -> None:
+        try:
+            task = TaskMessage.from_fields(fields)
+            names.parse_reply_stream(task.reply_to)
+        except (MalformedMessage, ValueError) as exc:
+            partial = exc.partial if isinstance(exc, MalformedMessage) else {}
+            await self._dead_letter(entry_id, fields, f"reclaimed: {exc}", partial)
+            self.metrics.finished(partial.get("lane", "unknown"), "malformed")
+            return
+        log.warning("task %s was held by lost worker %s; answering failure", task.task_id, holder)
+        now = _now_ms()
+        message = ReplyMessage(
+            task_id=task.task_id,
+            tool_call_id=task.tool_call_id,
+            success=False,
+            error=(
+                f"{WORKER_LOST}: {holder} stopped while holding the task; it was not re-run "
+                "and its side effects are unknown"
+            ),
+            worker=self._me,
+            started_ms=now,
+            ended_ms=now,
+        )
+        await self._answer(entry_id, task.reply_to, message)
+        self.metrics.finished(task.lane, "lost")
+
+
+async def serve(settings: WorkerSettings) -> None:
+    """Run a worker with signal handling and the metrics server until SIGTERM/SIGINT."""
+    redis: Redis[Any] = Redis.from_url(settings.redis_url)
+    metrics = WorkerMetrics()
+    server: Any = None
+    if settings.metrics_port > 0:
+        server = start_http_server(settings.metrics_port, settings.pod_ip, metrics.registry)
+    worker = LaneWorker(settings, redis, metrics=metrics)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, worker.stop)
+    log.info(
+        "serving %s as %s (concurrency %d, shared root %s)",
+        settings.task_stream,
+        settings.pod_name,
+        settings.concurrency,
+        settings.shared_root,
+    )
+    try:
+        await worker.run()
+    finally:
+        client: Any = redis  # aclose() is newer than the redis stubs
+        await client.aclose()
+        if isinstance(server, tuple) and server:
+            server[0].shutdown()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point ``berth-worker``; returns the exit code (0 after a clean stop)."""
+    logging.basicConfig(
+        level=os.environ.get("BERTH_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    settings = WorkerSettings.from_env(argv=argv)
+    asyncio.run(serve(settings))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,354 @@
+"""The lane queue over Redis Streams with real ``berth-worker`` processes (ARCHITECTURE §7).
+
+Every wait here is "until a condition holds" (bounded by the test timeout); no assertion is about
+elapsed time. Side effects are counted in files the tools append to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import urllib.request
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from session_runtime.lanes import LaneQueue, SessionQueueConfig
+from session_runtime.tools import DirectExecutor, ToolCall, ToolContext, ToolResult
+from session_runtime.transport import (
+    GROUP,
+    RedisTaskTransport,
+    TaskMessage,
+    dead_letter_stream,
+    stream_pressure,
+    task_stream,
+)
+
+from .conftest import Workers, free_port
+
+pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
+
+NS = "team-a"
+
+
+async def until(predicate: Callable[[], Any], what: str, tries: int = 1200) -> None:
+    """Poll ``predicate`` (sync or async) every 50 ms until true; fail after ``tries``."""
+    for _ in range(tries):
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never happened: {what}")
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+class Session:
+    """A session's side: workspace, context, queue with an external execute lane over Redis."""
+
+    def __init__(
+        self,
+        redis: Redis[Any],
+        shared_root: Path,
+        laneworker: str,
+        uid: str | None = None,
+        timeout_ms: int = 30_000,
+        grace_ms: int = 10_000,
+        **config: Any,
+    ) -> None:
+        self.uid = uid or uuid.uuid4().hex
+        self.workspace = shared_root / "workspaces" / NS / "s1"
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        self.ctx = ToolContext("s1", str(self.workspace), "run-1", 1)
+        cfg = SessionQueueConfig(**config).with_lane_features()
+        cfg.set_lane_handler("execute", "external", timeout_ms)
+        self.transport = RedisTaskTransport(
+            redis,
+            namespace=NS,
+            session_name="s1",
+            session_uid=self.uid,
+            epoch=1,
+            lane_workers={"execute": laneworker},
+            shared_root=str(shared_root),
+            reply_grace_ms=grace_ms,
+        )
+        self.events: list[dict[str, Any]] = []
+        self.queue = LaneQueue(
+            cfg, emit=self._emit, runner=DirectExecutor(), transport=self.transport
+        )
+        self.journal: list[ToolResult] = []
+
+    async def _emit(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+
+    async def on_result(self, result: ToolResult) -> None:
+        self.journal.append(result)
+
+    async def run(self, *calls: ToolCall) -> list[ToolResult]:
+        return await self.queue.execute(list(calls), self.ctx, self.on_result)
+
+
+async def consumers(redis: Redis[Any], laneworker: str, n: int) -> bool:
+    """``n`` workers of the pool are up (their liveness keys exist)."""
+    return len(await redis.keys(f"berth:{NS}:lw:{laneworker}:alive:*")) == n
+
+
+def bash(cid: str, command: str) -> ToolCall:
+    return ToolCall(cid, "bash", {"command": command})
+
+
+GATED = "echo run >> count.txt; while [ ! -f go ]; do sleep 0.05; done; echo finished"
+
+
+async def holder_of(redis: Redis[Any], stream: str) -> str:
+    pending = await redis.xpending_range(stream, GROUP, min="-", max="+", count=10)
+    [entry] = pending
+    holder = entry["consumer"]
+    return holder.decode() if isinstance(holder, bytes) else str(holder)
+
+
+async def test_multi_tool_run_served_by_two_workers(
+    redis: Redis[Any], shared_root: Path, workers_factory: Any
+) -> None:
+    workers: Workers = workers_factory(NS, "pool-run")
+    port = free_port()
+    workers.start("w-1", metrics_port=port)
+    workers.start("w-2")
+    await until(lambda: consumers(redis, "pool-run", 2), "both workers joined the group")
+    s = Session(redis, shared_root, "pool-run")
+    calls = [
+        ToolCall("c1", "write", {"file_path": "notes/a.txt", "content": "alpha\n"}),
+        bash("c2", "cat notes/a.txt >> log.txt && echo appended"),
+        ToolCall(
+            "c3", "edit", {"file_path": "notes/a.txt", "old_string": "alpha", "new_string": "beta"}
+        ),
+        ToolCall("c4", "read", {"file_path": "notes/a.txt"}),
+        ToolCall("c5", "ls", {"path": "notes"}),
+        bash("c6", "exit 3"),
+        ToolCall(
+            "c7", "edit", {"file_path": "notes/a.txt", "old_string": "nope", "new_string": "x"}
+        ),
+    ]
+    results = await s.run(*calls)
+    assert [r.tool_call_id for r in results] == [c.id for c in calls]
+    assert [r.tool_call_id for r in s.journal] == [c.id for c in calls]
+    by_id = {r.tool_call_id: r for r in results}
+    assert (s.workspace / "notes" / "a.txt").read_text() == "beta\n"
+    assert (s.workspace / "log.txt").read_text() == "alpha\n"
+    assert "appended" in by_id["c2"].output and by_id["c2"].exit_code == 0
+    assert "beta" in by_id["c4"].output and "worker" not in by_id["c4"].metadata  # query: here
+    for cid in ("c1", "c2", "c3", "c6", "c7"):
+        assert by_id[cid].metadata["worker"] in {"w-1", "w-2"}  # execute: on a LaneWorker
+    # A tool that ran and failed is a result (success on the wire), not an infrastructure failure.
+    assert by_id["c6"].exit_code == 3 and "External task failed" not in by_id["c6"].output
+    assert by_id["c7"].is_error and by_id["c7"].metadata["worker"] in {"w-1", "w-2"}
+    assert s.queue.dead_letters() == []
+    # Replies are dropped from the reply stream once journaled.
+    assert await redis.xlen(s.transport.reply_stream) == 0
+    assert len([e for e in s.events if e["type"] == "external_task_pending"]) == 5
+    pressure = await stream_pressure(redis, task_stream(NS, "pool-run"), GROUP)
+    assert pressure["backlog"] == 0 and pressure["inFlight"] == 0
+    # Two sessions whose tasks wait on one gate: both can only be running at once if both
+    # workers (concurrency 1 each) serve the pool. Each tool runs exactly once.
+    others = [Session(redis, shared_root, "pool-run") for _ in range(2)]
+    gated = "echo x >> many.txt; while [ ! -f gate ]; do sleep 0.05; done"
+    both = asyncio.gather(*(o.run(bash("x", gated)) for o in others))
+    await until(lambda: lines(s.workspace / "many.txt") == 2, "both gated tasks running")
+    pressure = await stream_pressure(redis, task_stream(NS, "pool-run"), GROUP)
+    assert pressure["per_consumer_pending"] == {"w-1": 1, "w-2": 1}
+    (s.workspace / "gate").write_text("")
+    done = await both
+    assert {r[0].metadata["worker"] for r in done} == {"w-1", "w-2"}
+    assert lines(s.workspace / "many.txt") == 2
+    body = await asyncio.to_thread(
+        lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    )
+    assert 'berth_worker_tasks_total{lane="execute",outcome="ok"}' in body
+    assert "berth_worker_task_duration_seconds_count" in body and "berth_worker_busy" in body
+    await s.queue.close()
+    for o in others:
+        await o.queue.close()
+
+
+async def test_killed_worker_task_fails_once_and_other_worker_keeps_serving(
+    redis: Redis[Any], shared_root: Path, workers_factory: Any
+) -> None:
+    workers: Workers = workers_factory(NS, "pool-kill")
+    workers.start("w-a")
+    workers.start("w-b")
+    await until(lambda: consumers(redis, "pool-kill", 2), "both workers joined the group")
+    s = Session(redis, shared_root, "pool-kill", timeout_ms=60_000)
+    count = s.workspace / "count.txt"
+    running = asyncio.create_task(s.run(bash("k1", GATED)))
+    await until(lambda: lines(count) == 1, "the task started")
+    holder = await holder_of(redis, task_stream(NS, "pool-kill"))
+    survivor = "w-b" if holder == "w-a" else "w-a"
+    workers.signal(holder, signal.SIGKILL)
+    [result] = await running
+    # Answered by the survivor's reclaimer (liveness key expired), long before the 60 s deadline
+    # would have produced a local "timed out" failure.
+    assert result.is_error and "worker lost" in result.output, result.output
+    assert result.metadata["worker"] == survivor
+    (s.workspace / "go").write_text("")  # release the orphaned shell of the killed worker
+    [after] = await s.run(bash("k2", "echo served"))
+    assert after.output.strip() == "served" and after.metadata["worker"] == survivor
+    assert lines(count) == 1  # never re-run
+    pressure = await stream_pressure(redis, task_stream(NS, "pool-kill"), GROUP)
+    assert pressure["inFlight"] == 0 and pressure["backlog"] == 0
+    await s.queue.close()
+
+
+async def test_sigterm_finishes_held_task_and_takes_no_new_one(
+    redis: Redis[Any], shared_root: Path, workers_factory: Any
+) -> None:
+    workers: Workers = workers_factory(NS, "pool-term")
+    workers.start("w-t", concurrency=1)
+    s = Session(redis, shared_root, "pool-term")
+    count = s.workspace / "count.txt"
+    first = asyncio.create_task(s.run(bash("t1", GATED)))
+    await until(lambda: lines(count) == 1, "the task started")
+    workers.signal("w-t", signal.SIGTERM)
+    second = asyncio.create_task(s.queue.submit(bash("t2", "echo second >> count.txt"), s.ctx))
+    stream = task_stream(NS, "pool-term")
+    await until(lambda: _xlen_is(redis, stream, 2), "the second task was published")
+    (s.workspace / "go").write_text("")
+    [result] = await first
+    assert result.output.strip() == "finished" and not result.is_error
+    assert workers.procs["w-t"].wait(timeout=30) == 0
+    pressure = await stream_pressure(redis, stream, GROUP)
+    assert pressure["backlog"] == 1 and pressure["inFlight"] == 0  # t2 was never taken
+    assert lines(count) == 1
+    second.cancel()
+    await s.queue.close()
+
+
+async def _xlen_is(redis: Redis[Any], stream: str, n: int) -> bool:
+    return int(await redis.xlen(stream)) == n
+
+
+async def test_result_delivered_while_passivated_is_used_after_resume(
+    redis: Redis[Any], shared_root: Path, workers_factory: Any
+) -> None:
+    workers: Workers = workers_factory(NS, "pool-resume")
+    workers.start("w-r")
+    before = Session(redis, shared_root, "pool-resume")
+    count = before.workspace / "count.txt"
+    call = bash("call_7", GATED)
+    running = asyncio.create_task(before.run(call))
+    await until(lambda: lines(count) == 1, "the task started")
+    running.cancel()  # the session stops (passivation) while the worker still runs the tool
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    await before.queue.close()
+    (before.workspace / "go").write_text("")
+    await until(lambda: _xlen_is(redis, before.transport.reply_stream, 1), "reply delivered")
+    after = Session(redis, shared_root, "pool-resume", uid=before.uid)  # the resumed pod
+    recovered = await after.queue.recover(call, after.ctx)
+    assert recovered is not None and recovered.output.strip() == "finished"
+    assert recovered.metadata["worker"] == "w-r"
+    assert await after.queue.recover(bash("call_other", "true"), after.ctx) is None
+    assert lines(count) == 1  # the tool was not re-run
+    await after.queue.close()
+
+
+async def test_bad_input_is_dead_lettered_or_refused_and_worker_survives(
+    redis: Redis[Any], shared_root: Path, workers_factory: Any, private_tmp: Path
+) -> None:
+    workers: Workers = workers_factory(NS, "pool-bad")
+    workers.start("w-x")
+    s = Session(redis, shared_root, "pool-bad")
+    stream = task_stream(NS, "pool-bad")
+    # 1. garbage: no fields we know
+    await redis.xadd(stream, {"hello": "world"})
+    # 2. a valid-looking task with a broken payload: the session is told at once
+    good: dict[Any, Any] = TaskMessage(
+        task_id="t-bad",
+        session=f"{NS}/s1",
+        session_uid=s.uid,
+        epoch=1,
+        run_id="run-1",
+        tool_call_id="call-bad",
+        lane="execute",
+        command_type="bash",
+        payload={"command": "echo never >> count.txt"},
+        workspace="workspaces/team-a/s1",
+        deadline_ms=2**40,
+        reply_to=s.transport.reply_stream,
+    ).to_fields()
+    await redis.xadd(stream, {**good, "payload": "[1, 2"})
+    # 3. a reply_to that is not a reply stream (would let a message write anywhere)
+    await redis.xadd(stream, {**good, "task_id": "t-evil", "reply_to": "berth:other:s:x:results"})
+    dead = dead_letter_stream(NS, "pool-bad")
+    await until(lambda: _xlen_is(redis, dead, 3), "three dead letters")
+    entries = await redis.xrange(dead)
+    reasons = [fields[b"reason"].decode() for _, fields in entries]
+    assert any("task_id" in r for r in reasons)  # missing field named
+    assert any("payload" in r for r in reasons)
+    assert any("reply_to" in r for r in reasons)
+    replies = await redis.xrange(s.transport.reply_stream)
+    assert [f[b"task_id"] for _, f in replies] == [b"t-bad"]
+    assert replies[0][1][b"success"] == b"false"
+    # 4. a workspace outside the shared volume is refused (through the real session path)
+    outside = private_tmp / "elsewhere"
+    outside.mkdir()
+    s.ctx = ToolContext("s1", str(outside), "run-1", 1)
+    [refused] = await s.run(bash("r1", "echo escaped >> /dev/null; touch pwned"))
+    assert refused.is_error and "outside the shared volume" in refused.output
+    s.ctx = ToolContext("s1", str(s.workspace / ".." / ".." / ".."), "run-1", 1)
+    [root] = await s.run(bash("r2", "touch pwned"))
+    assert root.is_error and "outside the shared volume" in root.output
+    assert not (outside / "pwned").exists() and not (shared_root / "pwned").exists()
+    # The worker is alive and serving.
+    s.ctx = ToolContext("s1", str(s.workspace), "run-1", 1)
+    [ok] = await s.run(bash("r3", "echo still-here"))
+    assert ok.output.strip() == "still-here"
+    assert workers.procs["w-x"].poll() is None
+    assert not (s.workspace / "count.txt").exists()
+    await s.queue.close()
+
+
+async def test_stream_pressure_counts_lag_and_pending(redis: Redis[Any]) -> None:
+    stream = task_stream(NS, "pool-pressure")
+    assert await stream_pressure(redis, stream, GROUP) == {
+        "backlog": 0,
+        "inFlight": 0,
+        "per_consumer_pending": {},
+    }
+    for i in range(3):
+        await redis.xadd(stream, {"n": str(i)})
+    assert (await stream_pressure(redis, stream, GROUP))["backlog"] == 3  # no group yet
+    await redis.xgroup_create(stream, GROUP, id="0")
+    await redis.xreadgroup(GROUP, "pod-1", {stream: ">"}, count=1)
+    assert await stream_pressure(redis, stream, GROUP) == {
+        "backlog": 2,
+        "inFlight": 1,
+        "per_consumer_pending": {"pod-1": 1},
+    }
+    # After an XDEL Redis may not know the lag; the fallback still counts undelivered entries.
+    entries = await redis.xrange(stream)
+    await redis.xdel(stream, entries[-1][0])
+    assert (await stream_pressure(redis, stream, GROUP))["backlog"] == 1
+
+
+async def test_expired_task_is_answered_not_run(
+    redis: Redis[Any], shared_root: Path, workers_factory: Any
+) -> None:
+    s = Session(redis, shared_root, "pool-late", timeout_ms=200, grace_ms=30_000)
+    # Published while no worker runs; the worker starts after the deadline has passed.
+    pending = asyncio.create_task(s.run(bash("late", "echo ran >> count.txt")))
+    await until(lambda: _xlen_is(redis, task_stream(NS, "pool-late"), 1), "published")
+    await asyncio.sleep(0.3)  # let the 200 ms deadline pass (setup, not an assertion)
+    workers: Workers = workers_factory(NS, "pool-late")
+    workers.start("w-late")
+    [result] = await pending
+    assert result.is_error and "deadline passed" in result.output
+    assert not (s.workspace / "count.txt").exists()
+    await s.queue.close()
