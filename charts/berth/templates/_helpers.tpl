@@ -154,6 +154,20 @@ app.kubernetes.io/component: redis
   value: {{ ternary "$(POD_IP)" "0.0.0.0" .Values.operator.bindPodIP | quote }}
 - name: BERTH_HTTP_PORT
   value: {{ .Values.operator.metricsPort | quote }}
+{{- if .Values.webhook.enabled }}
+- name: BERTH_WEBHOOK_ENABLED
+  value: "true"
+- name: BERTH_WEBHOOK_PORT
+  value: {{ .Values.webhook.port | quote }}
+- name: BERTH_WEBHOOK_LISTEN_HOST
+  value: {{ ternary "$(POD_IP)" "0.0.0.0" .Values.operator.bindPodIP | quote }}
+- name: BERTH_WEBHOOK_HOST
+  value: {{ include "berth.webhookHost" . | quote }}
+- name: BERTH_WEBHOOK_CERT_DIR
+  value: /etc/berth/webhook
+- name: BERTH_WEBHOOK_CONFIGURATION
+  value: {{ default (include "berth.operatorName" .) .Values.webhook.configurationName | quote }}
+{{- end }}
 {{- range $k, $v := .Values.operator.env }}
 - name: {{ $k }}
   value: {{ $v | quote }}
@@ -221,4 +235,13 @@ app.kubernetes.io/component: redis
 - apiGroups: [""]
   resources: [nodes]
   verbs: [get, list, watch]
+{{- end }}
+
+{{/* Host the apiserver calls the webhook on (must be in the certificate's SANs). */}}
+{{- define "berth.webhookHost" -}}
+{{- if .Values.webhook.host }}
+{{- .Values.webhook.host }}
+{{- else }}
+{{- printf "%s-webhook.%s.svc" (include "berth.operatorName" .) .Release.Namespace }}
+{{- end }}
 {{- end }}

@@ -33,6 +33,7 @@ ALL_FEATURES: dict[str, Any] = {
     },
     "prometheusRule": {"enabled": True, "additionalAlertLabels": {"team": "platform"}},
     "grafanaDashboard": {"enabled": True},
+    "webhook": {"enabled": True, "certSecretName": "berth-webhook-tls"},
 }
 """Values that switch on every optional part of the chart."""
 

@@ -130,7 +130,7 @@ def test_all_features_rendering() -> None:
 def test_rbac_is_namespaced_when_watching_namespaces() -> None:
     """Watching listed namespaces grants namespaced verbs only there (least privilege)."""
     docs = documents(render(ALL_FEATURES))
-    cluster = one(docs, "ClusterRole")
+    cluster = one(docs, "ClusterRole", "-operator")
     assert {r for rule in cluster["rules"] for r in rule["resources"]} == {"nodes"}
     for rule in cluster["rules"]:
         assert set(rule["verbs"]) <= {"get", "list", "watch"}
@@ -182,3 +182,21 @@ def test_uninstall_hook_deletes_only_the_lease_after_the_pods() -> None:
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     no_hook = documents(render({"operator": {"cleanupOnUninstall": False}}))
     assert not [d for d in no_hook if d["kind"] == "Job"]
+
+
+def test_webhook_wiring() -> None:
+    docs = documents(render(ALL_FEATURES))
+    deploy = one(docs, "Deployment", "-operator")
+    c = _container(deploy)
+    env = _env(c)
+    assert env["BERTH_WEBHOOK_ENABLED"]["value"] == "true"
+    host = env["BERTH_WEBHOOK_HOST"]["value"]
+    assert host == "berth-operator-webhook.berth-system.svc"
+    svc = one(docs, "Service", "-webhook")
+    port = int(env["BERTH_WEBHOOK_PORT"]["value"])
+    assert svc["spec"]["ports"][0]["port"] == port  # kopf's URL carries the server's port
+    assert {"name": "https-webhook", "containerPort": port, "protocol": "TCP"} in c["ports"]
+    mount = next(m for m in c["volumeMounts"] if m["name"] == "webhook-certs")
+    assert mount["mountPath"] == env["BERTH_WEBHOOK_CERT_DIR"]["value"] and mount["readOnly"]
+    volumes = deploy["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "webhook-certs", "secret": {"secretName": "berth-webhook-tls"}} in volumes

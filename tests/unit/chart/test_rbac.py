@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from tests.unit.chart.helm import ALL_FEATURES, ROOT, by_kind, documents, render
+from tests.unit.chart.helm import ALL_FEATURES, ROOT, by_kind, documents, one, render
 
 Grant = tuple[str, str, str]
 
@@ -27,9 +27,9 @@ def grants(rules: list[dict[str, Any]]) -> set[Grant]:
     }
 
 
-def config_rbac(kind: str) -> set[Grant]:
+def config_rbac(kind: str, sub: str = "") -> set[Grant]:
     out: set[Grant] = set()
-    for path in sorted((ROOT / "config" / "rbac").glob("*.yaml")):
+    for path in sorted((ROOT / "config" / "rbac" / sub).glob("*.yaml")):
         for doc in yaml.safe_load_all(Path(path).read_text()):
             if doc and doc.get("kind") == kind:
                 out |= grants(doc["rules"])
@@ -38,7 +38,7 @@ def config_rbac(kind: str) -> set[Grant]:
 
 def test_cluster_wide_rules_match_config_rbac() -> None:
     docs = documents(render())
-    chart = grants(by_kind(docs, "ClusterRole")[0]["rules"])
+    chart = grants(one(docs, "ClusterRole", "-operator")["rules"])
     wanted = config_rbac("ClusterRole")
     assert wanted, "config/rbac has no ClusterRole"
     assert wanted <= chart, f"chart lacks {sorted(wanted - chart)}"
@@ -58,9 +58,16 @@ def test_leader_election_rules_match_config_rbac() -> None:
 def test_watch_namespaces_split_the_same_grants() -> None:
     """With watchNamespaces the same grants are split into a ClusterRole and per-namespace Roles."""
     docs = documents(render(ALL_FEATURES))
-    cluster = grants(by_kind(docs, "ClusterRole")[0]["rules"])
+    cluster = grants(one(docs, "ClusterRole", "-operator")["rules"])
     ns_roles = [r for r in by_kind(docs, "Role") if r["metadata"]["name"].endswith("-operator")]
     namespaced = grants(ns_roles[0]["rules"])
-    wide = grants(by_kind(documents(render()), "ClusterRole")[0]["rules"])
+    wide = grants(one(documents(render()), "ClusterRole", "-operator")["rules"])
     assert cluster | namespaced == wide
     assert {r for _, r, _ in cluster} == {"nodes"}
+
+
+def test_webhook_rules_match_config_rbac_webhook() -> None:
+    docs = documents(render(ALL_FEATURES))
+    chart = grants(one(docs, "ClusterRole", "-webhook")["rules"])
+    assert chart == config_rbac("ClusterRole", "webhook")
+    assert not [d for d in documents(render()) if d["metadata"]["name"].endswith("-webhook")]

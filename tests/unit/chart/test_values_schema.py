@@ -34,6 +34,7 @@ CASES: dict[str, str] = {
     ),
     "env-name.yaml": "'LOG_LEVEL' does not match pattern '^BERTH_[A-Z0-9_]+$'",
     "shared-volume-rwo.yaml": "at '/sharedVolume/accessModes/0': value must be 'ReadWriteMany'",
+    "webhook-without-cert.yaml": "at '/webhook/certSecretName': minLength: got 0, want 1",
     "namespace-name.yaml": "at '/operator/watchNamespaces/0': 'Team_A' does not match pattern",
 }
 
