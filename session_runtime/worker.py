@@ -250,6 +250,7 @@ class LaneWorker:
         self._inflight: dict[str, asyncio.Task[None]] = {}
         self._stream = settings.task_stream
         self._me = settings.pod_name
+        self._started_ms = _now_ms()
 
     # ------------------------------------------------------------------ life cycle
 
@@ -493,8 +494,9 @@ class LaneWorker:
     async def reclaim_once(self) -> int:
         """Answer "worker lost" for tasks held by dead workers; returns how many were answered.
 
-        A holder is dead when its liveness key is gone, or when it is this worker's own name but
-        the entry is not running here (a restarted container with the same pod name). A task is
+        A holder is dead when its liveness key is gone, or when it is this worker's own name and
+        the entry was delivered before this process started (a restarted container keeps its pod
+        name). A task is
         also taken from a live holder once it is idle longer than the task timeout plus two
         heartbeats (the holder's own deadline enforcement failed).
         """
@@ -509,9 +511,11 @@ class LaneWorker:
             holder = _s(entry["consumer"])
             idle = int(entry["time_since_delivered"])
             if holder == self._me:
-                if entry_id in self._inflight:
-                    continue
-                dead = True
+                # Ours, but delivered to an earlier process with this pod name (a restarted
+                # container)? Entries delivered to this process are in _inflight, or were
+                # delivered after it started (a read not yet handed to _spawn).
+                incarnation_ms = _now_ms() - self._started_ms
+                dead = entry_id not in self._inflight and idle > incarnation_ms + 1000
             else:
                 if holder not in alive:
                     key = names.alive_key(self.settings.namespace, self.settings.laneworker, holder)

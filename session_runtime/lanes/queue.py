@@ -171,8 +171,9 @@ class LaneQueue:
         self._transport = transport
         self._clock: Clock = clock or _wall_ms
         self._task_ids: IdFactory = task_ids or _uuid_task_id
-        self._waiting: list[_Entry] = []
+        self._waiting: dict[Lane, deque[_Entry]] = {lane: deque() for lane in LANES}
         self._active: dict[Lane, int] = dict.fromkeys(LANES, 0)
+        self._limits = {lane: self._config.max_concurrency(lane) for lane in LANES}
         self._seq = 0
         self._limiter = RateLimiter(self._config.rate_limit)
         self._wake: asyncio.TimerHandle | None = None
@@ -268,7 +269,7 @@ class LaneQueue:
                 "failed": state.failed,
             }
         return {
-            "total_pending": len(self._waiting),
+            "total_pending": self._total_waiting(),
             "total_active": sum(self._active.values()),
             "external_pending": len(self._external),
             "lanes": lanes,
@@ -423,7 +424,10 @@ class LaneQueue:
                 }
             )
             await asyncio.sleep(delay / 1000)
-            # A retry keeps its place: same seq and submission time (boost keeps growing).
+            # A retry re-enters its lane at the back but keeps its submission time, so its
+            # priority boost keeps growing from the first submission.
+            self._seq += 1
+            waiting = replace(waiting, seq=self._seq)
 
     def _dead_letter(self, call: ToolCall, lane: Lane, error: str, attempts: int) -> None:
         if not self._config.enable_dlq:
@@ -438,7 +442,7 @@ class LaneQueue:
     async def _acquire(self, waiting: Waiting) -> None:
         grant: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = _Entry(waiting, grant)
-        self._waiting.append(entry)
+        self._waiting[waiting.lane].append(entry)
         self._pump()
         try:
             await grant
@@ -447,7 +451,7 @@ class LaneQueue:
                 self._release(waiting.lane)  # granted, then cancelled before running
             else:
                 with contextlib.suppress(ValueError):
-                    self._waiting.remove(entry)
+                    self._waiting[waiting.lane].remove(entry)
                 self._pump()
             raise
 
@@ -455,14 +459,24 @@ class LaneQueue:
         self._active[lane] -= 1
         self._pump()
 
+    def _total_waiting(self) -> int:
+        return sum(len(q) for q in self._waiting.values())
+
     def _pump(self) -> None:
-        """Start every command that may start now (scheduling decision + rate limit)."""
+        """Start every command that may start now (scheduling decision + rate limit).
+
+        Lanes are FIFOs, so only each lane's head competes (O(lanes) per decision): within a
+        lane, the head has the highest priority (same base, longest wait, most boost).
+        """
         cfg = self._config
-        limits = {lane: cfg.max_concurrency(lane) for lane in LANES}
-        while self._waiting:
+        limits = self._limits
+        while True:
+            heads = [q[0] for q in self._waiting.values() if q]
+            if not heads:
+                break
             now = self._clock()
             index = pick_next(
-                [e.waiting for e in self._waiting],
+                [e.waiting for e in heads],
                 self._active,
                 limits,
                 now,
@@ -471,22 +485,20 @@ class LaneQueue:
             )
             if index is None:
                 break
+            lane = heads[index].waiting.lane
             if self._limiter.limited:
                 wait = self._limiter.wait_ms(now)
                 if wait > 0:
-                    self._metrics.inc(self._waiting[index].waiting.lane, "rate_limited")
+                    self._metrics.inc(lane, "rate_limited")
                     self._schedule_wake(wait)
                     break
                 self._limiter.record(now)
-            entry = self._waiting.pop(index)
-            lane = entry.waiting.lane
+            entry = self._waiting[lane].popleft()
             self._active[lane] += 1
             waited = now - entry.waiting.submitted_ms
             self._metrics.observe_wait(lane, float(waited))
-            if (
-                effective_priority(LANE_PRIORITY[lane], cfg.priority_boost, waited)
-                < LANE_PRIORITY[lane]
-            ):
+            base = LANE_PRIORITY[lane]
+            if effective_priority(base, cfg.priority_boost, waited) < base:
                 self._metrics.inc(lane, "boosted")
             if not entry.grant.done():
                 entry.grant.set_result(None)
@@ -504,7 +516,7 @@ class LaneQueue:
         self._wake = loop.call_later(wait_ms / 1000, wake)
 
     def _pending_count(self, lane: Lane) -> int:
-        return sum(1 for e in self._waiting if e.waiting.lane == lane)
+        return len(self._waiting[lane])
 
     # ------------------------------------------------------------------ attempts
 
@@ -682,10 +694,11 @@ class LaneQueue:
 
     def _update_signals(self) -> None:
         cfg = self._config
+        if not cfg.enable_alerts and cfg.pressure_threshold is None:
+            return
         if cfg.enable_alerts:
-            level = alert_level(
-                len(self._waiting), cfg.alert_warning_depth, cfg.alert_critical_depth
-            )
+            depth = self._total_waiting()
+            level = alert_level(depth, cfg.alert_warning_depth, cfg.alert_critical_depth)
             fire = alert_to_emit(self._signals.alert, level)
             self._signals.alert = level
             if fire is not None:
@@ -694,7 +707,7 @@ class LaneQueue:
                         "type": "queue_alert",
                         "level": fire,
                         "alert_type": "queue_depth",
-                        "message": f"{len(self._waiting)} commands pending in the lane queue",
+                        "message": f"{depth} commands pending in the lane queue",
                     }
                 )
         for lane in LANES:

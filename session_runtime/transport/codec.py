@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from session_runtime.lanes.config import LANES
 from session_runtime.lanes.external import ExternalReply
 
-Fields = Mapping[bytes | str, bytes | str]
+Fields = Mapping[Any, Any]  # str or bytes keys and values, as redis-py returns them
 
 #: Largest payload/result accepted, in bytes of JSON (a bigger message is malformed).
 MAX_JSON_BYTES = 4 * 1024 * 1024

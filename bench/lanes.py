@@ -1,0 +1,210 @@
+"""Benchmark of the lane queue and its Redis transport; prints figures and ratios.
+
+1. Internal dispatch overhead: N no-op tool calls through ``LaneQueue.submit`` (internal mode,
+   default config) against the same N no-op coroutines started with bare ``asyncio.create_task``;
+   reports µs per task and the ratio.
+2. External round trip: sequential tool calls through ``LaneQueue`` (execute lane external) with
+   ``RedisTaskTransport`` and an in-process ``LaneWorker`` running a no-op tool, against a bare
+   ``XADD -> XREADGROUP -> XADD -> XREAD`` round trip between two coroutines on the same private
+   ``redis-server``; reports p50/p99 in ms and their ratios.
+
+Run: ``.venv/bin/python bench/lanes.py [--tasks 20000] [--round-trips 500]`` (needs ``redis-server``
+on PATH; it starts its own on a free loopback port and stops it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from redis.asyncio import Redis
+
+from session_runtime.lanes import LaneQueue, SessionQueueConfig
+from session_runtime.lanes.metrics import percentile
+from session_runtime.tools import ResultCallback, ToolCall, ToolContext, ToolResult
+from session_runtime.transport import GROUP, RedisTaskTransport
+from session_runtime.worker import LaneWorker, WorkerMetrics, WorkerSettings
+
+
+class NoopRunner:
+    async def execute(
+        self, calls: Sequence[ToolCall], ctx: ToolContext, on_result: ResultCallback
+    ) -> list[ToolResult]:
+        return [ToolResult(c.id, c.name, "") for c in calls]
+
+    async def recover(self, call: ToolCall, ctx: ToolContext) -> ToolResult | None:
+        return None
+
+
+async def noop_tool(name: str, args: dict[str, Any], workspace: str, call_id: str) -> ToolResult:
+    return ToolResult(call_id, name, "ok")
+
+
+async def _noop() -> None:
+    return None
+
+
+async def bench_internal(n: int) -> tuple[float, float]:
+    """(µs per task through LaneQueue, µs per bare create_task), best of 3."""
+    ctx = ToolContext("bench", "/nonexistent", "run-1", 1)
+    calls = [ToolCall(f"c{i}", "read", {"file_path": "x"}) for i in range(n)]
+    queue_best = bare_best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        await asyncio.gather(*(asyncio.create_task(_noop()) for _ in range(n)))
+        bare_best = min(bare_best, (time.perf_counter() - t0) / n * 1e6)
+        queue = LaneQueue(SessionQueueConfig(), runner=NoopRunner())
+        t0 = time.perf_counter()
+        await asyncio.gather(*(asyncio.create_task(queue.submit(c, ctx)) for c in calls))
+        queue_best = min(queue_best, (time.perf_counter() - t0) / n * 1e6)
+    return queue_best, bare_best
+
+
+def start_redis() -> tuple[subprocess.Popen[bytes], str, str]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("redis-server not found on PATH")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    workdir = tempfile.mkdtemp(prefix="berth-bench-redis-")
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    args += ["--appendonly", "no", "--dir", workdir]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+        except OSError:
+            time.sleep(0.05)
+    return proc, f"redis://127.0.0.1:{port}/0", workdir
+
+
+async def bench_bare_redis(redis: Redis[Any], n: int) -> list[float]:
+    """Round trips (ms) of XADD -> XREADGROUP -> XADD -> XREAD between two coroutines."""
+    tag = time.monotonic_ns()
+    tasks, replies = f"bench:bare:{tag}:tasks", f"bench:bare:{tag}:replies"
+    await redis.xgroup_create(tasks, GROUP, id="0", mkstream=True)
+    stop = asyncio.Event()
+
+    async def worker() -> None:
+        while not stop.is_set():
+            got = await redis.xreadgroup(GROUP, "w", {tasks: ">"}, count=1, block=200)
+            for _, entries in got or []:
+                for entry_id, fields in entries:
+                    await redis.xadd(replies, {"task_id": fields[b"task_id"]})
+                    untyped: Any = redis  # XACK is untyped in the redis stubs
+                    await untyped.xack(tasks, GROUP, entry_id)
+
+    loop_task = asyncio.create_task(worker())
+    last = "0-0"
+    samples = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        await redis.xadd(tasks, {"task_id": str(i)})
+        while True:
+            got = await redis.xread({replies: last}, count=1, block=1000)
+            if got:
+                last = got[0][1][0][0].decode()
+                break
+        samples.append((time.perf_counter() - t0) * 1000)
+    stop.set()
+    await loop_task
+    return samples
+
+
+async def bench_queue_redis(redis: Redis[Any], n: int, shared: str) -> list[float]:
+    """Round trips (ms) of one execute-lane call through LaneQueue + RedisTaskTransport +
+    LaneWorker (no-op tool)."""
+    ws = Path(shared) / "workspaces" / "bench" / "s"
+    ws.mkdir(parents=True)
+    settings = WorkerSettings(
+        redis_url="",
+        namespace="bench",
+        laneworker="pool",
+        pod_name="w-1",
+        shared_root=shared,
+        block_ms=200,
+    )
+    worker = LaneWorker(settings, redis, tool_runner=noop_tool, metrics=WorkerMetrics())
+    worker_task = asyncio.create_task(worker.run())
+    transport = RedisTaskTransport(
+        redis,
+        namespace="bench",
+        session_name="s",
+        session_uid="bench-uid",
+        epoch=1,
+        lane_workers={"execute": "pool"},
+        shared_root=shared,
+    )
+    cfg = SessionQueueConfig()
+    cfg.set_lane_handler("execute", "external", 30_000)
+    queue = LaneQueue(cfg, runner=NoopRunner(), transport=transport)
+    ctx = ToolContext("s", str(ws), "run-1", 1)
+
+    async def journal(_: ToolResult) -> None:
+        return None
+
+    samples = []
+    for i in range(n):
+        call = ToolCall(f"c{i}", "bash", {"command": "true"})
+        t0 = time.perf_counter()
+        [result] = await queue.execute([call], ctx, journal)
+        samples.append((time.perf_counter() - t0) * 1000)
+        if result.is_error:
+            raise SystemExit(f"round trip failed: {result.output}")
+    await queue.close()
+    worker.stop()
+    await worker_task
+    return samples
+
+
+async def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--tasks", type=int, default=20_000)
+    p.add_argument("--round-trips", type=int, default=500)
+    a = p.parse_args(argv)
+
+    queue_us, bare_us = await bench_internal(a.tasks)
+    print(f"internal dispatch, {a.tasks} no-op tasks (best of 3):")
+    print(f"  LaneQueue.submit       {queue_us:8.2f} µs/task")
+    print(f"  asyncio.create_task    {bare_us:8.2f} µs/task")
+    ratio = queue_us / bare_us
+    print(f"  overhead               {queue_us - bare_us:8.2f} µs/task  ratio {ratio:.1f}x")
+
+    proc, url, workdir = start_redis()
+    shared = tempfile.mkdtemp(prefix="berth-bench-shared-")
+    redis: Redis[Any] = Redis.from_url(url)
+    try:
+        await bench_bare_redis(redis, 50)  # warm-up
+        bare = sorted(await bench_bare_redis(redis, a.round_trips))
+        await bench_queue_redis(redis, 50, tempfile.mkdtemp(prefix="berth-bench-warm-"))
+        ours = sorted(await bench_queue_redis(redis, a.round_trips, shared))
+    finally:
+        closer: Any = redis
+        await closer.aclose()
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(shared, ignore_errors=True)
+    b50, b99 = percentile(bare, 50), percentile(bare, 99)
+    o50, o99 = percentile(ours, 50), percentile(ours, 99)
+    print(f"external round trip, {a.round_trips} sequential tasks, same redis-server:")
+    print(f"  LaneQueue+Redis+worker p50 {o50:7.3f} ms  p99 {o99:7.3f} ms")
+    print(f"  bare XADD/XREADGROUP/XADD/XREAD p50 {b50:7.3f} ms  p99 {b99:7.3f} ms")
+    print(f"  ratio p50 {o50 / b50:.2f}x  p99 {o99 / b99:.2f}x")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
