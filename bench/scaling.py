@@ -78,26 +78,34 @@ def run_once(h: Harness, interval: int, index: int, sessions: int, tasks: int) -
         )
     )
     h.wait_pool_idle(lw)
-    sims = h.start_sims(lw, "go", count=sessions, tasks=tasks, command="sleep 0.5")
+    sims = h.start_sims(lw, "go", count=sessions, tasks=tasks, command="sleep 2")
     h.wait_sims_ready(sims)
-    peak = min(10, math.ceil(sessions * tasks / TARGET))
     time.sleep(random.uniform(0, interval))
     with Sampler(h.api, h.namespace, [lw], every=0.1) as sampler:
         t_go = h.go(lw, "go")
         results = h.results(lw, "go", sessions)
-        ready = None
-        end = time.monotonic() + 120
-        while ready is None and time.monotonic() < end:
-            ready = first(sampler.of(lw), lambda s: s.ready_replicas >= peak, after=t_go)
+        end = time.monotonic() + 60
+        while time.monotonic() < end:  # the pods may get Ready after the last answer
+            now = sampler.of(lw)
+            top = max(s.spec_replicas for s in now)
+            if top and any(s.t >= t_go and s.ready_replicas >= top for s in now):
+                break
             time.sleep(0.2)
     samples = sampler.of(lw)
+    # The replicas the scaler settled on for this burst (a tick landing mid-burst may first set
+    # fewer; by the next tick the workers may already have drained part of it).
+    peak = max(s.spec_replicas for s in samples)
     decided = first(samples, lambda s: s.spec_replicas >= peak, after=t_go)
+    first_up = first(samples, lambda s: s.spec_replicas > 0, after=t_go)
+    ready = first(samples, lambda s: s.ready_replicas >= peak, after=t_go)
     lost = sum(r["worker_lost"] for r in results)
     h.cluster.kubectl("-n", h.namespace, "delete", "laneworker", lw, "--wait=false")
     h.delete_sims(lw)
-    if decided is None or ready is None:
-        raise RuntimeError(f"{lw}: never reached {peak} replicas; samples: {samples[-3:]}")
+    if decided is None or ready is None or first_up is None or peak == 0:
+        raise RuntimeError(f"{lw}: never scaled up; samples: {samples[-3:]}")
     return {
+        "replicas": float(peak),
+        "first": first_up.t - t_go,
         "decision": decided.t - t_go,
         "ready": ready.t - t_go,
         "drain": max(r["t_done"] for r in results) - t_go,
@@ -139,7 +147,8 @@ def main() -> int:
                     fig = run_once(h, interval, index, args.sessions, args.tasks)
                     figures.setdefault(interval, []).append(fig)
                     print(
-                        f"interval {interval}s run {index}: decision {fig['decision']:.2f}s "
+                        f"interval {interval}s run {index}: {fig['replicas']:.0f} replicas, "
+                        f"first scale-up {fig['first']:.2f}s decision {fig['decision']:.2f}s "
                         f"ready {fig['ready']:.2f}s drain {fig['drain']:.2f}s "
                         f"worker lost {fig['worker_lost']:.0f}",
                         flush=True,
@@ -153,7 +162,7 @@ def main() -> int:
     peak = math.ceil(args.sessions * args.tasks / TARGET)
     print()
     print(
-        f"burst: {args.sessions} sessions x {args.tasks} tasks (sleep 0.5 s), target {TARGET} "
+        f"burst: {args.sessions} sessions x {args.tasks} tasks (sleep 2 s), target {TARGET} "
         f"tasks/replica -> {peak} replicas of concurrency {CONCURRENCY}; "
         f"{args.runs} runs per interval; seconds, min / median / max"
     )

@@ -47,7 +47,13 @@ from berth_operator.builders.laneworker import (
     deployment_name,
     selector_string,
 )
-from berth_operator.errors import BerthOperatorError, KubeError, NotFound, SpecError
+from berth_operator.errors import (
+    AlreadyExists,
+    BerthOperatorError,
+    KubeError,
+    NotFound,
+    SpecError,
+)
 from berth_operator.k8s.client import make_api_client
 from berth_operator.k8s.laneworker import LaneWorkerApi
 from berth_operator.pressure import (
@@ -137,7 +143,11 @@ async def _ensure_deployment(
     body = build_deployment(ref, spec, ctx.settings, replicas=replicas)
     new_hash = body["metadata"]["annotations"][ANNOTATION_TEMPLATE_HASH]
     if current is None:
-        await ctx.api.create_deployment(body)
+        try:
+            await ctx.api.create_deployment(body)
+        except AlreadyExists:
+            # The create handler and the scaler's first tick raced; the other one created it.
+            return await ctx.api.get_deployment(ref.namespace, name)
         logger.info(f"created deployment {name} with {replicas} replicas")
         return None
     annotations = current.get("metadata", {}).get("annotations") or {}
