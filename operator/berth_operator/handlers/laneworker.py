@@ -14,6 +14,9 @@ imports this module (or with ``kopf run -m berth_operator.handlers.laneworker``)
   ``berth_operator_laneworker_desired_replicas`` / ``berth_operator_lane_pressure`` gauges. The
   stabilization history lives in the daemon (memory); a restarted operator seeds it with the
   running replica count, so it never shrinks a pool on its first reading.
+  ``status.pressure`` is ``{backlog: lag, inFlight: pending}`` with source ``broker``; with source
+  ``prometheus`` the query gives one number, reported as ``backlog`` (``inFlight`` 0). Deletion
+  costs always use the broker's per-consumer pending counts (workers consume from Redis).
 
 Errors: a spec the operator cannot act on is ``kopf.PermanentError``; API failures in the
 create/update handler are ``kopf.TemporaryError`` (retried); in the daemon any failure of one tick

@@ -247,3 +247,23 @@ PROM_BAD = [
 def test_prometheus_answer_rejected(name: str, body: Any) -> None:
     with pytest.raises(PressureUnavailable):
         parse_prometheus_answer(body)
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def test_laneworker_gauges_are_set_and_forgotten() -> None:
+    from berth_operator import metrics
+    from prometheus_client import REGISTRY
+
+    def value(name: str) -> float | None:
+        return REGISTRY.get_sample_value(name, {"namespace": "ns-m", "laneworker": "lw-m"})
+
+    metrics.observe_laneworker("ns-m", "lw-m", desired=3, pressure=120)
+    assert value("berth_operator_laneworker_desired_replicas") == 3
+    assert value("berth_operator_lane_pressure") == 120
+    metrics.observe_laneworker("ns-m", "lw-m", desired=2, pressure=None)  # unreadable: kept
+    assert value("berth_operator_lane_pressure") == 120
+    metrics.forget_laneworker("ns-m", "lw-m")
+    assert value("berth_operator_laneworker_desired_replicas") is None
+    metrics.forget_laneworker("ns-m", "lw-m")  # idempotent
