@@ -58,7 +58,7 @@ from berth_operator.metrics import (
     observe_passivation,
 )
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node, observe_pod
-from berth_operator.reconcile.passivation import Trigger, pdb_wanted
+from berth_operator.reconcile.passivation import Trigger, node_disruption, pdb_wanted
 from berth_operator.reconcile.session import Observation, Plan, decide
 
 log = logging.getLogger("berth.operator")
@@ -277,6 +277,20 @@ async def _reconcile(
             if current.node_name and current.node_name not in nodes:
                 node = await ctx.kube.get_node(current.node_name)
                 nodes[current.node_name] = observe_node(node, current.node_name)
+    evictions = frozenset(ctx.evictions.get(uid, ()))
+    if (
+        current is not None
+        and current.name in evictions
+        and current.node_name
+        and current.node_name not in disruptions
+    ):
+        # Read the node fresh: a drain cordons before it evicts, and the eviction request
+        # (webhook) can arrive before the node watch event; the reason is then node_drain.
+        trigger = node_disruption(
+            observe_node(await ctx.kube.get_node(current.node_name), current.node_name)
+        )
+        if trigger is not None:
+            disruptions = {**disruptions, current.node_name: trigger}
     missing: list[str] = []
     alive = [p for p in cached if not p.deleting and p.terminated is None]
     if not alive and inflight is None:
@@ -295,7 +309,7 @@ async def _reconcile(
             missing_laneworkers=tuple(missing),
             now=datetime.now(UTC).replace(microsecond=0),
             node_disruptions=disruptions,
-            evictions=frozenset(ctx.evictions.get(uid, ())),
+            evictions=evictions,
             precise_now=_now_ms(),
         ),
         settings,

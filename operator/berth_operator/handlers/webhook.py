@@ -37,8 +37,9 @@ from berth_operator.settings import OperatorSettings
 
 log = logging.getLogger("berth.webhook")
 
-WEBHOOK_ID = "berth-eviction"
-"""Handler id: the path of the webhook URL and the webhook's name in the configuration."""
+WEBHOOK_ID = "eviction.berth.dev"
+"""Handler id: the path of the webhook URL and (with the configuration name appended) the webhook's
+name, which the apiserver requires to be a domain name with at least three segments."""
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 _registered = False

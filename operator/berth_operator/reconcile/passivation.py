@@ -9,8 +9,10 @@ Triggers, in the order they win when several appear at once (the first one recor
 | trigger                                                         | reason       |
 |-----------------------------------------------------------------|--------------|
 | ``spec.suspend: true``                                          | ``suspend``   |
-| an eviction request for the pod (``pods/eviction`` webhook)      | ``eviction``  |
 | the pod's node is cordoned or carries a disruption taint         | ``node_drain``|
+| (also when an eviction request arrives first: drains cordon,     |              |
+| then evict)                                                      |              |
+| an eviction request for the pod (``pods/eviction`` webhook)      | ``eviction``  |
 | the runtime reports a passivation it accepted from someone else  | ``manual``    |
 | (``kubectl berth passivate``)                                    |              |
 
@@ -119,10 +121,12 @@ def trigger_for(
     """The trigger that applies to the (alive) current pod, in the module table's order."""
     if suspend:
         return Trigger(SUSPEND, "spec.suspend is true", pod.node_name or None)
+    if node is not None:
+        if eviction_requested:
+            return replace(node, message=f"{node.message}; eviction of pod {pod.name} requested")
+        return node
     if eviction_requested:
         return Trigger(EVICTION, f"eviction of pod {pod.name} requested", pod.node_name or None)
-    if node is not None:
-        return node
     if state is not None and state.passivation is not None and state.passivation.reason:
         reason = state.passivation.reason
         trigger: PassivationTrigger = MANUAL

@@ -75,7 +75,8 @@ MANUAL_STATE = RuntimeState.model_validate(
     [
         (False, False, None, None, None),
         (True, True, DRAIN, MANUAL_STATE, "suspend"),
-        (False, True, DRAIN, MANUAL_STATE, "eviction"),
+        (False, True, DRAIN, MANUAL_STATE, "node_drain"),  # a drain cordons, then evicts
+        (False, True, None, MANUAL_STATE, "eviction"),
         (False, False, DRAIN, MANUAL_STATE, "node_drain"),
         (False, False, None, MANUAL_STATE, "manual"),
         (False, False, None, RuntimeState.model_validate({"state": "running"}), None),
