@@ -344,7 +344,9 @@ async def laneworker_scaler(
         pass
     ctx = await _ctx(memo)
     try:
+        loop = asyncio.get_running_loop()
         while not stopped:
+            started = loop.time()
             interval = UNSCALED_REFRESH_SECONDS
             try:
                 parsed = LaneWorkerSpec.model_validate(dict(spec))
@@ -355,7 +357,8 @@ async def laneworker_scaler(
                 logger.error(f"cannot scale: {exc}")
             except BerthOperatorError as exc:
                 logger.warning(f"scaling tick failed, retrying next interval: {exc}")
-            await stopped.wait(interval)
+            # Ticks start every ``interval`` seconds (the tick's own time is not added to it).
+            await stopped.wait(max(0.0, interval - (loop.time() - started)))
     finally:
         metrics.forget_laneworker(namespace, name)
 
