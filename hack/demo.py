@@ -306,13 +306,33 @@ def prom_query(expr: str) -> list[dict[str, Any]]:
         return []
 
 
+def tool_calls_by_lane(workspace: Path, run_id: str) -> dict[str, int]:
+    """Count the tool calls of the final checkpoint's messages by lane (A3S tool → lane map).
+
+    Read from the session store on the shared volume (a loader never claims the lease). Exact,
+    unlike the pods' Prometheus counters, which can miss a pod's last increments before it exits.
+    """
+    from session_runtime.store import FileSessionStore
+    from session_runtime.tools.base import lane_for_tool
+
+    store_root = workspace.parents[2] / "store" / NS
+    checkpoint = FileSessionStore(str(store_root), epoch=2**31 - 1).load_checkpoint(SESSION, run_id)
+    counts: dict[str, int] = {}
+    for message in checkpoint.messages if checkpoint else []:
+        for call in message.get("tool_calls") or []:
+            lane = lane_for_tool(call["function"]["name"])
+            counts[lane] = counts.get(lane, 0) + 1
+    return counts
+
+
 def report(drain: dict[str, Any], timeline: Timeline, workspace: Path) -> bool:
     st = session_status()
     runs = st.get("runs") or []
     conds = {c["type"]: c for c in st.get("conditions", [])}
     tests = project_tests(workspace)
-    by_lane = {
-        r["metric"].get("lane", "?"): float(r["value"][1])
+    by_lane = tool_calls_by_lane(workspace, runs[-1]["runId"] if runs else "")
+    scraped = {
+        r["metric"].get("lane", "?"): int(float(r["value"][1]))
         for r in prom_query(
             f'sum by (lane) (max_over_time(berth_session_tool_calls_total{{namespace="{NS}"}}[1h]))'
         )
@@ -338,7 +358,8 @@ def report(drain: dict[str, Any], timeline: Timeline, workspace: Path) -> bool:
     usage = st.get("usage") or {}
     print(f"tokens: prompt {usage.get('promptTokens')}, completion {usage.get('completionTokens')},"
           f" total {usage.get('totalTokens')}")  # fmt: skip
-    print(f"tool calls by lane (Prometheus): {by_lane or 'n/a'}")
+    print(f"tool calls by lane (final checkpoint): {by_lane}")
+    print(f"tool calls by lane (Prometheus, session pods' counters): {scraped or 'n/a'}")
     print("worker replicas over time (t, replicas, desired):")
     for t, rep, des in timeline.changes():
         print(f"  +{t:6.1f}s  {rep}  {des}")
@@ -354,10 +375,15 @@ def report(drain: dict[str, Any], timeline: Timeline, workspace: Path) -> bool:
         "session Succeeded with Completed=True": st.get("phase") == "Succeeded"
         and conds.get("Completed", {}).get("status") == "True",
         "two runs in the lineage": len(runs) >= 2,
-        "a passivation with reason node_drain": any(r.get("reason") == "node_drain" for r in runs),
+        "a passivation with reason node_drain": any(
+            r.get("outcome") == "passivated" and "node_drain" in (r.get("reason") or "")
+            for r in runs
+        ),
         "resumed on another node": len({r.get("nodeName") for r in runs}) >= 2
         and runs[-1].get("nodeName") != drain["node"],
         "tokens were counted": int(usage.get("totalTokens") or 0) > 0,
+        "bash/edit ran on the execute lane, reads on the query lane": by_lane.get("execute", 0) > 0
+        and by_lane.get("query", 0) > 0,
         "the LaneWorker scaled up from zero": bool(replicas) and max(replicas) >= 1,
         "the LaneWorker is back at zero": bool(replicas) and replicas[-1] == 0,
         "the project's tests pass after the fix": tests["rc"] == 0,
