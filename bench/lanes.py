@@ -71,6 +71,24 @@ async def bench_internal(n: int) -> tuple[float, float]:
     return queue_best, bare_best
 
 
+async def bench_sequential(n: int) -> tuple[float, float]:
+    """(µs per awaited LaneQueue.submit, µs per awaited bare task), one at a time, best of 3."""
+    ctx = ToolContext("bench", "/nonexistent", "run-1", 1)
+    call = ToolCall("c", "bash", {"command": "true"})
+    queue_best = bare_best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await asyncio.create_task(_noop())
+        bare_best = min(bare_best, (time.perf_counter() - t0) / n * 1e6)
+        queue = LaneQueue(SessionQueueConfig(), runner=NoopRunner())
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await asyncio.create_task(queue.submit(call, ctx))
+        queue_best = min(queue_best, (time.perf_counter() - t0) / n * 1e6)
+    return queue_best, bare_best
+
+
 def start_redis() -> tuple[subprocess.Popen[bytes], str, str]:
     binary = shutil.which("redis-server")
     if binary is None:
@@ -177,11 +195,18 @@ async def main(argv: Sequence[str] | None = None) -> None:
     a = p.parse_args(argv)
 
     queue_us, bare_us = await bench_internal(a.tasks)
-    print(f"internal dispatch, {a.tasks} no-op tasks (best of 3):")
+    print(f"internal dispatch, {a.tasks} no-op tasks submitted at once (best of 3):")
     print(f"  LaneQueue.submit       {queue_us:8.2f} µs/task")
     print(f"  asyncio.create_task    {bare_us:8.2f} µs/task")
     ratio = queue_us / bare_us
     print(f"  overhead               {queue_us - bare_us:8.2f} µs/task  ratio {ratio:.1f}x")
+
+    seq_us, seq_bare_us = await bench_sequential(a.tasks)
+    print(f"internal dispatch, {a.tasks} awaited one at a time (best of 3):")
+    print(f"  LaneQueue.submit       {seq_us:8.2f} µs/task")
+    print(f"  asyncio.create_task    {seq_bare_us:8.2f} µs/task")
+    ratio = seq_us / seq_bare_us
+    print(f"  overhead               {seq_us - seq_bare_us:8.2f} µs/task  ratio {ratio:.1f}x")
 
     proc, url, workdir = start_redis()
     shared = tempfile.mkdtemp(prefix="berth-bench-shared-")

@@ -440,6 +440,21 @@ class LaneQueue:
     # ------------------------------------------------------------------ slots
 
     async def _acquire(self, waiting: Waiting) -> None:
+        lane = waiting.lane
+        cap = self._config.max_total_concurrency
+        if (
+            not self._waiting[lane]
+            and self._active[lane] < self._limits[lane]
+            and (cap is None or sum(self._active.values()) < cap)
+            and not self._limiter.limited
+            and not any(self._waiting.values())
+        ):
+            # Fast path: nothing waits anywhere and the lane has a free slot, so pick_next
+            # would choose this command; skip the future and the scheduler round.
+            self._active[lane] += 1
+            self._metrics.observe_wait(lane, 0.0)
+            self._update_signals()
+            return
         grant: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = _Entry(waiting, grant)
         self._waiting[waiting.lane].append(entry)
