@@ -25,7 +25,8 @@ Rules:
   a workspace outside ``BERTH_SHARED_ROOT`` (or the root itself) is refused; a ``reply_to`` that is
   not a reply stream of this namespace is dead-lettered. Nothing a message says crashes the worker.
 - SIGTERM/SIGINT: read no new task, finish the held ones (they end by their deadlines), remove
-  the liveness key, exit 0.
+  the liveness key, leave the consumer group, exit 0. A lost worker is removed from the group by
+  the worker that answered its tasks.
 
 Configuration (env, each overridable by ``--flag``): ``BERTH_REDIS_URL``, ``BERTH_NAMESPACE``,
 ``BERTH_LANEWORKER``, ``POD_NAME``, ``POD_IP``, ``BERTH_WORKER_CONCURRENCY`` (default 1),
@@ -280,6 +281,7 @@ class LaneWorker:
                     await task
             with contextlib.suppress(RedisError):
                 await self.redis.delete(self.settings.alive_key(self._me))
+                await self._forget_consumer(self._me)
         log.info("stopped")
 
     async def _ensure_group(self) -> None:
@@ -537,7 +539,21 @@ class LaneWorker:
                     continue
                 await self._answer_lost(_s(claimed_id), fields, holder)
                 answered += 1
+        for holder, is_alive in alive.items():
+            if not is_alive:
+                await self._forget_consumer(holder)
         return answered
+
+    async def _forget_consumer(self, consumer: str) -> None:
+        """Remove ``consumer`` from the group once it holds nothing (a departed pod must not stay
+        in ``per_consumer_pending`` forever). DELCONSUMER would drop held entries, so it is only
+        issued for a consumer with no pending entry."""
+        held = await self.redis.xpending_range(
+            self._stream, names.GROUP, min="-", max="+", count=1, consumername=consumer
+        )
+        if not held:
+            untyped: Any = self.redis  # XGROUP DELCONSUMER is untyped in the redis stubs
+            await untyped.xgroup_delconsumer(self._stream, names.GROUP, consumer)
 
     async def _answer_lost(self, entry_id: str, fields: Any, holder: str) -> None:
         try:

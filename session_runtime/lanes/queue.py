@@ -178,6 +178,7 @@ class LaneQueue:
         self._limiter = RateLimiter(self._config.rate_limit)
         self._wake: asyncio.TimerHandle | None = None
         self._external: dict[str, _Pending] = {}
+        self._recovered: list[ExternalReply] = []
         self._dlq = DeadLetterQueue(self._config.effective_dlq_max_size())
         self._metrics = LaneMetrics(LANES)
         self._signals = _Signals()
@@ -302,6 +303,7 @@ class LaneQueue:
     ) -> list[ToolResult]:
         """Run one turn's calls: runs of consecutive query-lane calls in parallel, others alone and
         in order. ``on_result`` is awaited as each result arrives. Results in the order of calls."""
+        await self._settle_recovered()
         results: list[ToolResult | None] = [None] * len(calls)
         index = 0
         while index < len(calls):
@@ -329,7 +331,17 @@ class LaneQueue:
         reply = await self._transport.find_reply(call.id)
         if reply is None:
             return None
+        # Dropped from the transport at the next execute(): by then the loop has journaled it.
+        self._recovered.append(reply)
         return self._reply_to_result(call, reply, None).result
+
+    async def _settle_recovered(self) -> None:
+        while self._recovered and self._transport is not None:
+            reply = self._recovered.pop()
+            try:
+                await self._transport.settle(reply)
+            except Exception:  # a leftover reply only costs memory until the stream expires
+                log.warning("could not settle recovered reply %s", reply.task_id, exc_info=True)
 
     async def submit(
         self, call: ToolCall, ctx: ToolContext, lane: Lane | None = None

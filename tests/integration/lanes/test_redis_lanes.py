@@ -203,6 +203,7 @@ async def test_killed_worker_task_fails_once_and_other_worker_keeps_serving(
     assert lines(count) == 1  # never re-run
     pressure = await stream_pressure(redis, task_stream(NS, "pool-kill"), GROUP)
     assert pressure["inFlight"] == 0 and pressure["backlog"] == 0
+    assert holder not in pressure["per_consumer_pending"]  # the lost pod left the group
     await s.queue.close()
 
 
@@ -225,6 +226,7 @@ async def test_sigterm_finishes_held_task_and_takes_no_new_one(
     assert workers.procs["w-t"].wait(timeout=30) == 0
     pressure = await stream_pressure(redis, stream, GROUP)
     assert pressure["backlog"] == 1 and pressure["inFlight"] == 0  # t2 was never taken
+    assert pressure["per_consumer_pending"] == {}  # a drained worker leaves the group
     assert lines(count) == 1
     second.cancel()
     await s.queue.close()
@@ -256,6 +258,9 @@ async def test_result_delivered_while_passivated_is_used_after_resume(
     assert recovered.metadata["worker"] == "w-r"
     assert await after.queue.recover(bash("call_other", "true"), after.ctx) is None
     assert lines(count) == 1  # the tool was not re-run
+    # Once the loop moves on (next execute), the journaled reply leaves the reply stream.
+    await after.run(ToolCall("r", "read", {"file_path": "count.txt"}))
+    assert await redis.xlen(after.transport.reply_stream) == 0
     await after.queue.close()
 
 
