@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import socket
 import subprocess
@@ -214,8 +215,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
     try:
         await bench_bare_redis(redis, 50)  # warm-up
         bare = sorted(await bench_bare_redis(redis, a.round_trips))
-        await bench_queue_redis(redis, 50, tempfile.mkdtemp(prefix="berth-bench-warm-"))
-        ours = sorted(await bench_queue_redis(redis, a.round_trips, shared))
+        await bench_queue_redis(redis, 50, os.path.join(shared, "warm-up"))
+        ours = sorted(await bench_queue_redis(redis, a.round_trips, os.path.join(shared, "run")))
     finally:
         closer: Any = redis
         await closer.aclose()
