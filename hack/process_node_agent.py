@@ -98,6 +98,10 @@ TOKEN_SECONDS = 24 * 3600
 HOST_IP = "127.0.0.1"
 MERGE_PATCH = "application/merge-patch+json"
 FALLBACK_LOG_BYTES = 2048
+# Every API call has a timeout: a connection that dies silently must not wedge a node's heartbeat
+# or a pod's worker forever (the client has none by default).
+API_TIMEOUT = (10.0, 30.0)
+WATCH_SECONDS = 240
 STRAY_MARKER = "BERTH_NODE_AGENT_STATE"
 
 _PR_SET_PDEATHSIG = 1
@@ -266,6 +270,7 @@ class Agent:
 
     # -- API helpers --
     def raw(self, fn: Callable[..., Any], *a: Any, **kw: Any) -> Any:
+        kw.setdefault("_request_timeout", API_TIMEOUT)
         resp = fn(*a, _preload_content=False, **kw)
         return json.loads(resp.data)
 
@@ -480,7 +485,8 @@ class Agent:
                         field_selector=selector,
                         resource_version=rv,
                         allow_watch_bookmarks=True,
-                        timeout_seconds=240,
+                        timeout_seconds=WATCH_SECONDS,
+                        _request_timeout=(10.0, WATCH_SECONDS + 30.0),
                     ):
                         obj = ev["raw_object"]
                         rv = obj.get("metadata", {}).get("resourceVersion", rv)
@@ -697,7 +703,12 @@ class NodeKeeper:
         labels = node["metadata"].get("labels") or {}
         want = status.node_labels(self.name)
         if any(labels.get(k) != v for k, v in want.items()):
-            core.patch_node(self.name, {"metadata": {"labels": want}}, _content_type=MERGE_PATCH)
+            core.patch_node(
+                self.name,
+                {"metadata": {"labels": want}},
+                _content_type=MERGE_PATCH,
+                _request_timeout=API_TIMEOUT,
+            )
         lost = (node["metadata"].get("annotations") or {}).get(NODE_LOSS_ANNOTATION) == "true"
         prev = (node.get("status") or {}).get("conditions") or []
         now_m = time.monotonic()
@@ -723,7 +734,9 @@ class NodeKeeper:
     def write_status(self, ready: bool, prev: list[dict[str, Any]]) -> None:
         port = self.agent.logs.port or 10250
         body = {"status": status.node_status(ready, prev, now_text(), kubelet_port=port)}
-        self.agent.core.patch_node_status(self.name, body, _content_type=MERGE_PATCH)
+        self.agent.core.patch_node_status(
+            self.name, body, _content_type=MERGE_PATCH, _request_timeout=API_TIMEOUT
+        )
 
     def renew_lease(self, node: Mapping[str, Any]) -> None:
         coord = self.agent.coord
@@ -734,6 +747,7 @@ class NodeKeeper:
                 LEASE_NAMESPACE,
                 {"spec": {"holderIdentity": self.name, "renewTime": renew}},
                 _content_type=MERGE_PATCH,
+                _request_timeout=API_TIMEOUT,
             )
         except ApiException as exc:
             if exc.status != 404:
@@ -759,7 +773,15 @@ class NodeKeeper:
                     "renewTime": renew,
                 },
             }
-            coord.create_namespaced_lease(LEASE_NAMESPACE, body)  # type: ignore[arg-type]
+            try:
+                coord.create_namespaced_lease(
+                    LEASE_NAMESPACE,
+                    body,  # type: ignore[arg-type]
+                    _request_timeout=API_TIMEOUT,
+                )
+            except ApiException as exc2:
+                if exc2.status != 409:  # created meanwhile: the next renewal patches it
+                    raise
 
 
 def _short(exc: BaseException) -> str:
@@ -1500,6 +1522,7 @@ class PodWorker:
                 body=client.V1DeleteOptions(
                     grace_period_seconds=0, preconditions=client.V1Preconditions(uid=self.uid)
                 ),
+                _request_timeout=API_TIMEOUT,
             )
         except ApiException as exc:
             if exc.status not in (404, 409):
@@ -1547,7 +1570,11 @@ class PodWorker:
             return
         try:
             self.agent.core.patch_namespaced_pod_status(
-                self.name, self.ns, {"status": desired}, _content_type=MERGE_PATCH
+                self.name,
+                self.ns,
+                {"status": desired},
+                _content_type=MERGE_PATCH,
+                _request_timeout=API_TIMEOUT,
             )
             self.written = desired
             self.written_at = time.monotonic()
@@ -1644,4 +1671,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Daemon threads (watches, pod workers, the logs endpoint) may still be inside the API client
+    # or the logging module; interpreter finalization under them can abort. Every pod process is
+    # gone by now, so leave without finalization.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -81,6 +81,11 @@ def field_env(name: str, path: str) -> dict[str, Any]:
 SHARED = {"name": "shared", "persistentVolumeClaim": {"claimName": "berth-shared"}}
 
 
+def host_dir(path: Path) -> dict[str, Any]:
+    """A hostPath volume "shared" on a test's tmp dir: markers outlive the pod, no PVC to bind."""
+    return {"name": "shared", "hostPath": {"path": str(path), "type": "Directory"}}
+
+
 def create(dc: DevCluster, ns: str, manifest: dict[str, Any]) -> None:
     dc.kubectl("-n", ns, "apply", "-f", "-", input=json.dumps(manifest))
 
@@ -244,9 +249,9 @@ def test_pod_ips_are_distinct(dev_cluster: DevCluster) -> None:
 # --- (d) deletion: SIGTERM, grace period, SIGKILL ---------------------------------------------
 
 
-def test_delete_delivers_sigterm(dev_cluster: DevCluster) -> None:
+def test_delete_delivers_sigterm(dev_cluster: DevCluster, tmp_path: Path) -> None:
     node = nodes(dev_cluster)[0]
-    with dev_cluster.namespace("pn-term", shared_pvc=True) as ns:
+    with dev_cluster.namespace("pn-term") as ns:
         script = (
             "trap 'echo got-TERM > /data/term-marker; exit 0' TERM; "
             "echo started > /data/started; while true; do sleep 0.1; done"
@@ -256,20 +261,22 @@ def test_delete_delivers_sigterm(dev_cluster: DevCluster) -> None:
             script,
             node=node,
             grace=30,
-            volumes=[SHARED],
+            volumes=[host_dir(tmp_path)],
             mounts=[{"name": "shared", "mountPath": "/data"}],
         )
         create(dev_cluster, ns, manifest)
-        claim = dev_cluster.claim_dir(ns)
+        claim = tmp_path
         dev_cluster.wait_for("process started", lambda: (claim / "started").exists())
         dev_cluster.kubectl("-n", ns, "delete", "pod", "trapper", "--wait=false")
         dev_cluster.wait_for("pod deleted", lambda: get_pod(dev_cluster, ns, "trapper") is None)
         assert (claim / "term-marker").read_text().strip() == "got-TERM"
 
 
-def test_sigterm_ignored_is_sigkilled_only_after_grace(dev_cluster: DevCluster) -> None:
+def test_sigterm_ignored_is_sigkilled_only_after_grace(
+    dev_cluster: DevCluster, tmp_path: Path
+) -> None:
     node = nodes(dev_cluster)[0]
-    with dev_cluster.namespace("pn-grace", shared_pvc=True) as ns:
+    with dev_cluster.namespace("pn-grace") as ns:
         # Ignores SIGTERM (records it), keeps ticking; only SIGKILL can end it, and an EXIT trap
         # would record a normal exit.
         script = (
@@ -287,11 +294,11 @@ def test_sigterm_ignored_is_sigkilled_only_after_grace(dev_cluster: DevCluster) 
             script,
             node=node,
             grace=4,
-            volumes=[SHARED],
+            volumes=[host_dir(tmp_path)],
             mounts=[{"name": "shared", "mountPath": "/data"}],
         )
         create(dev_cluster, ns, manifest)
-        claim = dev_cluster.claim_dir(ns)
+        claim = tmp_path
         p = wait_pod(dev_cluster, ns, "stubborn", "running", phase_in("Running"))
         dev_cluster.wait_for(
             "pid file", lambda: (claim / "pid").exists() and (claim / "pid").read_text().strip()
@@ -351,9 +358,9 @@ def test_pvc_is_shared_between_pods_on_two_nodes(dev_cluster: DevCluster) -> Non
         assert w is not None and w["spec"]["nodeName"] == a
 
 
-def test_readiness_probe_gates_ready(dev_cluster: DevCluster) -> None:
+def test_readiness_probe_gates_ready(dev_cluster: DevCluster, tmp_path: Path) -> None:
     node = nodes(dev_cluster)[0]
-    with dev_cluster.namespace("pn-ready", shared_pvc=True) as ns:
+    with dev_cluster.namespace("pn-ready") as ns:
         port = 18000 + uuid.uuid4().int % 1000
         manifest = pod(
             "web",
@@ -361,7 +368,7 @@ def test_readiness_probe_gates_ready(dev_cluster: DevCluster) -> None:
             f'exec python3 -m http.server {port} --bind "$POD_IP"',
             node=node,
             env=[field_env("POD_IP", "status.podIP")],
-            volumes=[SHARED],
+            volumes=[host_dir(tmp_path)],
             mounts=[{"name": "shared", "mountPath": "/srv"}],
             grace=2,
             container_extra={
@@ -385,7 +392,7 @@ def test_readiness_probe_gates_ready(dev_cluster: DevCluster) -> None:
         assert p is not None
         assert condition(p, "Ready")["status"] == "False"
         assert container(p)["ready"] is False and container(p)["started"] is True
-        (dev_cluster.claim_dir(ns) / "www" / "ready").write_text("ok")
+        (tmp_path / "www" / "ready").write_text("ok")
         p = wait_pod(
             dev_cluster, ns, "web", "Ready", lambda p: condition(p, "Ready").get("status") == "True"
         )
@@ -393,15 +400,17 @@ def test_readiness_probe_gates_ready(dev_cluster: DevCluster) -> None:
         assert p["status"]["podIP"] in log.read_text()
 
 
-def test_restart_policy_always_restarts_with_backoff(dev_cluster: DevCluster) -> None:
+def test_restart_policy_always_restarts_with_backoff(
+    dev_cluster: DevCluster, tmp_path: Path
+) -> None:
     node = nodes(dev_cluster)[0]
-    with dev_cluster.namespace("pn-restart", shared_pvc=True) as ns:
+    with dev_cluster.namespace("pn-restart") as ns:
         manifest = pod(
             "crasher",
             "echo run >> /data/runs; echo boom > /dev/termination-log; exit 2",
             node=node,
             restart="Always",
-            volumes=[SHARED],
+            volumes=[host_dir(tmp_path)],
             mounts=[{"name": "shared", "mountPath": "/data"}],
             grace=1,
         )
@@ -417,8 +426,8 @@ def test_restart_policy_always_restarts_with_backoff(dev_cluster: DevCluster) ->
         assert p["status"]["phase"] == "Running"
         assert cs["lastState"]["terminated"]["exitCode"] == 2
         assert cs["lastState"]["terminated"]["message"].strip() == "boom"
-        # restartCount 2 means a third run has started; it leaves its mark in the claim.
-        runs = dev_cluster.claim_dir(ns) / "runs"
+        # restartCount 2 means a third run has started; it leaves its mark in the host dir.
+        runs = tmp_path / "runs"
         dev_cluster.wait_for("a third run", lambda: len(runs.read_text().split()) >= 3)
 
 
@@ -514,7 +523,10 @@ def own_agent(
 ) -> Iterator[OwnAgent]:
     """A second agent instance serving one throwaway node, with its own IP range (127.1.x.y)."""
     node = f"pt-{uuid.uuid4().hex[:6]}"
-    state = tmp_path_factory.mktemp("agent")
+    # Kept beside the dev cluster's state (git-ignored), so the agent's log survives the run.
+    base = Path(dev_cluster.state_dir).parent if dev_cluster.state_dir else None
+    state = base / "test-agents" / node if base else tmp_path_factory.mktemp("agent")
+    state.mkdir(parents=True, exist_ok=True)
     log = state / "agent.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
@@ -579,7 +591,7 @@ def test_node_loss_simulation(dev_cluster: DevCluster, own_agent: OwnAgent) -> N
         assert alive(pid)
         dev_cluster.kubectl("annotate", "node", node, f"{LOSS_ANNOTATION}=true", "--overwrite")
         n = dev_cluster.wait_for(
-            "node Ready=Unknown",
+            f"node Ready=Unknown (agent log: {own_agent.log})",
             lambda: (lambda n: n if condition(n, "Ready").get("status") == "Unknown" else None)(
                 dev_cluster.get("node", node)
             ),
