@@ -132,6 +132,14 @@ def install_berth(node_b: str) -> None:
         say(f"  operator pod {pod['metadata']['name']} on {pod['spec'].get('nodeName')}")
 
 
+def remove_previous_run(claim_dir: Path) -> None:
+    """Delete a session left by an earlier demo run, and its store: the store of a finished task
+    would (rightly) make the new pod report the old result instead of doing the work again."""
+    sh("kubectl", "-n", NS, "delete", "agentsession", SESSION, "--ignore-not-found",
+       "--wait=true", "--timeout=120s")  # fmt: skip
+    shutil.rmtree(claim_dir / "store" / NS / SESSION, ignore_errors=True)
+
+
 def seed_workspace(claim_dir: Path) -> Path:
     """Download the project's sdist from PyPI, unpack it, apply the bug patch; return the dir."""
     name, version = PROJECT
@@ -201,7 +209,6 @@ def _http_ok(url: str) -> bool:
 
 def apply_session(base_url: str, model: str) -> None:
     key = os.environ.get("OPENAI_API_KEY", "sk-scripted-demo")
-    sh("kubectl", "-n", NS, "delete", "agentsession", SESSION, "--ignore-not-found", "--wait=true")
     manifests = [
         {
             "apiVersion": "v1", "kind": "Secret",
@@ -222,7 +229,8 @@ def apply_session(base_url: str, model: str) -> None:
         },
         {
             "apiVersion": "berth.dev/v1alpha1", "kind": "AgentSession",
-            "metadata": {"name": SESSION, "namespace": NS},
+            "metadata": {"name": SESSION, "namespace": NS,
+                         "annotations": {"berth.dev/delete-store": "true"}},
             "spec": {
                 "prompt": PROMPT, "model": model,
                 "llm": {"baseURL": base_url,
@@ -337,14 +345,21 @@ def report(drain: dict[str, Any], timeline: Timeline, workspace: Path) -> bool:
             f'sum by (lane) (max_over_time(berth_session_tool_calls_total{{namespace="{NS}"}}[1h]))'
         )
     }
-    pas = prom_query(
-        f'sum(berth_operator_passivation_seconds_sum{{namespace="{NS}"}})'
-        f' / sum(berth_operator_passivation_seconds_count{{namespace="{NS}"}})'
-    )
-    res = prom_query(
-        f'sum(berth_operator_resume_seconds_sum{{namespace="{NS}"}})'
-        f' / sum(berth_operator_resume_seconds_count{{namespace="{NS}"}})'
-    )
+    window = f"{int(time.monotonic() - T0) + 30}s"  # this demo run only
+
+    def mean(metric: str) -> list[dict[str, Any]]:
+        """Mean over this run's window; the all-time mean when the window has too few samples."""
+        sel = f'{{namespace="{NS}"}}'
+        recent = prom_query(
+            f"sum(increase({metric}_sum{sel}[{window}]))"
+            f" / sum(increase({metric}_count{sel}[{window}]))"
+        )
+        if recent and recent[0]["value"][1] not in ("NaN", "+Inf"):
+            return recent
+        return prom_query(f"sum({metric}_sum{sel}) / sum({metric}_count{sel})")
+
+    pas = mean("berth_operator_passivation_seconds")
+    res = mean("berth_operator_resume_seconds")
     print("\n================ Berth demo report ================")
     print(f"session {NS}/{SESSION}: phase {st.get('phase')}, epoch {st.get('epoch')}")
     print("conditions:")
@@ -405,6 +420,7 @@ def main() -> int:
     sh("kubectl", "uncordon", node_a, node_b, check=False)
     install_berth(node_b)
     claim_dir = Path(ENV["BERTH_NODE_STATE_DIR"]) / "pvc" / NS / "berth-shared"
+    remove_previous_run(claim_dir)
     workspace = seed_workspace(claim_dir)
     base_url, model, model_proc = start_model()
     timeline = Timeline()
