@@ -252,7 +252,9 @@ def steps(nodes: PrivateNodes, namespace: str, name: str) -> list[str]:
 
 
 def evict(dc: DevCluster, namespace: str, pod: str) -> subprocess.CompletedProcess[str]:
-    """POST an Eviction (policy/v1) for ``pod`` through the Eviction API, as kubectl drain does."""
+    """POST an Eviction (policy/v1) for ``pod`` through the Eviction API, as kubectl drain does.
+
+    ``-v=6`` makes kubectl log the HTTP status line (e.g. ``429 Too Many Requests``) to stderr."""
     body = {
         "apiVersion": "policy/v1",
         "kind": "Eviction",
@@ -260,6 +262,7 @@ def evict(dc: DevCluster, namespace: str, pod: str) -> subprocess.CompletedProce
     }
     return dc.kubectl(
         "create",
+        "-v=6",
         "--raw",
         f"/api/v1/namespaces/{namespace}/pods/{pod}/eviction",
         "-f",

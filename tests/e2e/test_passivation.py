@@ -156,8 +156,9 @@ def test_drain_moves_five_sessions_without_losing_work(
         res, seconds = drain(dc, nodes.a)
         print(f"\nkubectl drain {nodes.a}: rc={res.returncode} in {seconds:.1f}s")
         assert res.returncode == 0, res.stderr
-        # drain was told to wait: by the webhook (429 while passivating) or the PDB
-        assert "passivating" in res.stderr or "disruption budget" in res.stderr, res.stderr
+        # how drain was told to wait (webhook 429 while passivating, or the PDB); whether it had
+        # to retry at all depends on whether the sessions passivated before its first eviction
+        print("drain retries:", res.stderr.count("will retry"))
 
         for name in names:
             st = wait(f"{name} Succeeded", lambda n=name: finished(dc, ns, n), cap=300)
@@ -218,8 +219,8 @@ def test_eviction_is_answered_429_and_the_session_moves(
         pod = status(dc, ns, "ev")["podName"]
         res = evict(dc, ns, pod)
         assert res.returncode != 0
-        assert "TooManyRequests" in res.stderr or "429" in res.stderr, res.stderr
-        assert "passivating" in res.stderr, res.stderr
+        assert "429 Too Many Requests" in res.stderr, res.stderr
+        assert "is passivating" in res.stderr, res.stderr
 
         st = wait("passivation recorded", lambda: status(dc, ns, "ev").get("passivation"))
         assert st["reason"] == "eviction"
@@ -246,9 +247,11 @@ def test_without_the_webhook_the_pdb_keeps_drain_waiting(
     dev_cluster: DevCluster, clean_nodes: PrivateNodes
 ) -> None:
     dc, nodes = dev_cluster, clean_nodes
+    # 5 s tools: passivation lets the running tool finish, so it outlasts the moment between
+    # drain's cordon and its first eviction, and the budget is what drain meets
     with (
         dc.namespace("pz-pdb", shared_pvc=True) as ns,
-        scripted_model(step_script(ROUNDS)) as srv,
+        scripted_model(step_script(8, sleep_s=5)) as srv,
         operator(dc, ns, **operator_env(BERTH_WEBHOOK_ENABLED="false")),
     ):
         apply(dc, ns, [SECRET])
@@ -257,6 +260,7 @@ def test_without_the_webhook_the_pdb_keeps_drain_waiting(
         # no webhook: the PodDisruptionBudget itself answers the Eviction API with 429
         res = evict(dc, ns, status(dc, ns, "pdb-0")["podName"])
         assert res.returncode != 0 and "disruption budget" in res.stderr, res.stderr
+        assert "429 Too Many Requests" in res.stderr, res.stderr
 
         outcome: dict[str, Any] = {}
 
@@ -281,7 +285,7 @@ def test_without_the_webhook_the_pdb_keeps_drain_waiting(
             assert passivated_at.timestamp() <= outcome["ended"]
             assert not any("PodEvicted" in (r.get("reason") or "") for r in st["runs"])
             assert st["runs"][-1]["nodeName"] == nodes.b
-            assert steps(nodes, ns, name) == [f"step-{i}" for i in range(1, ROUNDS + 1)]
+            assert steps(nodes, ns, name) == [f"step-{i}" for i in range(1, 9)]
 
 
 def test_a_runtime_that_ignores_passivation_is_cut_off_at_the_deadline(
