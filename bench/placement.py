@@ -127,7 +127,7 @@ def main() -> int:
     custom = client.CustomObjectsApi(api_client)
     settings = OperatorSettings()
     spec = AgentSessionSpec.model_validate(SPEC)
-    print(f"N={N} on kwok nodes: {dc.env.get('BERTH_KWOK_NODES', '?')}")
+    print(f"N={N} on kwok nodes: {dc.env.get('BERTH_KWOK_NODE_NAMES', '?')}")
 
     with dc.namespace("bench-pods", shared_pvc=True) as ns_pods:
         watcher = RunningWatch(core, ns_pods)

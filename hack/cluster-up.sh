@@ -4,10 +4,10 @@
 # served by the test-only node agent, Redis and Prometheus from Debian's packages.
 # Writes .berth/dev/{kubeconfig,env}. Progress is printed; every step says what it waits for.
 #
-# Env knobs: BERTH_KWOK_NODES (default 3), BERTH_PROCESS_NODES (default "proc-a proc-b").
+# Env knobs: BERTH_KWOK_NODE_COUNT (default 3), BERTH_PROCESS_NODES (default "proc-a proc-b").
 source "$(dirname "$0")/lib.sh"
 LOG_TAG=cluster-up
-KWOK_NODES=${BERTH_KWOK_NODES:-3}
+KWOK_NODES=${BERTH_KWOK_NODE_COUNT:-3}
 PROCESS_NODES=${BERTH_PROCESS_NODES:-proc-a proc-b}
 mkdir -p "$DEV"
 start=$(date +%s)
@@ -41,6 +41,13 @@ options:
   kubectlBinary: $KUBE_BIN/kubectl
   etcdBinary: $ETCD_BIN/etcd
   kwokControllerBinary: $KWOK_BIN/kwok
+# kwokctl starts kwok with --manage-all-nodes=true; then kwok would also fake the process nodes'
+# leases, node status and pods, fighting the node agent. Only nodes annotated as fake are kwok's.
+componentsPatches:
+- name: kwok-controller
+  extraArgs:
+  - {key: manage-all-nodes, value: "false"}
+  - {key: manage-nodes-with-annotation-selector, value: kwok.x-k8s.io/node=fake}
 CFG
   log "starting kube-apiserver, etcd, controller-manager, scheduler, kwok-controller (kwokctl, binary runtime)"
   "$KWOK_BIN/kwokctl" create cluster --name "$CLUSTER_NAME" --config "$DEV/kwokctl.yaml" \
@@ -141,7 +148,7 @@ export KUBECONFIG=$KUBECONFIG
 export PATH=$KUBE_BIN:$HELM_BIN:$KWOK_BIN:\$PATH
 export BERTH_REDIS_URL=$REDIS_URL
 export BERTH_PROCESS_NODES="$PROCESS_NODES"
-export BERTH_KWOK_NODES="$(seq -s ' ' -f 'kwok-node-%g' 0 $((KWOK_NODES - 1)))"
+export BERTH_KWOK_NODE_NAMES="$(seq -s ' ' -f 'kwok-node-%g' 0 $((KWOK_NODES - 1)))"
 export BERTH_NODE_STATE_DIR=$DEV/nodes
 export PROMETHEUS_URL=http://127.0.0.1:$(cat "$DEV/prometheus.port")
 ENV

@@ -27,7 +27,7 @@ spec:
   resources: {requests: {storage: 10Gi}}
   volumeName: "pv-$ns-$claim"
 YAML
-for _ in $(seq 100); do
+for _ in $(seq 600); do  # up to 120 s: the PV binder runs slowly on a loaded machine
   [[ $("$KUBECTL" -n "$ns" get pvc "$claim" -o jsonpath='{.status.phase}') == Bound ]] && exit 0
   sleep 0.2
 done
