@@ -87,11 +87,24 @@ MOD
 build_go_install() { # name version out-subdir package ldflags
   local name=$1 version=$2 pkg=$3 ld=$4
   local out=$cache/bin/$name-$version
-  if [[ -f $out/.done ]]; then step "$name $version: cached in $out"; return; fi
+  # The stamp records the build flags: changing them rebuilds, an unchanged build is reused.
+  if [[ -f $out/.done && $(cat "$out/.done") == "$ld" ]]; then
+    step "$name $version: cached in $out"; return
+  fi
   mkdir -p "$out"
   step "$name $version: go install $pkg"
   GOBIN=$out go install -trimpath -ldflags "-s -w $ld" "$pkg@$version"
-  touch "$out/.done"
+  printf '%s' "$ld" > "$out/.done"
+}
+
+# Helm's Makefile sets the Kubernetes version it assumes (helm template, lint) from its client
+# modules; `go install` does not, leaving v1.20. Set it to the dev cluster's version.
+helm_kube_ld() {
+  local minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
+  local p
+  for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    printf ' -X %s.k8sVersionMajor=1 -X %s.k8sVersionMinor=%s' "$p" "$p" "$minor"
+  done
 }
 
 build_kwok() {
@@ -111,7 +124,7 @@ what=${1:-all}
 case $what in
   all) build_etcd; build_kwok
        build_go_install helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
-         "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+         "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean $(helm_kube_ld)"
        build_kubernetes ;;
   kubernetes) build_kubernetes ;;
   etcd) build_etcd ;;
