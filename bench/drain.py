@@ -1,0 +1,224 @@
+"""Benchmark: ``kubectl drain`` of a node running N Berth sessions vs the same with plain pods.
+
+Setup (real pieces, as in tests/e2e/test_passivation.py): a private pair of process nodes (A, B)
+served by the test-only node agent, ``berth-operator`` as a subprocess with its PDBs and its
+pods/eviction webhook, N AgentSessions (default 20) running a scripted conversation of bash rounds
+against the scripted model, all placed on A. Then ``kubectl drain A --ignore-daemonsets
+--delete-emptydir-data`` and, once every session finished on B, the same drain of a Deployment of
+N plain pods (``sleep``; no Berth, no PDB) placed on A the same way.
+
+Prints, from each session's ``status.passivation`` (operator clock, millisecond timestamps):
+p50/p99 of the passivation latency (request → pod ended) and of the resume latency (pod ended →
+the resumed run first seen running; resolution: the operator's status refresh, 0.5 s here), the
+total drain time for both cases, and how long until every session ran again. Nothing is asserted.
+
+    .venv/bin/python bench/drain.py          # N=20 (BERTH_BENCH_N to change)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
+
+from tests.cluster import DevCluster  # noqa: E402
+from tests.e2e.passivation_support import (  # noqa: E402
+    PrivateNodes,
+    apply,
+    drain,
+    operator_env,
+    private_nodes,
+    session_doc,
+    status,
+    step_script,
+    wait,
+    webhook_env,
+)
+from tests.integration.operator.harness import SECRET, operator, scripted_model  # noqa: E402
+
+N = int(os.environ.get("BERTH_BENCH_N", "20"))
+ROUNDS = int(os.environ.get("BERTH_BENCH_ROUNDS", "60"))
+
+
+def _t(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def _phase_count(dc: DevCluster, ns: str) -> dict[str, int]:
+    items = json.loads(dc.kubectl("-n", ns, "get", "agentsessions", "-o", "json").stdout)["items"]
+    out: dict[str, int] = {}
+    for item in items:
+        phase = (item.get("status") or {}).get("phase", "")
+        out[phase] = out.get(phase, 0) + 1
+    return out
+
+
+def _all_running_on(dc: DevCluster, ns: str, names: list[str], node: str) -> bool:
+    items = json.loads(dc.kubectl("-n", ns, "get", "agentsessions", "-o", "json").stdout)["items"]
+    ready = 0
+    for item in items:
+        st = item.get("status") or {}
+        if (
+            item["metadata"]["name"] in names
+            and st.get("phase") == "Running"
+            and st.get("nodeName") == node
+            and ((st.get("checkpoint") or {}).get("turn") or 0) >= 1
+        ):
+            ready += 1
+    return ready == len(names)
+
+
+def berth_drain(dc: DevCluster, nodes: PrivateNodes) -> dict[str, Any]:
+    """N sessions on A, drain A; latencies from status.passivation."""
+    cert_dir = Path(tempfile.mkdtemp(prefix="berth-bench-wh-"))
+    with (
+        dc.namespace("bench-drain", shared_pvc=True) as ns,
+        scripted_model(step_script(ROUNDS, delay_ms=300, sleep_s=0.3)) as srv,
+        operator(dc, ns, **operator_env(**webhook_env(dc, ns, cert_dir))),
+    ):
+        apply(dc, ns, [SECRET])
+        names = [f"b{i:02d}" for i in range(N)]
+        dc.kubectl("cordon", nodes.b)
+        try:
+            apply(dc, ns, [session_doc(n, srv.base_url, nodes, 120) for n in names])
+            wait(
+                f"{N} sessions running on {nodes.a}",
+                lambda: _all_running_on(dc, ns, names, nodes.a),
+                cap=600,
+                every=1,
+            )
+        finally:
+            dc.kubectl("uncordon", nodes.b)
+        res, drain_seconds = drain(dc, nodes.a, timeout=600)
+        drained_at = time.monotonic()
+        if res.returncode != 0:
+            raise RuntimeError(f"drain failed: {res.stderr}")
+        wait(
+            "every session finished",
+            lambda: (
+                _phase_count(dc, ns).get("Succeeded", 0) + _phase_count(dc, ns).get("Failed", 0)
+                == N
+            ),
+            cap=900,
+            every=2,
+        )
+        pas: list[float] = []
+        res_l: list[float] = []
+        last_resume: datetime | None = None
+        first_request: datetime | None = None
+        for name in names:
+            p = status(dc, ns, name).get("passivation") or {}
+            req, done, back = (
+                _t(p.get("requestedAt")),
+                _t(p.get("passivatedAt")),
+                _t(p.get("resumedAt")),
+            )
+            if req and done:
+                pas.append((done - req).total_seconds())
+                first_request = min(first_request or req, req)
+            if done and back:
+                res_l.append((back - done).total_seconds())
+                last_resume = max(last_resume or back, back)
+        all_back = (
+            (last_resume - first_request).total_seconds()
+            if last_resume and first_request
+            else float("nan")
+        )
+        dc.kubectl("uncordon", nodes.a)
+        del drained_at
+        return {
+            "drain_seconds": drain_seconds,
+            "passivation": pas,
+            "resume": res_l,
+            "retries": res.stderr.count("will retry"),
+            "first_request_to_last_resume": all_back,
+            "phases": _phase_count(dc, ns),
+        }
+
+
+def plain_drain(dc: DevCluster, nodes: PrivateNodes) -> float:
+    """A Deployment of N ``sleep`` pods on A (no Berth, no PDB), drain A; seconds."""
+    with dc.namespace("bench-plain") as ns:
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "plain"},
+            "spec": {
+                "replicas": N,
+                "selector": {"matchLabels": {"app": "plain"}},
+                "template": {
+                    "metadata": {"labels": {"app": "plain"}},
+                    "spec": {
+                        **nodes.placement(),
+                        "containers": [
+                            {"name": "c", "image": "busybox", "command": ["sleep", "3600"]}
+                        ],
+                    },
+                },
+            },
+        }
+        dc.kubectl("cordon", nodes.b)
+        try:
+            apply(dc, ns, [deployment])
+            wait(
+                f"{N} plain pods Running",
+                lambda: (
+                    json.loads(dc.kubectl("-n", ns, "get", "deploy", "plain", "-o", "json").stdout)[
+                        "status"
+                    ].get("readyReplicas", 0)
+                    == N
+                ),
+                cap=600,
+                every=1,
+            )
+        finally:
+            dc.kubectl("uncordon", nodes.b)
+        res, seconds = drain(dc, nodes.a, timeout=600)
+        if res.returncode != 0:
+            raise RuntimeError(f"plain drain failed: {res.stderr}")
+        dc.kubectl("uncordon", nodes.a)
+        return seconds
+
+
+def main() -> int:
+    dc = DevCluster.ensure()
+    with private_nodes(dc) as nodes:
+        berth = berth_drain(dc, nodes)
+        plain = plain_drain(dc, nodes)
+    pas, res = berth["passivation"], berth["resume"]
+    print(f"drain of a node with N={N} sessions ({ROUNDS}-round scripted runs), process nodes")
+    print(f"  sessions passivated: {len(pas)}/{N}; resumed: {len(res)}; phases: {berth['phases']}")
+    print(
+        f"  passivation (request -> pod ended): p50 {pct(pas, 50):.2f}s  p99 {pct(pas, 99):.2f}s"
+        f"  mean {statistics.fmean(pas) if pas else float('nan'):.2f}s"
+    )
+    print(f"  resume (pod ended -> run seen running): p50 {pct(res, 50):.2f}s", end="")
+    print(f"  p99 {pct(res, 99):.2f}s")
+    back = berth["first_request_to_last_resume"]
+    print(f"  first request -> last session running again: {back:.1f}s")
+    retries = berth["retries"]
+    print(f"  kubectl drain with Berth: {berth['drain_seconds']:.1f}s ({retries} eviction retries)")
+    print(f"  kubectl drain with {N} plain pods (Deployment, no PDB): {plain:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
