@@ -57,10 +57,10 @@ cooldownPeriod 300 s. From zero, KEDA notices a burst on its next poll: 0-30 s, 
 before the first replica is even requested; the HPA it creates then takes 1 -> N on its own
 15 s sync period. Scale to zero waits cooldownPeriod (300 s) after the last active poll. Berth's
 loop reads lag+pending of the consumer group every pollingIntervalSeconds (default 5 s; 1 s
-here) and scales 0 -> N in one step, so its decision time is bounded by one polling interval
-plus one API call, and its scale-to-zero waits scaleDownStabilizationSeconds (default 300 s,
-the HPA's own default, 5 s in this bench). The pod start-up after the decision is the same
-for both and is the 'ready - decision' part above."""
+here) and scales 0 -> N at once (in two ticks when a tick lands mid-burst), so its decision
+time is about one polling interval plus one API call, and its scale-to-zero waits
+scaleDownStabilizationSeconds (default 300 s, the HPA's own default, 5 s in this bench).
+The pod start-up after the decision is the same for both: the 'ready - decision' part above."""
 
 
 def run_once(h: Harness, interval: int, index: int, sessions: int, tasks: int) -> dict[str, float]:
