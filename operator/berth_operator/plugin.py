@@ -8,7 +8,7 @@ Commands::
 
 ``status`` reads the AgentSession through the Kubernetes API (``berth_operator.k8s.plugin_client``,
 the caller's kubeconfig). ``send`` and ``passivate`` talk to the session pod's HTTP API at
-``http://<status.podIp>:8080`` (ARCHITECTURE.md §5): ``POST /v1/messages {prompt}`` and
+``http://<status.podIP>:8080`` (ARCHITECTURE.md §5): ``POST /v1/messages {prompt}`` and
 ``POST /v1/passivate {reason: "manual", deadlineMs}``. The operator notices the passivated pod and
 resumes it (or keeps it passivated when ``spec.suspend`` is true). Where pod IPs are not routable
 from the caller, ``--endpoint`` takes a base URL instead (e.g. a ``kubectl port-forward``).

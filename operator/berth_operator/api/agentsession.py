@@ -472,8 +472,8 @@ class AgentSessionStatus(K8sModel):
     """Pod of the current epoch."""
     pod_uid: str | None = None
     """UID of that pod once it was seen."""
-    pod_ip: str | None = None
-    """IP of that pod (the operator calls http://<podIP>:8080)."""
+    pod_ip: str | None = Field(default=None, alias="podIP")
+    """IP of that pod, spelled podIP as in the Pod API (the operator calls http://<podIP>:8080)."""
     node_name: str | None = None
     """Node of that pod."""
     run_id: str | None = None

@@ -34,7 +34,7 @@ def session(**status: Any) -> dict[str, Any]:
         "status": {
             "phase": "Running",
             "podName": "demo-e2",
-            "podIp": "127.0.0.1",
+            "podIP": "127.0.0.1",
             "nodeName": "proc-a",
             "epoch": 2,
             "runId": "run-2",
@@ -145,8 +145,8 @@ def test_malformed_status_is_a_plugin_error() -> None:
 @pytest.mark.parametrize(
     ("status", "override", "url"),
     [
-        ({"podIp": "127.0.0.9"}, None, "http://127.0.0.9:8080"),
-        ({"podIp": "fd00::1"}, None, "http://[fd00::1]:8080"),
+        ({"podIP": "127.0.0.9"}, None, "http://127.0.0.9:8080"),
+        ({"podIP": "fd00::1"}, None, "http://[fd00::1]:8080"),
         ({}, "http://localhost:18080/", "http://localhost:18080"),
     ],
 )
