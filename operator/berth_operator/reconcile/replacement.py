@@ -14,9 +14,10 @@
 | status.reason Evicted / DisruptionTarget (kubelet, taint)| replace PodEvicted               |
 | node NotReady/Unknown past the grace, or node deleted    | replace NodeLost, force delete   |
 
-Every replacement resumes the last run from the store on a new epoch. The passivation issue adds
-its triggers here (cordoned node, disruption taints, eviction requests, spec.suspend): they
-become a ``passivate`` verdict computed from the same observations.
+Every replacement resumes the last run from the store on a new epoch. Passivation triggers
+(cordoned node, disruption taints, eviction requests, spec.suspend) are decided in
+``reconcile.passivation``; a pod that ends while its passivation is active is re-classified there
+(``reclassify``) as Passivated, however it ended, so it never counts as a failure.
 """
 
 from __future__ import annotations

@@ -15,6 +15,12 @@ States (status.phase is derived, conditions carry the detail)::
        ▲                       │ died without passivating (crash, node lost, evicted)
        │                       ▼
        └── new epoch ◄── Resuming (backoff base·2^(n-1)) ──n > max retries──► Failed
+
+    Running ──trigger (drain, eviction, suspend)──► Passivating ──pod ended or deadline──►
+        Resuming (no backoff, replacement avoids the node) ──► Running (Passivated=False Resumed)
+        or, with spec.suspend, Passivated (no pod, Passivated=True)
+
+Passivation decisions live in ``reconcile.passivation``; ``_passivation_*`` below apply them.
 """
 
 from __future__ import annotations
