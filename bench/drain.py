@@ -34,6 +34,7 @@ from tests.cluster import DevCluster  # noqa: E402
 from tests.e2e.passivation_support import (  # noqa: E402
     PrivateNodes,
     apply,
+    delete_webhook_configurations,
     drain,
     operator_env,
     private_nodes,
@@ -201,8 +202,11 @@ def plain_drain(dc: DevCluster, nodes: PrivateNodes) -> float:
 def main() -> int:
     dc = DevCluster.ensure()
     with private_nodes(dc) as nodes:
-        berth = berth_drain(dc, nodes)
-        plain = plain_drain(dc, nodes)
+        try:
+            berth = berth_drain(dc, nodes)
+            plain = plain_drain(dc, nodes)
+        finally:
+            delete_webhook_configurations(dc, "berth-eviction-bench-")
     pas, res = berth["passivation"], berth["resume"]
     print(f"drain of a node with N={N} sessions ({ROUNDS}-round scripted runs), process nodes")
     print(f"  sessions passivated: {len(pas)}/{N}; resumed: {len(res)}; phases: {berth['phases']}")

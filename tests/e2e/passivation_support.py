@@ -170,6 +170,15 @@ def webhook_env(dc: DevCluster, namespace: str, cert_dir: Path) -> dict[str, str
     }
 
 
+def delete_webhook_configurations(dc: DevCluster, prefix: str = "berth-eviction-") -> None:
+    """Delete the (emptied) webhook configurations kopf's managed mode leaves behind."""
+    for kind in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations"):
+        names = dc.kubectl("get", kind, "-o", "name", check=False).stdout.split()
+        mine = [n for n in names if n.split("/", 1)[-1].startswith(prefix)]
+        if mine:
+            dc.kubectl("delete", *mine, "--wait=false", check=False)
+
+
 def step_script(rounds: int, delay_ms: int = 300, sleep_s: float = 0.2) -> dict[str, Any]:
     """A scripted conversation of ``rounds`` bash rounds, each appending ``step-<i>`` to
     steps.log in the workspace, then a final answer. ``history`` cursor: a resumed run gets the

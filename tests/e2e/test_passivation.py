@@ -32,6 +32,7 @@ from tests.e2e.passivation_support import (
     PrivateNodes,
     apply,
     condition,
+    delete_webhook_configurations,
     drain,
     evict,
     operator_env,
@@ -59,12 +60,13 @@ def nodes(dev_cluster: DevCluster) -> Iterator[PrivateNodes]:
 
 @pytest.fixture
 def clean_nodes(dev_cluster: DevCluster, nodes: PrivateNodes) -> Iterator[PrivateNodes]:
-    """Both private nodes schedulable before and after each test."""
+    """Both private nodes schedulable before and after each test; webhook configs removed."""
     for node in (nodes.a, nodes.b):
         dev_cluster.kubectl("uncordon", node)
     yield nodes
     for node in (nodes.a, nodes.b):
         dev_cluster.kubectl("uncordon", node, check=False)
+    delete_webhook_configurations(dev_cluster, "berth-eviction-pz-")
 
 
 def place_on_a(dc: DevCluster, ns: str, nodes: PrivateNodes, docs: list[dict[str, Any]]) -> None:
