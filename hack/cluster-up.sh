@@ -20,8 +20,21 @@ KUBECTL=$KUBE_BIN/kubectl
 export KUBECONFIG=$DEV/kubeconfig
 
 # --- control plane ----------------------------------------------------------------------------
-if [[ -f $KUBECONFIG ]] && "$KUBECTL" get --raw /readyz >/dev/null 2>&1; then
+# components_alive: every process kwokctl started (etcd, apiserver, controller-manager, scheduler,
+# kwok) is still running.
+components_alive() {
+  local f
+  for f in "$KWOK_WORKDIR/clusters/$CLUSTER_NAME"/pids/*.pid; do
+    [[ -f $f ]] || return 1
+    kill -0 "$(cat "$f")" 2>/dev/null || return 1
+  done
+}
+if [[ -f $KUBECONFIG ]] && "$KUBECTL" get --raw /readyz >/dev/null 2>&1 && components_alive; then
   log "control plane already up ($("$KUBECTL" config view -o jsonpath='{.clusters[0].cluster.server}'))"
+elif [[ -f $KUBECONFIG ]] && "$KWOK_BIN/kwokctl" get clusters 2>/dev/null | grep -qx "$CLUSTER_NAME"; then
+  log "a control-plane component had stopped: restarting the cluster's components (state kept)"
+  "$KWOK_BIN/kwokctl" stop cluster --name "$CLUSTER_NAME" >/dev/null 2>&1 || true
+  "$KWOK_BIN/kwokctl" start cluster --name "$CLUSTER_NAME" --wait 3m 2>&1 | sed 's/^/  /'
 else
   # A leftover (stopped) cluster from an earlier run: remove it so creation starts clean.
   "$KWOK_BIN/kwokctl" delete cluster --name "$CLUSTER_NAME" --kubeconfig "$KUBECONFIG" >/dev/null 2>&1 || true
@@ -48,6 +61,14 @@ componentsPatches:
   extraArgs:
   - {key: manage-all-nodes, value: "false"}
   - {key: manage-nodes-with-annotation-selector, value: kwok.x-k8s.io/node=fake}
+# One controller-manager and one scheduler: without leader election they cannot lose a lease when a
+# loaded machine makes the apiserver slow, and exit (which leaves PVCs unbound, pods unscheduled).
+- name: kube-controller-manager
+  extraArgs:
+  - {key: leader-elect, value: "false"}
+- name: kube-scheduler
+  extraArgs:
+  - {key: leader-elect, value: "false"}
 CFG
   log "starting kube-apiserver, etcd, controller-manager, scheduler, kwok-controller (kwokctl, binary runtime)"
   "$KWOK_BIN/kwokctl" create cluster --name "$CLUSTER_NAME" --config "$DEV/kwokctl.yaml" \

@@ -117,6 +117,12 @@ def install_berth(node_b: str) -> None:
     values = DEV / "values.yaml"
     if not values.exists():
         sh("bash", str(ROOT / "hack" / "dev-values.sh"))
+    wait(
+        f"namespace {NS} left by an earlier run to finish terminating",
+        lambda: "Terminating" not in sh("kubectl", "get", "namespace", NS, "-o",
+                                        "jsonpath={.status.phase}", check=False),
+        180,
+    )  # fmt: skip
     sh("kubectl", "create", "namespace", NS, check=False)
     sh("bash", str(ROOT / "hack" / "shared-pvc.sh"), NS, "berth-shared")
     say(f"helm install berth charts/berth (namespace {NS}, operator pods on {node_b})")

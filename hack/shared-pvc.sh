@@ -6,6 +6,11 @@ source "$(dirname "$0")/lib.sh"
 ns=${1:?namespace}; claim=${2:-berth-shared}
 export KUBECONFIG=${KUBECONFIG:-$DEV/kubeconfig}
 KUBECTL=$KUBE_BIN/kubectl
+# A PV left Released by an earlier claim of the same name keeps that claim's uid and would never
+# bind again: drop the stale uid so the new claim can take it.
+if [[ $("$KUBECTL" get pv "pv-$ns-$claim" -o jsonpath='{.status.phase}' 2>/dev/null) == Released ]]; then
+  "$KUBECTL" patch pv "pv-$ns-$claim" --type json -p '[{"op":"remove","path":"/spec/claimRef/uid"}]' >/dev/null
+fi
 "$KUBECTL" apply -f - <<YAML
 apiVersion: v1
 kind: PersistentVolume

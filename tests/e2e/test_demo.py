@@ -43,5 +43,6 @@ def test_make_demo_job_passes(dev_cluster: DevCluster) -> None:
             check=False,
         )
         dev_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        dev_cluster.kubectl("delete", "pv", f"pv-{ns}-berth-shared", "--wait=false", check=False)
         for node in dev_cluster.process_nodes:
             dev_cluster.kubectl("uncordon", node, check=False)
