@@ -29,10 +29,11 @@ typecheck: $(VENV_STAMP)
 binaries:
 	bash hack/build-binaries.sh all
 
-## Unit, integration (real control plane) and e2e tests. The cluster tests start the dev cluster
-## themselves (or reuse one that is up, or use $$KUBECONFIG if BERTH_EXTERNAL_CLUSTER=1).
-test: $(VENV_STAMP) binaries
-	$(PY) -m pytest -q tests
+## Lint, types, then unit, integration (real control plane) and e2e tests. The cluster tests start
+## the dev cluster themselves (or reuse one that is up, or use $$KUBECONFIG if
+## BERTH_EXTERNAL_CLUSTER=1).
+test: $(VENV_STAMP) binaries lint typecheck
+	$(PY) -m pytest -q -rfE --durations=20 tests
 
 test-unit: $(VENV_STAMP)
 	$(PY) -m pytest -q tests/unit

@@ -27,7 +27,7 @@ DEV_DIR = Path(os.environ.get("BERTH_DEV_DIR", ROOT / ".berth" / "dev"))
 
 
 def parse_env_file(text: str) -> dict[str, str]:
-    """Parse the ``export K=V`` lines of ``.berth/dev/env``; ``$PATH`` is expanded from os.environ."""
+    """Parse the ``export K=V`` lines of ``.berth/dev/env``; ``$PATH`` expands from os.environ."""
     env: dict[str, str] = {}
     for line in text.splitlines():
         line = line.strip()
@@ -152,9 +152,7 @@ class DevCluster:
             yield name
         finally:
             self.kubectl("delete", "namespace", name, "--wait=false", check=False)
-            self.kubectl(
-                "delete", "pv", f"pv-{name}-berth-shared", "--wait=false", check=False
-            )
+            self.kubectl("delete", "pv", f"pv-{name}-berth-shared", "--wait=false", check=False)
 
     def shared_pvc(self, namespace: str, claim: str = "berth-shared") -> None:
         """Create a bound RWX PVC ``claim`` in ``namespace`` (hack/shared-pvc.sh)."""

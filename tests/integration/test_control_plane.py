@@ -107,9 +107,7 @@ def test_deployment_pods_run_on_kwok_nodes(dev_cluster: DevCluster) -> None:
                         "metadata": {"labels": {"app": "fake"}},
                         "spec": {
                             "nodeSelector": {"type": "kwok"},
-                            "tolerations": [
-                                {"key": "kwok.x-k8s.io/node", "operator": "Exists"}
-                            ],
+                            "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}],
                             "containers": [{"name": "c", "image": "example.invalid/fake:1"}],
                         },
                     },
