@@ -7,7 +7,8 @@ if [[ -f $DEV/env ]]; then
   # shellcheck disable=SC1091
   source "$DEV/env"
   kubectl -n "$ns" delete agentsession,laneworker --all --wait=true --timeout=60s 2>/dev/null || true
-  helm uninstall berth -n "$ns" --wait 2>/dev/null || true
+  release=$ns; [[ $ns == *berth* ]] || release=berth-$ns  # as hack/demo.py names it
+  helm uninstall "$release" -n "$ns" --wait 2>/dev/null || true
   kubectl delete namespace "$ns" --wait=false 2>/dev/null || true
 fi
 bash "$ROOT/hack/cluster-down.sh"

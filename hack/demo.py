@@ -43,6 +43,9 @@ DEV = Path(os.environ.get("BERTH_DEV_DIR", ROOT / ".berth" / "dev"))
 NS = os.environ.get("BERTH_DEMO_NAMESPACE", "berth-demo")
 SESSION = "fix-inflection"
 LANEWORKER = "demo-exec"
+#: The Helm release is named after the namespace, so its cluster-scoped objects (ClusterRoles,
+#: bindings) never collide with another install or with config/rbac applied by hand or by tests.
+RELEASE = NS if "berth" in NS else f"berth-{NS}"
 PROJECT = ("inflection", "0.5.1")
 PROMPT = (
     "The project in your workspace is the Python package `inflection`. Run its test suite with "
@@ -125,9 +128,9 @@ def install_berth(node_b: str) -> None:
     )  # fmt: skip
     sh("kubectl", "create", "namespace", NS, check=False)
     sh("bash", str(ROOT / "hack" / "shared-pvc.sh"), NS, "berth-shared")
-    say(f"helm install berth charts/berth (namespace {NS}, operator pods on {node_b})")
+    say(f"helm install {RELEASE} charts/berth (namespace {NS}, operator pods on {node_b})")
     sh(
-        "helm", "upgrade", "--install", "berth", str(ROOT / "charts" / "berth"),
+        "helm", "upgrade", "--install", RELEASE, str(ROOT / "charts" / "berth"),
         "-n", NS, "-f", str(values),
         "--set-json", f'operator.nodeSelector={{"kubernetes.io/hostname":"{node_b}"}}',
         "--set", f"operator.watchNamespaces={{{NS}}}",

@@ -37,7 +37,7 @@ def test_make_demo_job_passes(dev_cluster: DevCluster) -> None:
     finally:
         dev_cluster.kubectl("-n", ns, "delete", "agentsession,laneworker", "--all", check=False)
         subprocess.run(
-            ["helm", "uninstall", "berth", "-n", ns, "--wait"],
+            ["helm", "uninstall", ns, "-n", ns, "--wait"],
             env=dev_cluster.proc_env,
             capture_output=True,
             check=False,
