@@ -348,12 +348,6 @@ def report(drain: dict[str, Any], timeline: Timeline, workspace: Path) -> bool:
     conds = {c["type"]: c for c in st.get("conditions", [])}
     tests = project_tests(workspace)
     by_lane = tool_calls_by_lane(workspace, runs[-1]["runId"] if runs else "")
-    scraped = {
-        r["metric"].get("lane", "?"): int(float(r["value"][1]))
-        for r in prom_query(
-            f'sum by (lane) (max_over_time(berth_session_tool_calls_total{{namespace="{NS}"}}[1h]))'
-        )
-    }
     window = f"{int(time.monotonic() - T0) + 30}s"  # this demo run only
 
     def mean(metric: str) -> list[dict[str, Any]]:
@@ -383,7 +377,6 @@ def report(drain: dict[str, Any], timeline: Timeline, workspace: Path) -> bool:
     print(f"tokens: prompt {usage.get('promptTokens')}, completion {usage.get('completionTokens')},"
           f" total {usage.get('totalTokens')}")  # fmt: skip
     print(f"tool calls by lane (final checkpoint): {by_lane}")
-    print(f"tool calls by lane (Prometheus, session pods' counters): {scraped or 'n/a'}")
     print("worker replicas over time (t, replicas, desired):")
     for t, rep, des in timeline.changes():
         print(f"  +{t:6.1f}s  {rep}  {des}")
