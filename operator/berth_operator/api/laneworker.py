@@ -40,7 +40,8 @@ class ScalingSpec(K8sModel):
     polling_interval_seconds: Annotated[int, Field(ge=1, le=3600)] = 5
     """How often pressure is read, in seconds."""
     scale_up_stabilization_seconds: Annotated[int, Field(ge=0, le=3600)] = 0
-    """Window over which the highest recommendation is used when scaling up, in seconds."""
+    """Window over which the lowest recommendation is used when scaling up (as the HPA does: a
+    brief spike does not scale up), in seconds."""
     scale_down_stabilization_seconds: Annotated[int, Field(ge=0, le=86400)] = 300
     """Window over which the highest recommendation is used when scaling down, in seconds."""
     source: Literal["broker", "prometheus"] = "broker"
