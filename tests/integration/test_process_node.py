@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import sys
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -649,61 +648,6 @@ def test_agent_shutdown_leaves_no_process(dev_cluster: DevCluster, own_agent: Ow
         assert own_agent.proc.wait(timeout=60) == 0
         assert not alive(pid)
         assert not [c for c in children if alive(c)]
-
-
-def test_service_endpoints_list_process_pods(dev_cluster: DevCluster) -> None:
-    """With a non-loopback --pod-ip-prefix (aliases on lo), Services get real EndpointSlices."""
-    node = nodes(dev_cluster)[0]
-    with dev_cluster.namespace("pn-svc") as ns:
-        port = 18000 + uuid.uuid4().int % 1000
-        manifest = pod(
-            "web",
-            f'exec python3 -m http.server {port} --bind "$POD_IP"',
-            node=node,
-            restart="Always",
-            env=[field_env("POD_IP", "status.podIP")],
-            grace=1,
-            container_extra={
-                "ports": [{"containerPort": port}],
-                "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 1},
-            },
-        )
-        manifest["metadata"]["labels"] = {"app": "web"}
-        create(dev_cluster, ns, manifest)
-        p = wait_pod(dev_cluster, ns, "web", "Ready", lambda p: ready(p))
-        ip = p["status"]["podIP"]
-        if ipaddress.ip_address(ip).is_loopback:
-            pytest.skip("agent uses loopback pod IPs, which the apiserver refuses in endpoints")
-        service = {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "web", "namespace": ns},
-            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": port}]},
-        }
-        dev_cluster.apply(service)
-
-        def slice_ips() -> list[str]:
-            out = dev_cluster.kubectl(
-                "-n",
-                ns,
-                "get",
-                "endpointslices",
-                "-l",
-                "kubernetes.io/service-name=web",
-                "-o",
-                "json",
-            ).stdout
-            return [
-                a
-                for s in json.loads(out)["items"]
-                for e in s.get("endpoints") or []
-                for a in e["addresses"]
-                if (e.get("conditions") or {}).get("ready")
-            ]
-
-        assert dev_cluster.wait_for("a ready endpoint", slice_ips) == [ip]
-        with urllib.request.urlopen(f"http://{ip}:{port}/", timeout=10) as resp:
-            assert resp.status == 200
 
 
 def test_kubectl_logs_of_init_and_main_containers(dev_cluster: DevCluster) -> None:
