@@ -9,7 +9,7 @@ $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv .venv
 	@echo "[venv] installing berth and its dev tools into .venv"
 	@.venv/bin/pip install -q --upgrade pip
-	@.venv/bin/pip install -q -e '.[dev]'
+	@PYTHONWARNINGS=ignore::UserWarning .venv/bin/pip install -q -e '.[dev]'
 	@touch $@
 
 venv: $(VENV_STAMP)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Build the dev control plane from the Go module proxy into a versioned cache outside the repo.
 #
-#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl  (k8s.io/kubernetes)
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
+#   kubelet, kube-proxy                                               (k8s.io/kubernetes)
 #   etcd                                                              (go.etcd.io/etcd/server/v3)
 #   kwok, kwokctl                                                     (sigs.k8s.io/kwok)
 #   helm                                                              (helm.sh/helm/v3)
+#   crictl (to inspect and tear down the dev nodes' pods)             (sigs.k8s.io/cri-tools)
 #
 # k8s.io/kubernetes and etcd 3.5 point their sibling modules at local directories with `replace`
 # directives, so `go install mod@version` refuses them. We build them from a small wrapper module
@@ -21,9 +23,16 @@ export GOFLAGS=-buildvcs=false
 export CGO_ENABLED=0
 step() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
+# The go.mod of module@version, resolved by the Go tool itself (it honours GOPROXY and GOFLAGS).
+gomod_file() {
+  local tmp; tmp=$(mktemp -d)
+  (cd "$tmp" && go mod download -json "$1@$2") | sed -n 's/^\s*"GoMod": "\(.*\)",\?$/\1/p'
+  rm -rf "$tmp"
+}
+
 build_kubernetes() {
   local out=$cache/bin/kubernetes-$KUBE_VERSION
-  if [[ -f $out/.done ]]; then step "kubernetes $KUBE_VERSION: cached in $out"; return; fi
+  if [[ -f $out/.done && -x $out/kubelet && -x $out/kube-proxy ]]; then step "kubernetes $KUBE_VERSION: cached in $out"; return; fi
   local mod=$cache/src/kubernetes-$KUBE_VERSION
   mkdir -p "$mod" "$out"
   local staging=v0.${KUBE_VERSION#v1.}
@@ -35,8 +44,7 @@ build_kubernetes() {
     echo
     echo "require k8s.io/kubernetes $KUBE_VERSION"
     echo
-    curl -fsSL "https://proxy.golang.org/k8s.io/kubernetes/@v/$KUBE_VERSION.mod" \
-      | sed -n 's#^\s*\(k8s\.io/[a-z0-9-]*\) => \./staging/src/.*#replace \1 => \1 '"$staging"'#p'
+    sed -n 's#^\s*\(k8s\.io/[a-z0-9-]*\) => \./staging/src/.*#replace \1 => \1 '"$staging"'#p' "$(gomod_file k8s.io/kubernetes "$KUBE_VERSION")"
   } > "$mod/go.mod"
   step "kubernetes: resolving modules (go mod download; cold: a few minutes)"
   (cd "$mod" && go get "k8s.io/kubernetes@$KUBE_VERSION" >/dev/null 2>&1 || true)
@@ -47,7 +55,8 @@ build_kubernetes() {
     ld+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
   done
-  for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do
+    [[ -x $out/$cmd && -f $out/.done ]] && continue  # a cached set that lacks a newer member
     step "kubernetes: go build $cmd (cold: 5-15 min each on 2 cores)"
     (cd "$mod" && go build -mod=mod -trimpath -ldflags "-s -w $ld" -o "$out/$cmd" "k8s.io/kubernetes/cmd/$cmd")
   done
@@ -125,6 +134,8 @@ case $what in
   all) build_etcd; build_kwok
        build_go_install helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
          "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean $(helm_kube_ld)"
+       build_go_install crictl "$CRICTL_VERSION" sigs.k8s.io/cri-tools/cmd/crictl \
+         "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION"
        build_kubernetes ;;
   kubernetes) build_kubernetes ;;
   etcd) build_etcd ;;

@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
-# Bring up the dev cluster (idempotent): a real control plane on 127.0.0.1 started by
-# `kwokctl --runtime binary` from locally built binaries, N kwok (fake) nodes, two "process" nodes
-# served by the test-only node agent, Redis and Prometheus from Debian's packages.
-# Writes .berth/dev/{kubeconfig,env}. Progress is printed; every step says what it waits for.
+# Bring up the dev cluster (idempotent): a real control plane started by `kwokctl --runtime binary`
+# from locally built binaries, two real nodes (kubelet + containerd + bridge CNI, hack/nodes.sh)
+# running Berth's image (hack/image.sh), N kwok (fake) nodes for scale benchmarks, Redis and
+# Prometheus from Debian's packages. The control plane and host services listen on $HOST_IP (an
+# address on lo that pods reach through their bridge) and on 127.0.0.1 where they can.
+# Writes .berth/dev/{kubeconfig,env,values.yaml}. Progress is printed; every step says what it
+# waits for. Must run as root (it starts containerd and kubelets).
 #
-# Env knobs: BERTH_KWOK_NODE_COUNT (default 3), BERTH_PROCESS_NODES (default "proc-a proc-b").
+# Env knobs: BERTH_KWOK_NODE_COUNT (default 3).
 source "$(dirname "$0")/lib.sh"
 LOG_TAG=cluster-up
 KWOK_NODES=${BERTH_KWOK_NODE_COUNT:-3}
-PROCESS_NODES=${BERTH_PROCESS_NODES:-proc-a proc-b}
 mkdir -p "$DEV"
 start=$(date +%s)
 
-[[ -f $KUBE_BIN/.done && -f $ETCD_BIN/.done && -f $KWOK_BIN/.done && -f $HELM_BIN/.done ]] \
+[[ $(id -u) == 0 ]] || die "the dev cluster's nodes run containerd and kubelet: run as root"
+bash "$ROOT/hack/host-packages.sh"
+[[ -f $KUBE_BIN/.done && -x $KUBE_BIN/kubelet && -x $KUBE_BIN/kube-proxy && -f $ETCD_BIN/.done \
+  && -f $KWOK_BIN/.done && -f $HELM_BIN/.done && -f $CRICTL_BIN/.done ]] \
   || bash "$ROOT/hack/build-binaries.sh" all
-command -v redis-server >/dev/null || die "redis-server not found: apt-get install -y redis-server"
-command -v prometheus >/dev/null || die "prometheus not found: apt-get install -y prometheus"
 KUBECTL=$KUBE_BIN/kubectl
+ip -4 addr show dev lo | grep -qF " $HOST_IP/32 " || ip addr add "$HOST_IP/32" dev lo
 export KUBECONFIG=$DEV/kubeconfig
 
 # --- control plane ----------------------------------------------------------------------------
@@ -45,6 +49,7 @@ options:
   runtime: binary
   kubeVersion: $KUBE_VERSION
   bindAddress: 127.0.0.1
+  kubeApiserverCertSANs: [$HOST_IP, 198.19.128.1]
   securePort: true
   kubeAuthorization: true
   kubeAdmission: true
@@ -54,18 +59,31 @@ options:
   kubectlBinary: $KUBE_BIN/kubectl
   etcdBinary: $ETCD_BIN/etcd
   kwokControllerBinary: $KWOK_BIN/kwok
-# kwokctl starts kwok with --manage-all-nodes=true; then kwok would also fake the process nodes'
-# leases, node status and pods, fighting the node agent. Only nodes annotated as fake are kwok's.
+# kwokctl starts kwok with --manage-all-nodes=true; then kwok would also fake the real nodes'
+# leases, node status and pods, fighting their kubelets. Only nodes annotated as fake are kwok's.
 componentsPatches:
 - name: kwok-controller
   extraArgs:
   - {key: manage-all-nodes, value: "false"}
   - {key: manage-nodes-with-annotation-selector, value: kwok.x-k8s.io/node=fake}
+# The apiserver alone also serves pods: it advertises $HOST_IP (the kubernetes Service's endpoint)
+# and listens beyond loopback (every request needs a client certificate or token). Services get
+# addresses from the test range too (never a private range); the apiserver reaches kubelets by
+# their InternalIP and authenticates with the admin certificate (logs, exec).
+- name: kube-apiserver
+  extraArgs:
+  - {key: bind-address, value: 0.0.0.0}
+  - {key: advertise-address, value: $HOST_IP}
+  - {key: service-cluster-ip-range, value: 198.19.128.0/17}
+  - {key: kubelet-preferred-address-types, value: InternalIP}
+  - {key: kubelet-client-certificate, value: $KWOK_WORKDIR/clusters/$CLUSTER_NAME/pki/admin.crt}
+  - {key: kubelet-client-key, value: $KWOK_WORKDIR/clusters/$CLUSTER_NAME/pki/admin.key}
 # One controller-manager and one scheduler: without leader election they cannot lose a lease when a
 # loaded machine makes the apiserver slow, and exit (which leaves PVCs unbound, pods unscheduled).
 - name: kube-controller-manager
   extraArgs:
   - {key: leader-elect, value: "false"}
+  - {key: service-cluster-ip-range, value: 198.19.128.0/17}
 - name: kube-scheduler
   extraArgs:
   - {key: leader-elect, value: "false"}
@@ -99,38 +117,20 @@ log "$KWOK_NODES kwok nodes present (taint kwok.x-k8s.io/node=fake:NoSchedule, l
 # --- Redis --------------------------------------------------------------------------------------
 mkdir -p "$DEV/redis"
 if pid_alive "$DEV/redis.pid" && [[ -f $DEV/redis.port ]] && redis-cli -p "$(cat "$DEV/redis.port")" ping >/dev/null 2>&1; then
-  log "redis already up on 127.0.0.1:$(cat "$DEV/redis.port")"
+  log "redis already up on 127.0.0.1 and $HOST_IP, port $(cat "$DEV/redis.port")"
 else
   port=$(free_port); echo "$port" > "$DEV/redis.port"
-  redis-server --bind 127.0.0.1 --port "$port" --dir "$DEV/redis" --save "" --appendonly no \
+  redis-server --bind "127.0.0.1 $HOST_IP" --protected-mode no --port "$port" --dir "$DEV/redis" --save "" --appendonly no \
     --daemonize yes --pidfile "$DEV/redis.pid" --logfile "$DEV/redis.log"
   for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  log "redis up on 127.0.0.1:$port"
+  log "redis up on 127.0.0.1 and $HOST_IP, port $port"
 fi
-REDIS_URL=redis://127.0.0.1:$(cat "$DEV/redis.port")/0
+REDIS_URL=redis://$HOST_IP:$(cat "$DEV/redis.port")/0
 
-# --- process node agent -------------------------------------------------------------------------
-if pid_alive "$DEV/nodeagent.pid"; then
-  log "process node agent already running (pid $(cat "$DEV/nodeagent.pid"))"
-else
-  args=()
-  for n in $PROCESS_NODES; do args+=(--node "$n"); done
-  setsid "$ROOT/.venv/bin/python" "$ROOT/hack/process_node_agent.py" --kubeconfig "$KUBECONFIG" \
-    "${args[@]}" --state-dir "$DEV/nodes" --path-prepend "$ROOT/.venv/bin" \
-    >> "$DEV/nodeagent.log" 2>&1 < /dev/null &
-  echo $! > "$DEV/nodeagent.pid"
-  log "process node agent started for: $PROCESS_NODES (log: $DEV/nodeagent.log)"
-fi
-for n in $PROCESS_NODES; do
-  for _ in $(seq 120); do
-    [[ $("$KUBECTL" get node "$n" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]] && break
-    pid_alive "$DEV/nodeagent.pid" || die "node agent exited; see $DEV/nodeagent.log"
-    sleep 0.5
-  done
-  [[ $("$KUBECTL" get node "$n" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]] \
-    || die "process node $n not Ready after 60s; see $DEV/nodeagent.log"
-done
-log "process nodes Ready: $PROCESS_NODES"
+# --- real nodes and Berth's image -------------------------------------------------------------
+bash "$ROOT/hack/nodes.sh" up
+bash "$ROOT/hack/image.sh" load
+IMAGE=$(cat "$DEV/image")
 
 # --- shared volume for the default namespace ---------------------------------------------------
 bash "$ROOT/hack/shared-pvc.sh" default berth-shared >/dev/null
@@ -138,7 +138,7 @@ log "shared PVC default/berth-shared bound"
 
 # --- Prometheus: scrapes pods annotated prometheus.io/scrape=true through pod IPs ---------------
 if pid_alive "$DEV/prometheus.pid" && pid_alive "$DEV/promsd.pid" && [[ -f $DEV/prometheus.port ]]; then
-  log "prometheus already up on 127.0.0.1:$(cat "$DEV/prometheus.port")"
+  log "prometheus already up on $HOST_IP:$(cat "$DEV/prometheus.port")"
 else
   port=$(free_port); echo "$port" > "$DEV/prometheus.port"
   stop_pidfile "$DEV/prometheus.pid" 5
@@ -156,11 +156,11 @@ scrape_configs:
     file_sd_configs: [{files: ["$DEV/prometheus-targets.json"], refresh_interval: 5s}]
 PROM
   setsid prometheus --config.file "$DEV/prometheus.yml" --storage.tsdb.path "$DEV/prometheus" \
-    --web.listen-address "127.0.0.1:$port" >> "$DEV/prometheus.log" 2>&1 < /dev/null &
+    --web.listen-address "$HOST_IP:$port" >> "$DEV/prometheus.log" 2>&1 < /dev/null &
   echo $! > "$DEV/prometheus.pid"
-  for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/-/ready" >/dev/null 2>&1 && break; sleep 0.2; done
-  curl -fs "http://127.0.0.1:$port/-/ready" >/dev/null || die "prometheus did not start; see $DEV/prometheus.log"
-  log "prometheus up on 127.0.0.1:$port"
+  for _ in $(seq 100); do curl -fs "http://$HOST_IP:$port/-/ready" >/dev/null 2>&1 && break; sleep 0.2; done
+  curl -fs "http://$HOST_IP:$port/-/ready" >/dev/null || die "prometheus did not start; see $DEV/prometheus.log"
+  log "prometheus up on $HOST_IP:$port"
 fi
 
 cat > "$DEV/env" <<ENV
@@ -168,10 +168,12 @@ cat > "$DEV/env" <<ENV
 export KUBECONFIG=$KUBECONFIG
 export PATH=$KUBE_BIN:$HELM_BIN:$KWOK_BIN:\$PATH
 export BERTH_REDIS_URL=$REDIS_URL
-export BERTH_PROCESS_NODES="$PROCESS_NODES"
+export BERTH_NODES="$NODE_NAMES"
+export BERTH_HOST_IP=$HOST_IP
+export BERTH_IMAGE=$IMAGE
+export BERTH_SHARED_DIR=$DEV/pvc
 export BERTH_KWOK_NODE_NAMES="$(seq -s ' ' -f 'kwok-node-%g' 0 $((KWOK_NODES - 1)))"
-export BERTH_NODE_STATE_DIR=$DEV/nodes
-export PROMETHEUS_URL=http://127.0.0.1:$(cat "$DEV/prometheus.port")
+export PROMETHEUS_URL=http://$HOST_IP:$(cat "$DEV/prometheus.port")
 ENV
 # Helm values for running Berth itself in this cluster (.berth/dev/values.yaml), once the chart exists.
 [[ -f $ROOT/hack/dev-values.sh ]] && bash "$ROOT/hack/dev-values.sh" >/dev/null

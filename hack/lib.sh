@@ -10,6 +10,11 @@ KUBE_BIN=$CACHE/bin/kubernetes-$KUBE_VERSION
 ETCD_BIN=$CACHE/bin/etcd-$ETCD_VERSION
 KWOK_BIN=$CACHE/bin/kwok-$KWOK_VERSION
 HELM_BIN=$CACHE/bin/helm-$HELM_VERSION
+CRICTL_BIN=$CACHE/bin/crictl-$CRICTL_VERSION
+# The real nodes (hack/nodes.sh) and the address on lo where the control plane and the host
+# services listen for pods (198.18.0.0/15 is the range set aside for network tests).
+NODE_NAMES="node-a node-b"
+HOST_IP=198.19.0.1
 CLUSTER_NAME=${BERTH_CLUSTER_NAME:-berth}
 export KWOK_WORKDIR=$DEV/kwok
 log() { printf '[%s %s] %s\n' "${LOG_TAG:-cluster}" "$(date +%H:%M:%S)" "$*"; }

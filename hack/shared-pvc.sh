@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # shared-pvc.sh NAMESPACE [CLAIM]: create a statically bound ReadWriteMany PV + PVC pair.
-# The dev cluster has no storage provisioner; the process node agent maps each claim to one host
-# directory, which is what makes it "shared" between pods here.
+# The dev cluster has no storage provisioner. Its two nodes are on this machine, so a hostPath
+# directory ($DEV/pvc/<ns>/<claim>) is shared by every pod that mounts the claim, as an NFS export
+# would be. Like such an export, its root belongs to the pods' user (uid/gid 10001, setgid), so
+# Berth's non-root pods can create their directories in it.
 source "$(dirname "$0")/lib.sh"
 ns=${1:?namespace}; claim=${2:-berth-shared}
 export KUBECONFIG=${KUBECONFIG:-$DEV/kubeconfig}
 KUBECTL=$KUBE_BIN/kubectl
+dir=$DEV/pvc/$ns/$claim
+mkdir -p "$dir"
+chown 10001:10001 "$dir"
+chmod 2775 "$dir"
 # A PV left Released by an earlier claim of the same name keeps that claim's uid and would never
 # bind again: drop the stale uid so the new claim can take it.
 if [[ $("$KUBECTL" get pv "pv-$ns-$claim" -o jsonpath='{.status.phase}' 2>/dev/null) == Released ]]; then
@@ -20,7 +26,7 @@ spec:
   accessModes: [ReadWriteMany]
   persistentVolumeReclaimPolicy: Retain
   storageClassName: berth-shared
-  hostPath: {path: "/berth-dev/pvc/$ns/$claim"}
+  hostPath: {path: "$dir", type: Directory}
   claimRef: {namespace: "$ns", name: "$claim"}
 ---
 apiVersion: v1

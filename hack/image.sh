@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# image.sh [build|load|tag]: build Berth's image from the Dockerfile and load it into the dev
+# cluster's nodes.
+#
+#   build  build (or reuse) the image; prints nothing but progress
+#   load   build, then import it into every running node's containerd (default)
+#   tag    print the image reference for the current sources (no build)
+#   pause  build (or reuse) the pod sandbox image and print its reference
+#
+# No image registry is reachable here, so every image is made locally with buildah:
+# - the base: Debian bookworm with python3 from Debian's packages (mmdebstrap), committed as
+#   berth.dev.local/debian-python:bookworm and passed as PYTHON_IMAGE (the Dockerfile's default,
+#   python:3.11-slim-bookworm, is what a machine with a registry uses);
+# - the pod sandbox image: hack/pause/pause.c as a static binary in a one-layer image;
+# - Berth: `buildah bud` of the Dockerfile, unchanged, tagged with a content hash of everything that
+#   goes into it, so a rebuild happens only when an input changed, and then reuses the cached
+#   dependency layer (seconds).
+# Archives are cached under ${BERTH_CACHE:-~/.cache/berth}/images, keyed by that hash.
+source "$(dirname "$0")/lib.sh"
+LOG_TAG=image
+what=${1:-load}
+IMAGES=$CACHE/images
+mkdir -p "$IMAGES"
+
+# Content hash of the Berth image's inputs: the Dockerfile, .dockerignore, the copied files (tracked
+# or new, as git sees them) and the base image's id.
+berth_hash() {
+  local base_id=${1:-}
+  (
+    cd "$ROOT"
+    {
+      echo "base $base_id"
+      git ls-files -co --exclude-standard -- Dockerfile .dockerignore pyproject.toml README.md \
+        operator session_runtime | LC_ALL=C sort | while read -r f; do
+        [[ -f $f ]] && printf '%s %s\n' "$(sha256sum < "$f" | cut -c1-64)" "$f"
+      done
+    } | sha256sum | cut -c1-12
+  )
+}
+
+image_exists() { buildah inspect --type image "$1" >/dev/null 2>&1; }
+
+ensure_base() {
+  if image_exists "$BASE_IMAGE"; then return; fi
+  local tar=$IMAGES/debian-python-bookworm.tar
+  if [[ ! -f $tar ]]; then
+    log "base image: mmdebstrap bookworm (python3 from Debian's packages; ~30 s)"
+    mmdebstrap --quiet --variant=minbase \
+      --include=python3,python3-venv,python-is-python3,ca-certificates bookworm "$tar.tmp"
+    mv "$tar.tmp" "$tar"
+  fi
+  log "base image: committing $BASE_IMAGE"
+  local c
+  c=$(buildah from scratch)
+  buildah add --quiet "$c" "$tar" / >/dev/null
+  buildah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --env LANG=C.UTF-8 --cmd '["python3"]' "$c"
+  buildah commit --quiet --rm "$c" "$BASE_IMAGE" >/dev/null
+}
+
+ensure_pause() {
+  local hash; hash=$(sha256sum < "$ROOT/hack/pause/pause.c" | cut -c1-12)
+  PAUSE_IMAGE=berth.dev.local/pause:$hash
+  PAUSE_ARCHIVE=$IMAGES/pause-$hash.tar
+  [[ -f $PAUSE_ARCHIVE ]] && return
+  log "pause image: gcc -static hack/pause/pause.c"
+  local bin=$IMAGES/pause-$hash
+  gcc -static -O2 -o "$bin" "$ROOT/hack/pause/pause.c"
+  local c; c=$(buildah from scratch)
+  buildah copy --quiet "$c" "$bin" /pause >/dev/null
+  buildah config --entrypoint '["/pause"]' --user 65535:65535 "$c"
+  buildah commit --quiet --rm "$c" "$PAUSE_IMAGE" >/dev/null
+  buildah push --quiet "$PAUSE_IMAGE" "docker-archive:$PAUSE_ARCHIVE.tmp:$PAUSE_IMAGE"
+  mv "$PAUSE_ARCHIVE.tmp" "$PAUSE_ARCHIVE"
+}
+
+ensure_berth() {
+  ensure_base
+  local base_id; base_id=$(buildah inspect --type image --format '{{.FromImageID}}' "$BASE_IMAGE")
+  local hash; hash=$(berth_hash "$base_id")
+  BERTH_IMAGE=berth.dev.local/berth:$hash
+  BERTH_ARCHIVE=$IMAGES/berth-$hash.tar
+  [[ -f $BERTH_ARCHIVE ]] && return
+  log "berth image: buildah bud Dockerfile -> $BERTH_IMAGE (cold ~1 min; a source change: seconds)"
+  # pip and apt inside the build trust what this machine trusts (its CA bundle, read-only).
+  local ca=/etc/ssl/certs/ca-certificates.crt pipconf=$IMAGES/pip.conf
+  printf '[global]\ncert = %s\n' "$ca" > "$pipconf"
+  local t0; t0=$(date +%s)
+  buildah bud --quiet --layers --isolation chroot --network host \
+    --build-arg PYTHON_IMAGE="$BASE_IMAGE" \
+    --volume "$ca:$ca:ro" --volume "$pipconf:/etc/pip.conf:ro" \
+    -t "$BERTH_IMAGE" -f "$ROOT/Dockerfile" "$ROOT" >/dev/null
+  buildah push --quiet "$BERTH_IMAGE" "docker-archive:$BERTH_ARCHIVE.tmp:$BERTH_IMAGE"
+  mv "$BERTH_ARCHIVE.tmp" "$BERTH_ARCHIVE"
+  log "berth image built in $(( $(date +%s) - t0 ))s ($(du -h "$BERTH_ARCHIVE" | cut -f1))"
+}
+
+# load_into SOCKET NAME ARCHIVE IMAGE: import ARCHIVE into one node's containerd unless present.
+load_into() {
+  local sock=$1 node=$2 archive=$3 image=$4
+  if ctr -a "$sock" -n k8s.io images ls -q 2>/dev/null | grep -qxF "$image"; then return; fi
+  log "loading $image into $node"
+  ctr -a "$sock" -n k8s.io images import --no-unpack=false "$archive" >/dev/null
+}
+
+BASE_IMAGE=berth.dev.local/debian-python:bookworm
+case $what in
+  tag)
+    base_id=$(buildah inspect --type image --format '{{.FromImageID}}' "$BASE_IMAGE" 2>/dev/null || true)
+    echo "berth.dev.local/berth:$(berth_hash "$base_id")" ;;
+  pause)
+    ensure_pause
+    echo "$PAUSE_IMAGE" ;;
+  build)
+    ensure_pause; ensure_berth
+    echo "$BERTH_IMAGE" ;;
+  load)
+    ensure_pause; ensure_berth
+    for sock in "$DEV"/nodes/*/containerd.sock; do
+      [[ -S $sock ]] || continue
+      node=$(basename "$(dirname "$sock")")
+      load_into "$sock" "$node" "$PAUSE_ARCHIVE" "$PAUSE_IMAGE"
+      load_into "$sock" "$node" "$BERTH_ARCHIVE" "$BERTH_IMAGE"
+    done
+    echo "$BERTH_IMAGE" > "$DEV/image"
+    log "image ready: $BERTH_IMAGE" ;;
+  *) echo "usage: $0 [build|load|tag]" >&2; exit 2 ;;
+esac
