@@ -20,7 +20,8 @@ bash "$ROOT/hack/host-packages.sh"
   && -f $KWOK_BIN/.done && -f $HELM_BIN/.done && -f $CRICTL_BIN/.done ]] \
   || bash "$ROOT/hack/build-binaries.sh" all
 KUBECTL=$KUBE_BIN/kubectl
-ip -4 addr show dev lo | grep -qF " $HOST_IP/32 " || ip addr add "$HOST_IP/32" dev lo
+ip -4 addr show dev lo | grep -qF " $HOST_IP/32 " || ip addr add "$HOST_IP/32" dev lo 2>/dev/null \
+  || ip -4 addr show dev lo | grep -qF " $HOST_IP/32 "
 export KUBECONFIG=$DEV/kubeconfig
 
 # --- control plane ----------------------------------------------------------------------------
@@ -80,9 +81,13 @@ componentsPatches:
   - {key: kubelet-client-key, value: $KWOK_WORKDIR/clusters/$CLUSTER_NAME/pki/admin.key}
 # One controller-manager and one scheduler: without leader election they cannot lose a lease when a
 # loaded machine makes the apiserver slow, and exit (which leaves PVCs unbound, pods unscheduled).
+# A node whose kubelet stops is NotReady after 40 s (kwokctl sets 200 s; upstream's default is
+# 40-50 s), checked every 5 s: node-loss tests wait for this.
 - name: kube-controller-manager
   extraArgs:
   - {key: leader-elect, value: "false"}
+  - {key: node-monitor-period, value: 5s}
+  - {key: node-monitor-grace-period, value: 40s}
   - {key: service-cluster-ip-range, value: 198.19.128.0/17}
 - name: kube-scheduler
   extraArgs:
@@ -166,7 +171,7 @@ fi
 cat > "$DEV/env" <<ENV
 # Written by hack/cluster-up.sh; source it to use the dev cluster.
 export KUBECONFIG=$KUBECONFIG
-export PATH=$KUBE_BIN:$HELM_BIN:$KWOK_BIN:\$PATH
+export PATH=$KUBE_BIN:$HELM_BIN:$KWOK_BIN:$CRICTL_BIN:\$PATH
 export BERTH_REDIS_URL=$REDIS_URL
 export BERTH_NODES="$NODE_NAMES"
 export BERTH_HOST_IP=$HOST_IP

@@ -36,7 +36,10 @@ node_dir() { echo "$DEV/nodes/$1"; }
 node_sock() { echo "$(node_dir "$1")/containerd.sock"; }
 node_bridge() { echo "berthbr-${1#node-}"; }
 
-ensure_address() { ip -4 addr show dev lo | grep -qF " $1/32 " || ip addr add "$1/32" dev lo; }
+ensure_address() { # tolerate a concurrent add of the same address
+  ip -4 addr show dev lo | grep -qF " $1/32 " || ip addr add "$1/32" dev lo 2>/dev/null \
+    || ip -4 addr show dev lo | grep -qF " $1/32 "
+}
 
 # kill_tree PID...: SIGKILL processes and all their descendants.
 kill_tree() {

@@ -2,13 +2,16 @@
 
 ``DevCluster.ensure()`` runs ``hack/cluster-up.sh`` (idempotent: it reuses a cluster that is up)
 under a file lock, so parallel pytest processes share one cluster, then reads ``.berth/dev/env``.
-With ``BERTH_EXTERNAL_CLUSTER=1`` the cluster named by ``KUBECONFIG`` is used as it is (kind, k3d
-or a real cluster); ``BERTH_PROCESS_NODES`` then names the nodes where pods really run.
+Pods run as real containers on the real nodes ``BERTH_NODES`` (kubelet + containerd), from the
+image ``BERTH_IMAGE`` built from the Dockerfile; services the pods need (Redis, scripted models)
+listen on ``BERTH_HOST_IP``. With ``BERTH_EXTERNAL_CLUSTER=1`` the cluster named by ``KUBECONFIG``
+is used as it is (kind, k3d or a real cluster) with those variables taken from the environment.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shlex
 import subprocess
@@ -24,6 +27,19 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV_DIR = Path(os.environ.get("BERTH_DEV_DIR", ROOT / ".berth" / "dev"))
+
+
+def host_ip() -> str:
+    """The address on this machine that pods can reach (``BERTH_HOST_IP``; 127.0.0.1 when unset).
+
+    Test servers that pods call (a scripted model) bind here instead of loopback.
+    """
+    if os.environ.get("BERTH_HOST_IP"):
+        return os.environ["BERTH_HOST_IP"]
+    env_file = DEV_DIR / "env"
+    if env_file.exists():
+        return parse_env_file(env_file.read_text()).get("BERTH_HOST_IP", "127.0.0.1")
+    return "127.0.0.1"
 
 
 def parse_env_file(text: str) -> dict[str, str]:
@@ -45,8 +61,10 @@ class DevCluster:
 
     kubeconfig: str
     env: dict[str, str]
-    process_nodes: list[str]
-    state_dir: str
+    nodes: list[str]
+    """Names of the real nodes (where Berth's pods run)."""
+    shared_dir: str
+    """Host directory behind the dev cluster's shared claims (``<dir>/<ns>/<claim>``)."""
     external: bool = False
     _proc_env: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -57,8 +75,8 @@ class DevCluster:
             kubeconfig = os.environ["KUBECONFIG"]
             env = {k: v for k, v in os.environ.items() if k.startswith(("BERTH_", "PROMETHEUS_"))}
             env["KUBECONFIG"] = kubeconfig
-            nodes = os.environ.get("BERTH_PROCESS_NODES", "").split()
-            return cls(kubeconfig, env, nodes, os.environ.get("BERTH_NODE_STATE_DIR", ""), True)
+            nodes = os.environ.get("BERTH_NODES", "").split()
+            return cls(kubeconfig, env, nodes, os.environ.get("BERTH_SHARED_DIR", ""), True)
         DEV_DIR.mkdir(parents=True, exist_ok=True)
         with open(DEV_DIR / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -74,8 +92,59 @@ class DevCluster:
         return cls(
             kubeconfig=env["KUBECONFIG"],
             env=env,
-            process_nodes=env.get("BERTH_PROCESS_NODES", "").split(),
-            state_dir=env.get("BERTH_NODE_STATE_DIR", ""),
+            nodes=env.get("BERTH_NODES", "").split(),
+            shared_dir=env.get("BERTH_SHARED_DIR", ""),
+        )
+
+    @property
+    def image(self) -> str:
+        """Berth's image as loaded into the nodes (``BERTH_IMAGE``)."""
+        return self.env["BERTH_IMAGE"]
+
+    @property
+    def host_ip(self) -> str:
+        """Address of this machine that pods reach (Redis, Prometheus, scripted models)."""
+        return self.env.get("BERTH_HOST_IP", "127.0.0.1")
+
+    def lose_node(self, node: str) -> None:
+        """Node loss: SIGKILL the node's kubelet, containerd and every container it ran."""
+        self._nodes_sh("kill", node)
+
+    def restore_node(self, node: str) -> None:
+        """Start a lost node's containerd and kubelet again (it turns Ready by itself)."""
+        self._nodes_sh("start", node)
+
+    def container_pid(self, pod: dict[str, Any], container: int = 0) -> int:
+        """Host PID of a running container of ``pod`` (a Pod as a dict), read from its node's CRI.
+
+        Raises LookupError when the container is not running or its node is not a dev node.
+        """
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        cid = statuses[container].get("containerID", "") if len(statuses) > container else ""
+        node = (pod.get("spec") or {}).get("nodeName", "")
+        sock = DEV_DIR / "nodes" / node / "containerd.sock"
+        if not cid.startswith("containerd://") or not sock.exists():
+            raise LookupError(f"no running container on a dev node: {cid!r} on {node!r}")
+        out = subprocess.run(
+            ["crictl", "-r", f"unix://{sock}", "inspect", "-o", "json", cid.split("://", 1)[1]],
+            env=self.proc_env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout
+        pid = int(json.loads(out)["info"]["pid"])
+        if pid <= 0:
+            raise LookupError(f"container {cid} has no process")
+        return pid
+
+    def _nodes_sh(self, *args: str) -> None:
+        subprocess.run(
+            ["bash", str(ROOT / "hack" / "nodes.sh"), *args],
+            env=self.proc_env,
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
 
     @property
@@ -164,5 +233,5 @@ class DevCluster:
         )
 
     def claim_dir(self, namespace: str, claim: str = "berth-shared") -> Path:
-        """Host directory behind a PVC on process nodes (the node agent's per-claim dir)."""
-        return Path(self.state_dir) / "pvc" / namespace / claim
+        """Host directory behind a shared claim made by ``shared_pvc`` (a hostPath PV)."""
+        return Path(self.shared_dir) / namespace / claim

@@ -1,13 +1,10 @@
-"""Helpers of the passivation e2e tests and of ``bench/drain.py`` (issue 7).
+"""Helpers of the passivation e2e tests and of ``bench/drain.py``.
 
-Draining a node evicts *every* pod on it, so these tests do not drain the shared process nodes
-(other suites run pods there at the same time). ``private_nodes`` starts its own process node agent
-(``hack/process_node_agent.py``, the same test-only kubelet as the dev cluster's) for two fresh
-nodes tainted ``berth.dev/passivation-test=yes:NoSchedule`` and labelled
-``berth.dev/passivation-pool=<id>``; sessions tolerate the taint and select the pool. The agent's
-PATH starts with a directory holding a ``berth-session`` wrapper that sets the runtime's test-only
-``BERTH_TEST_IGNORE_PASSIVATION=1`` for sessions named ``ignore-*`` (the operator has no way to set
-pod env, and none is wanted): "a runtime that ignores passivation".
+Draining a node evicts *every* pod on it. The suite runs its tests one after another, so these
+tests drain the dev cluster's two real nodes themselves (``drainable_nodes``) and leave both
+uncordoned afterwards; sessions select the real nodes (``berth.dev/dev-node=real``). "A runtime
+that ignores passivation" is a session container frozen with SIGSTOP from the host: it accepts
+connections but never answers, as a wedged runtime would.
 
 Waits are bounded only to turn a hang into a failure, never to assert a duration.
 """
@@ -16,12 +13,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,35 +27,24 @@ import yaml
 from tests.cluster import ROOT, DevCluster
 from tests.integration.operator.harness import free_port
 
-TAINT_KEY = "berth.dev/passivation-test"
-POOL_LABEL = "berth.dev/passivation-pool"
-WRAPPER = """#!/bin/sh
-# test-only: sessions named ignore-* get a runtime that accepts but ignores passivation
-case "$BERTH_SESSION" in */ignore-*) export BERTH_TEST_IGNORE_PASSIVATION=1 ;; esac
-exec {real} "$@"
-"""
+REAL_NODE_LABEL = "berth.dev/dev-node"
 
 
 @dataclass
 class PrivateNodes:
-    """Two process nodes served by a private agent."""
+    """The two real nodes a test may cordon and drain."""
 
     a: str
     b: str
-    pool: str
-    state_dir: Path
-    agent: subprocess.Popen[bytes]
+    dc: DevCluster
 
     def claim_dir(self, namespace: str, claim: str = "berth-shared") -> Path:
-        """Host directory of a PVC on these nodes."""
-        return self.state_dir / "pvc" / namespace / claim
+        """Host directory of a shared claim (hack/shared-pvc.sh)."""
+        return self.dc.claim_dir(namespace, claim)
 
     def placement(self) -> dict[str, Any]:
-        """spec.placement that puts a session (or a plain pod) on these nodes only."""
-        return {
-            "nodeSelector": {POOL_LABEL: self.pool},
-            "tolerations": [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
-        }
+        """spec.placement that puts a session (or a plain pod) on the real nodes only."""
+        return {"nodeSelector": {REAL_NODE_LABEL: "real"}}
 
 
 def wait(what: str, check: Callable[[], Any], cap: float = 180.0, every: float = 0.5) -> Any:
@@ -82,73 +65,17 @@ def wait(what: str, check: Callable[[], Any], cap: float = 180.0, every: float =
 
 @contextmanager
 def private_nodes(dc: DevCluster) -> Iterator[PrivateNodes]:
-    """Start a private process node agent for two new nodes; stop it and delete them after."""
-    ident = uuid.uuid4().hex[:6]
-    a, b = f"pz-{ident}-a", f"pz-{ident}-b"
-    with tempfile.TemporaryDirectory(prefix="berth-pz-") as tmp:
-        state = Path(tmp) / "state"
-        bindir = Path(tmp) / "bin"
-        bindir.mkdir()
-        wrapper = bindir / "berth-session"
-        wrapper.write_text(WRAPPER.format(real=Path(sys.executable).parent / "berth-session"))
-        wrapper.chmod(0o755)
-        octet = 100 + int(ident[:2], 16) % 100
-        log = open(Path(tmp) / "agent.log", "wb")  # noqa: SIM115
-        agent = subprocess.Popen(
-            [
-                sys.executable,
-                str(ROOT / "hack" / "process_node_agent.py"),
-                "--kubeconfig",
-                dc.kubeconfig,
-                "--node",
-                a,
-                "--node",
-                b,
-                "--state-dir",
-                str(state),
-                "--pod-ip-prefix",
-                f"127.{octet}.",
-                "--path-prepend",
-                str(bindir),
-                "--path-prepend",
-                str(Path(sys.executable).parent),
-                "--register-with-taints",
-                f"{TAINT_KEY}=yes:NoSchedule",
-                "--kubelet-port",
-                str(free_port()),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=dc.proc_env,
-            start_new_session=True,
-        )
-        log.close()
-        nodes = PrivateNodes(a, b, ident, state, agent)
-        try:
-            for node in (a, b):
-                wait(f"node {node} Ready", lambda n=node: _ready(dc, n), cap=60)
-                dc.kubectl("label", "node", node, f"{POOL_LABEL}={ident}", "--overwrite")
-            yield nodes
-        except BaseException:
-            print((Path(tmp) / "agent.log").read_text(errors="replace")[-6000:], file=sys.stderr)
-            raise
-        finally:
-            if agent.poll() is None:
-                agent.send_signal(signal.SIGTERM)
-                try:
-                    agent.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    agent.kill()
-                    agent.wait(timeout=10)
-            dc.kubectl("delete", "node", a, b, "--wait=false", check=False)
-
-
-def _ready(dc: DevCluster, node: str) -> bool:
-    res = dc.kubectl("get", "node", node, "-o", "json", check=False)
-    if res.returncode != 0:
-        return False
-    conds = json.loads(res.stdout).get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+    """The dev cluster's two real nodes, uncordoned before and after use."""
+    if len(dc.nodes) < 2:
+        raise RuntimeError(f"passivation tests need two real nodes; BERTH_NODES={dc.nodes}")
+    a, b = dc.nodes[:2]
+    for node in (a, b):
+        dc.kubectl("uncordon", node)
+    try:
+        yield PrivateNodes(a, b, dc)
+    finally:
+        for node in (a, b):
+            dc.kubectl("uncordon", node, check=False)
 
 
 def webhook_env(dc: DevCluster, namespace: str, cert_dir: Path) -> dict[str, str]:

@@ -44,5 +44,5 @@ def test_make_demo_job_passes(dev_cluster: DevCluster) -> None:
         )
         dev_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
         dev_cluster.kubectl("delete", "pv", f"pv-{ns}-berth-shared", "--wait=false", check=False)
-        for node in dev_cluster.process_nodes:
+        for node in dev_cluster.nodes:
             dev_cluster.kubectl("uncordon", node, check=False)

@@ -18,6 +18,8 @@ asserted.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -302,6 +304,8 @@ def test_a_runtime_that_ignores_passivation_is_cut_off_at_the_deadline(
     ):
         apply(dc, ns, [SECRET])
         place_on_a(dc, ns, nodes, [session_doc("ignore-1", srv.base_url, nodes, 3)])
+        (pod,) = pods(dc, ns, "ignore-1")
+        os.kill(dc.container_pid(pod), signal.SIGSTOP)  # wedged: takes connections, never answers
         res, seconds = drain(dc, nodes.a)
         print(
             f"\nkubectl drain (ignoring runtime, deadline 3s): rc={res.returncode} {seconds:.1f}s"

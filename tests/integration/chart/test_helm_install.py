@@ -144,7 +144,7 @@ def test_helm_install_runs_a_session_to_succeeded_and_uninstall_is_clean(
                 lambda: (p := running_pods(dc, ns, op_selector)) and len(p) == 2 and p,
             )
             for pod in pods:
-                assert pod["spec"]["nodeName"] in dc.process_nodes
+                assert pod["spec"]["nodeName"] in dc.nodes
                 assert pod["spec"]["serviceAccountName"] == f"{release}-berth-operator"
             holder = wait(
                 "an operator replica to hold the Lease",

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from tests.cluster import ROOT, DevCluster
+from tests.cluster import ROOT, DevCluster, host_ip
 
 WAIT_CAP = 180.0
 OPERATOR_NS = "berth-system"
@@ -89,6 +89,7 @@ class OperatorProcess:
             "KUBECONFIG": str(self.kubeconfig),
             "BERTH_NAMESPACES": self.namespace,
             "BERTH_REDIS_URL": self.dc.env.get("BERTH_REDIS_URL", "redis://127.0.0.1:6379/0"),
+            "BERTH_SESSION_IMAGE": self.dc.image,
             "BERTH_LEASE_NAMESPACE": OPERATOR_NS,
             "BERTH_LEASE_NAME": f"berth-operator-{self.namespace}",
             "BERTH_LEASE_DURATION_SECONDS": "4",
@@ -178,7 +179,7 @@ def scripted_model(script: dict[str, Any]) -> Iterator[Any]:
     """The scripted OpenAI-compatible server (session_runtime.llm.scripted) on a free port."""
     from session_runtime.llm.scripted import ScriptedServer
 
-    srv = ScriptedServer(script, host="127.0.0.1", port=0)
+    srv = ScriptedServer(script, host=host_ip(), port=0)
     srv.start_in_thread()
     try:
         yield srv
@@ -249,13 +250,6 @@ def session_phase(dc: DevCluster, ns: str, name: str) -> str:
     return str((obj.get("status") or {}).get("phase", ""))
 
 
-def pod_pid(pod: dict[str, Any]) -> int | None:
-    """PID of a process-node pod (containerID process://<pid>)."""
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        cid = cs.get("containerID") or ""
-        if cid.startswith("process://"):
-            return int(cid.split("://", 1)[1])
-    return None
 
 
 def bash(command: str) -> dict[str, Any]:

@@ -25,7 +25,6 @@ from tests.integration.operator.harness import (
     kget,
     klist,
     operator,
-    pod_pid,
     scripted_model,
     session_manifest,
     wait,
@@ -85,7 +84,7 @@ def test_example_session_runs_tools_on_the_shared_volume_and_succeeds(
         assert "hello from berth" in st["result"]["text"]
         assert len(st["runs"]) == 1 and st["runs"][0]["outcome"] == "completed"
         assert st["epoch"] == 1 and st["observedGeneration"] == 1
-        assert st["nodeName"] in dc.process_nodes
+        assert st["nodeName"] in dc.nodes
 
         # The runtime really ran the tools in the workspace on the shared volume.
         claim = dc.claim_dir(ns)
@@ -157,9 +156,7 @@ def test_sigkilled_session_is_resumed_on_a_new_epoch_without_rerunning_tools(
         )
         first_run = obj["status"]["runId"]
         pod = kget(dc, ns, "pod", "crash-e1")
-        pid = pod_pid(pod or {})
-        assert pid is not None
-        os.kill(pid, signal.SIGKILL)
+        os.kill(dc.container_pid(pod or {}), signal.SIGKILL)
         (workspace / "go").touch()  # a re-run of the blocking tool would now append a 2nd line
 
         obj = wait("session crash to finish", finished(dc, ns, "crash"))
@@ -175,12 +172,12 @@ def test_sigkilled_session_is_resumed_on_a_new_epoch_without_rerunning_tools(
         assert [p["metadata"]["name"] for p in klist(dc, ns, "pods")] == ["crash-e2"]
 
 
-def test_session_on_a_lost_node_resumes_on_the_other_process_node(
+def test_session_on_a_lost_node_resumes_on_the_other_node(
     dev_cluster: DevCluster,
 ) -> None:
     dc = dev_cluster
-    if len(dc.process_nodes) < 2:
-        pytest.skip("needs two process nodes")
+    if len(dc.nodes) < 2:
+        pytest.skip("needs two real nodes (BERTH_NODES)")
     script = {"turns": [{"tool_calls": [blocking_bash("b.txt")]}, {"text": "moved"}]}
     with (
         dc.namespace("loss", shared_pvc=True) as ns,
@@ -201,7 +198,7 @@ def test_session_on_a_lost_node_resumes_on_the_other_process_node(
         lost = obj["status"]["nodeName"]
         first_run = obj["status"]["runId"]
         try:
-            dc.kubectl("annotate", "node", lost, "berth.dev/simulate-node-loss=true", "--overwrite")
+            dc.lose_node(lost)
             # Only once the operator has replaced the pod may the tool finish: touching "go"
             # earlier lets the run complete on the lost node before its processes are killed.
             wait(
@@ -214,10 +211,10 @@ def test_session_on_a_lost_node_resumes_on_the_other_process_node(
             (workspace / "go").touch()
             obj = wait("session mover to finish", finished(dc, ns, "mover"))
         finally:
-            dc.kubectl("annotate", "node", lost, "berth.dev/simulate-node-loss-", check=False)
+            dc.restore_node(lost)
         st = obj["status"]
         assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
-        assert st["nodeName"] != lost and st["nodeName"] in dc.process_nodes
+        assert st["nodeName"] != lost and st["nodeName"] in dc.nodes
         assert st["runs"][0]["runId"] == first_run
         assert st["runs"][0]["outcome"] == "lost"
         assert st["runs"][-1].get("resumedFrom") == first_run, json.dumps(st, indent=1)

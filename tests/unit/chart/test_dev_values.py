@@ -23,21 +23,24 @@ def run_script(tmp_path: Path, env_text: str) -> subprocess.CompletedProcess[str
     )
 
 
-def test_dev_values_render_an_operator_on_a_process_node(tmp_path: Path) -> None:
+def test_dev_values_render_an_operator_of_the_loaded_image(tmp_path: Path) -> None:
     proc = run_script(
         tmp_path,
-        "export KUBECONFIG=/x/kubeconfig\nexport BERTH_REDIS_URL=redis://127.0.0.1:6390/0\n"
-        'export BERTH_PROCESS_NODES="proc-a proc-b"\n',
+        "export KUBECONFIG=/x/kubeconfig\nexport BERTH_REDIS_URL=redis://198.19.0.1:6390/0\n"
+        'export BERTH_NODES="node-a node-b"\nexport BERTH_IMAGE=berth.dev.local/berth:0123abcd\n',
     )
     assert proc.returncode == 0, proc.stderr
     values = yaml.safe_load((tmp_path / "values.yaml").read_text())
     docs = documents(render(values))
     deploy = one(docs, "Deployment", "-operator")
     spec = deploy["spec"]["template"]["spec"]
-    assert spec["nodeSelector"] == {"berth.dev/process-node": "true"}
-    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
-    assert env["BERTH_REDIS_URL"] == "redis://127.0.0.1:6390/0"
-    assert env["BERTH_HTTP_HOST"] == "$(POD_IP)"
+    assert not spec.get("nodeSelector")
+    container = spec["containers"][0]
+    assert container["image"] == "berth.dev.local/berth:0123abcd"
+    assert container["imagePullPolicy"] == "Never"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["BERTH_REDIS_URL"] == "redis://198.19.0.1:6390/0"
+    assert env["BERTH_SESSION_IMAGE"] == "berth.dev.local/berth:0123abcd"
     assert env["BERTH_DEFAULT_CLAIM_NAME"] == "berth-shared"
     kinds = {d["kind"] for d in docs}
     assert "PersistentVolumeClaim" not in kinds  # the dev cluster's claim is pre-bound
@@ -45,7 +48,7 @@ def test_dev_values_render_an_operator_on_a_process_node(tmp_path: Path) -> None
 
 
 def test_dev_values_needs_the_cluster_env(tmp_path: Path) -> None:
-    proc = run_script(tmp_path, "export KUBECONFIG=/x\n")
+    proc = run_script(tmp_path, "export KUBECONFIG=/x\nexport BERTH_IMAGE=i:1\n")
     assert proc.returncode != 0
     assert "BERTH_REDIS_URL missing" in proc.stderr
     assert not (tmp_path / "values.yaml").exists()
