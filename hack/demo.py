@@ -41,6 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 DEV = Path(os.environ.get("BERTH_DEV_DIR", ROOT / ".berth" / "dev"))
 NS = os.environ.get("BERTH_DEMO_NAMESPACE", "berth-demo")
+POD_UID = 10001  # the image's user, which Berth's pods run as
 SESSION = "fix-inflection"
 LANEWORKER = "demo-exec"
 #: The Helm release is named after the namespace, so its cluster-scoped objects (ClusterRoles,
@@ -169,9 +170,10 @@ def seed_workspace(claim_dir: Path) -> Path:
         shutil.copytree(Path(tmp) / f"{name}-{version}", workspace)
     patch = ROOT / "examples" / "demo" / "inflection-ordinal-bug.patch"
     subprocess.run(["patch", "-s", "-p1", "-i", str(patch)], cwd=workspace, check=True)
-    os.chmod(workspace, 0o777)
-    for p in workspace.rglob("*"):
-        os.chmod(p, 0o777 if p.is_dir() else 0o666)
+    # The pods run as uid/gid 10001 (the image's user): hand them the workspace, as a user would
+    # by copying it in from a pod.
+    for p in [workspace.parent, workspace, *workspace.rglob("*")]:
+        os.chown(p, POD_UID, POD_UID, follow_symlinks=False)
     failing = project_tests(workspace)
     say(f"workspace seeded with the bug; its test suite now says: {failing['summary']}")
     return workspace
@@ -194,15 +196,16 @@ def start_model() -> tuple[str, str, subprocess.Popen[bytes] | None]:
         model = os.environ.get("BERTH_DEMO_MODEL", "openai/gpt-4o-mini")
         say(f"LLM: real endpoint {base}, model {model}")
         return base, model, None
+    host = ENV.get("BERTH_HOST_IP", "127.0.0.1")  # where pods can reach this machine
     port = free_port()
     script = ROOT / "examples" / "demo" / "conversation.json"
     log = open(DEV / "demo-model.log", "ab")  # noqa: SIM115 - owned by the child process
     proc = subprocess.Popen(
         [sys.executable, "-m", "session_runtime.llm.scripted", "--script", str(script),
-         "--host", "127.0.0.1", "--port", str(port)],
+         "--host", host, "--port", str(port)],
         stdout=log, stderr=log, cwd=ROOT,
     )  # fmt: skip
-    base = f"http://127.0.0.1:{port}/v1"
+    base = f"http://{host}:{port}/v1"
     wait("the scripted model", lambda: _http_ok(f"{base}/models"), 30, 0.2)
     say(f"LLM: scripted local model replaying {script.relative_to(ROOT)} at {base}")
     return base, "openai/scripted-demo", proc
@@ -300,6 +303,7 @@ def drain_when_first_round_is_durable() -> dict[str, Any]:
         300,
     )
     node_a = st["nodeName"]
+    inside = container_facts(st["podName"])
     say(f"session running on {node_a} (pod {st['podName']}, run {st.get('runId')}); "
         f"checkpoint at turn {st['checkpoint']['turn']}: draining {node_a}")  # fmt: skip
     t = time.monotonic()
@@ -307,7 +311,17 @@ def drain_when_first_round_is_durable() -> dict[str, Any]:
              "--timeout=240s", timeout=300)  # fmt: skip
     drain_s = time.monotonic() - t
     say(f"kubectl drain {node_a} completed in {drain_s:.1f}s ({len(out.splitlines())} lines)")
-    return {"node": node_a, "drain_seconds": drain_s}
+    return {"node": node_a, "drain_seconds": drain_s, "inside": inside}
+
+
+def container_facts(pod: str) -> dict[str, str]:
+    """What the session container itself sees (kubectl exec): its uid, whether its root
+    filesystem takes a write, and its effective capabilities."""
+    probe = ("id -u; if touch /.berth-probe 2>/dev/null; then echo writable; else echo read-only; "
+             "fi; grep CapEff /proc/self/status | cut -f2")  # fmt: skip
+    out = sh("kubectl", "-n", NS, "exec", pod, "--", "sh", "-c", probe, check=False).split()
+    keys = ("uid", "rootfs", "capEff")
+    return dict(zip(keys, out, strict=False)) if len(out) == 3 else {"error": " ".join(out)}
 
 
 def prom_query(expr: str) -> list[dict[str, Any]]:
@@ -384,6 +398,9 @@ def report(drain: dict[str, Any], timeline: Timeline, workspace: Path) -> bool:
     res_s = f"{float(res[0]['value'][1]):.2f}s" if res else "n/a"
     drain_s = drain["drain_seconds"]
     print(f"passivation latency {pas_s}, resume latency {res_s}, drain {drain_s:.1f}s")
+    inside = drain["inside"]
+    print(f"inside the session container (kubectl exec): uid {inside.get('uid')}, root filesystem "
+          f"{inside.get('rootfs')}, effective capabilities {inside.get('capEff')}")  # fmt: skip
     print(f"project tests in the workspace: {tests['summary']} (rc {tests['rc']})")
     print(f"result: {((st.get('result') or {}).get('text') or '')[:300]}")
 
@@ -404,6 +421,9 @@ def report(drain: dict[str, Any], timeline: Timeline, workspace: Path) -> bool:
         "the LaneWorker scaled up from zero": bool(replicas) and max(replicas) >= 1,
         "the LaneWorker is back at zero": bool(replicas) and replicas[-1] == 0,
         "the project's tests pass after the fix": tests["rc"] == 0,
+        "the session container runs as a non-root uid": inside.get("uid", "0").isdigit()
+        and inside.get("uid") != "0",
+        "the session container's root filesystem is read-only": inside.get("rootfs") == "read-only",
     }
     print("checks:")
     for name, ok in checks.items():
@@ -415,13 +435,13 @@ def report(drain: dict[str, Any], timeline: Timeline, workspace: Path) -> bool:
 def main() -> int:
     global ENV
     ENV = load_env()
-    nodes = ENV.get("BERTH_PROCESS_NODES", "").split()
+    nodes = ENV.get("BERTH_NODES", "").split()
     if len(nodes) < 2:
-        raise SystemExit("the demo needs two process nodes (BERTH_PROCESS_NODES)")
+        raise SystemExit("the demo needs two real nodes (BERTH_NODES)")
     node_a, node_b = nodes[0], nodes[1]
     sh("kubectl", "uncordon", node_a, node_b, check=False)
     install_berth(node_b)
-    claim_dir = Path(ENV["BERTH_NODE_STATE_DIR"]) / "pvc" / NS / "berth-shared"
+    claim_dir = Path(ENV["BERTH_SHARED_DIR"]) / NS / "berth-shared"
     remove_previous_run(claim_dir)
     workspace = seed_workspace(claim_dir)
     base_url, model, model_proc = start_model()

@@ -27,6 +27,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV_DIR = Path(os.environ.get("BERTH_DEV_DIR", ROOT / ".berth" / "dev"))
+POD_UID = 10001
+"""The uid (and gid) Berth's pods run as: the image's user."""
 
 
 def host_ip() -> str:
@@ -231,6 +233,18 @@ class DevCluster:
             check=True,
             capture_output=True,
         )
+
+    def make_dirs(self, path: Path) -> Path:
+        """``mkdir -p`` inside a claim, owned by the pods' user (10001) as they would make it."""
+        created = []
+        p = path
+        while not p.exists():
+            created.append(p)
+            p = p.parent
+        for d in reversed(created):
+            d.mkdir()
+            os.chown(d, POD_UID, POD_UID)
+        return path
 
     def claim_dir(self, namespace: str, claim: str = "berth-shared") -> Path:
         """Host directory behind a shared claim made by ``shared_pvc`` (a hostPath PV)."""

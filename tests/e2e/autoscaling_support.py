@@ -2,8 +2,10 @@
 
 Two halves:
 
-1. **Session simulator** (``python -m tests.e2e.autoscaling_support sim``), run as a pod on a
-   process node. It plays the execute-lane side of a session pod: it publishes its tasks with the
+1. **Session simulator** (``python -m tests.e2e.autoscaling_support sim``), run as a pod of
+   Berth's image on a real node, with this checkout's ``tests/`` mounted read-only (hostPath: the
+   nodes are on this machine) since the image carries only the product. It plays the
+   execute-lane side of a session pod: it publishes its tasks with the
    lanes engineer's :class:`session_runtime.transport.RedisTaskTransport` (exactly the code a
    session pod uses), reads the replies from its reply stream, and exports
    ``berth_session_external_tasks_pending{lane,laneworker}`` — tasks it published and has no reply
@@ -42,7 +44,8 @@ from typing import Any
 
 SIM_METRIC = "berth_session_external_tasks_pending"
 SIM_PORT = 9464
-PROCESS_NODE_SELECTOR = {"berth.dev/process-node": "true"}
+REAL_NODE_SELECTOR = {"berth.dev/dev-node": "real"}
+TESTS_MOUNT = "/opt/berth-tests"
 WAIT_CAP = 240.0
 
 
@@ -184,7 +187,7 @@ def laneworker_manifest(
         "minReplicas": min_replicas,
         "maxReplicas": max_replicas,
         "taskTimeoutSeconds": task_timeout_seconds,
-        "template": {"nodeSelector": PROCESS_NODE_SELECTOR},
+        "template": {"nodeSelector": REAL_NODE_SELECTOR},
     }
     if scaling is not None:
         spec["scaling"] = scaling
@@ -199,9 +202,17 @@ def laneworker_manifest(
 
 
 def sim_pod(
-    name: str, *, lw: str, burst: str, tasks: int, command: str, root: str, redis_url: str
+    name: str,
+    *,
+    lw: str,
+    burst: str,
+    tasks: int,
+    command: str,
+    root: str,
+    redis_url: str,
+    image: str,
 ) -> dict[str, Any]:
-    """A session-simulator pod (see the module docstring)."""
+    """A session-simulator pod of ``image`` with ``<root>/tests`` mounted (module docstring)."""
 
     def field_ref(path: str) -> dict[str, Any]:
         return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
@@ -215,16 +226,17 @@ def sim_pod(
             "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(SIM_PORT)},
         },
         "spec": {
-            "nodeSelector": PROCESS_NODE_SELECTOR,
+            "nodeSelector": REAL_NODE_SELECTOR,
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 5,
             "containers": [
                 {
                     "name": "sim",
-                    "image": "ignored.example/berth-test:1",
+                    "image": image,
+                    "imagePullPolicy": "IfNotPresent",
                     "command": ["python", "-m", "tests.e2e.autoscaling_support", "sim"],
                     "env": [
-                        {"name": "PYTHONPATH", "value": root},
+                        {"name": "PYTHONPATH", "value": TESTS_MOUNT},
                         {"name": "BERTH_REDIS_URL", "value": redis_url},
                         {"name": "BERTH_NAMESPACE", **field_ref("metadata.namespace")},
                         {"name": "POD_NAME", **field_ref("metadata.name")},
@@ -241,10 +253,24 @@ def sim_pod(
                         "httpGet": {"path": "/metrics", "port": SIM_PORT},
                         "periodSeconds": 1,
                     },
-                    "volumeMounts": [{"name": "shared", "mountPath": "/var/lib/berth/shared"}],
+                    "volumeMounts": [
+                        {"name": "shared", "mountPath": "/var/lib/berth/shared"},
+                        {"name": "tests", "mountPath": f"{TESTS_MOUNT}/tests", "readOnly": True},
+                        {"name": "tmp", "mountPath": "/tmp"},
+                    ],
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "readOnlyRootFilesystem": True,
+                        "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
                 }
             ],
-            "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": "berth-shared"}}],
+            "volumes": [
+                {"name": "shared", "persistentVolumeClaim": {"claimName": "berth-shared"}},
+                {"name": "tests", "hostPath": {"path": f"{root}/tests", "type": "Directory"}},
+                {"name": "tmp", "emptyDir": {}},
+            ],
         },
     }
 
@@ -409,6 +435,10 @@ class Harness:
     def redis_url(self) -> str:
         return str(self.cluster.env["BERTH_REDIS_URL"])
 
+    @property
+    def image(self) -> str:
+        return str(self.cluster.image)
+
     def apply(self, manifest: dict[str, Any]) -> None:
         self.cluster.kubectl("-n", self.namespace, "apply", "-f", "-", input=json.dumps(manifest))
 
@@ -459,6 +489,7 @@ class Harness:
                     command=command,
                     root=self.root,
                     redis_url=self.redis_url,
+                    image=self.image,
                 )
             )
         return names

@@ -254,7 +254,7 @@ def test_scale_down_removes_idle_pods_first(harness: Harness) -> None:
     harness.wait_pool_idle("lwd")
     shared = harness.cluster.claim_dir(ns)
     workspace = shared / "workspaces" / ns / "tester"
-    workspace.mkdir(parents=True, exist_ok=True)
+    harness.cluster.make_dirs(workspace)
     uid = f"tester-{uuid.uuid4().hex[:6]}"
 
     async def publish(commands: list[tuple[str, str]]) -> None:

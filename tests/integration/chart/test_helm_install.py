@@ -140,7 +140,7 @@ def test_helm_install_runs_a_session_to_succeeded_and_uninstall_is_clean(
             )
             installed = True
             pods = wait(
-                "both operator replicas running on process nodes",
+                "both operator replicas running on the real nodes",
                 lambda: (p := running_pods(dc, ns, op_selector)) and len(p) == 2 and p,
             )
             for pod in pods:
@@ -173,7 +173,7 @@ def test_helm_install_runs_a_session_to_succeeded_and_uninstall_is_clean(
                         "targetTasksPerReplica": 2,
                         "pollingIntervalSeconds": 1,
                     },
-                    "template": {"nodeSelector": {"berth.dev/process-node": "true"}},
+                    "template": {"nodeSelector": {"berth.dev/dev-node": "real"}},
                 },
             }
             session = session_manifest(

@@ -250,8 +250,6 @@ def session_phase(dc: DevCluster, ns: str, name: str) -> str:
     return str((obj.get("status") or {}).get("phase", ""))
 
 
-
-
 def bash(command: str) -> dict[str, Any]:
     return {"name": "bash", "arguments": {"command": command}}
 
