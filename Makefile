@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: venv lint format typecheck test test-unit test-integration test-e2e binaries cluster-up cluster-down crds bench demo demo-down
+.PHONY: host-packages image venv lint format typecheck test test-unit test-integration test-e2e binaries cluster-up cluster-down crds bench demo demo-down
 
 $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv .venv
@@ -13,6 +13,14 @@ $(VENV_STAMP): pyproject.toml
 	@touch $@
 
 venv: $(VENV_STAMP)
+
+## Debian packages the dev cluster and the image build need (installed when missing; needs root).
+host-packages:
+	@bash hack/host-packages.sh
+
+## Berth's image from the Dockerfile, loaded into the dev cluster's nodes (cached by content hash).
+image: host-packages
+	bash hack/image.sh load
 
 lint: $(VENV_STAMP)
 	.venv/bin/ruff check .
@@ -32,19 +40,19 @@ binaries:
 ## Lint, types, then unit, integration (real control plane) and e2e tests. The cluster tests start
 ## the dev cluster themselves (or reuse one that is up, or use $$KUBECONFIG if
 ## BERTH_EXTERNAL_CLUSTER=1).
-test: $(VENV_STAMP) binaries lint typecheck
+test: $(VENV_STAMP) host-packages binaries lint typecheck
 	$(PY) -m pytest -q -rfE --durations=20 tests
 
 test-unit: $(VENV_STAMP)
 	$(PY) -m pytest -q tests/unit
 
-test-integration: $(VENV_STAMP) binaries
+test-integration: $(VENV_STAMP) host-packages binaries
 	$(PY) -m pytest -q tests/integration
 
-test-e2e: $(VENV_STAMP) binaries
+test-e2e: $(VENV_STAMP) host-packages binaries
 	$(PY) -m pytest -q tests/e2e
 
-cluster-up: $(VENV_STAMP) binaries
+cluster-up: $(VENV_STAMP) host-packages binaries
 	bash hack/cluster-up.sh
 
 cluster-down:
@@ -56,7 +64,7 @@ crds: $(VENV_STAMP)
 bench: $(VENV_STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
-demo: $(VENV_STAMP) binaries
+demo: $(VENV_STAMP) host-packages binaries
 	bash hack/demo.sh
 
 demo-down:
