@@ -1,11 +1,12 @@
 """Benchmark: ``kubectl drain`` of a node running N Berth sessions vs the same with plain pods.
 
-Setup (real pieces, as in tests/e2e/test_passivation.py): a private pair of process nodes (A, B)
-served by the test-only node agent, ``berth-operator`` as a subprocess with its PDBs and its
-pods/eviction webhook, N AgentSessions (default 20) running a scripted conversation of bash rounds
-against the scripted model, all placed on A. Then ``kubectl drain A --ignore-daemonsets
---delete-emptydir-data`` and, once every session finished on B, the same drain of a Deployment of
-N plain pods (``sleep``; no Berth, no PDB) placed on A the same way.
+Setup (real pieces, as in tests/e2e/test_passivation.py): the dev cluster's two real nodes (A,
+B; kubelet + containerd, pods are containers of Berth's image), ``berth-operator`` as a
+subprocess with its PDBs and its pods/eviction webhook, N AgentSessions (default 20) running a
+scripted conversation of bash rounds against the scripted model, all placed on A. Then
+``kubectl drain A --ignore-daemonsets --delete-emptydir-data`` and, once every session finished
+on B, the same drain of a Deployment of N plain pods (``sleep`` in Berth's image; no Berth, no
+PDB) placed on A the same way.
 
 Prints, from each session's ``status.passivation`` (operator clock, millisecond timestamps):
 p50/p99 of the passivation latency (request → pod ended) and of the resume latency (pod ended →
@@ -170,7 +171,12 @@ def plain_drain(dc: DevCluster, nodes: PrivateNodes) -> float:
                     "spec": {
                         **nodes.placement(),
                         "containers": [
-                            {"name": "c", "image": "busybox", "command": ["sleep", "3600"]}
+                            {
+                                "name": "c",
+                                "image": dc.image,
+                                "imagePullPolicy": "Never",
+                                "command": ["sleep", "3600"],
+                            }
                         ],
                     },
                 },
@@ -208,7 +214,7 @@ def main() -> int:
         finally:
             delete_webhook_configurations(dc, "berth-eviction-bench-")
     pas, res = berth["passivation"], berth["resume"]
-    print(f"drain of a node with N={N} sessions ({ROUNDS}-round scripted runs), process nodes")
+    print(f"drain of a node with N={N} sessions ({ROUNDS}-round scripted runs), real nodes")
     print(f"  sessions passivated: {len(pas)}/{N}; resumed: {len(res)}; phases: {berth['phases']}")
     print(
         f"  passivation (request -> pod ended): p50 {pct(pas, 50):.2f}s  p99 {pct(pas, 99):.2f}s"
