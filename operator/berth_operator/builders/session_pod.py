@@ -5,7 +5,8 @@ Contract given to ``berth-session`` (read by session_runtime.pod.config / .optio
 
 - env: BERTH_SESSION (<ns>/<name>), BERTH_SESSION_UID, BERTH_EPOCH, BERTH_RESUME_RUN_ID (when
   resuming), BERTH_STORE_DIR (/var/lib/berth/store; only ``<ns>/<name>`` below it is mounted),
-  BERTH_WORKSPACE (/var/lib/berth/workspace[/<spec.workspace.subPath>]), BERTH_REDIS_URL,
+  BERTH_WORKSPACE (/var/lib/berth/workspace[/<spec.workspace.subPath>]), BERTH_WORKSPACE_ROOT
+  (/var/lib/berth/workspace: external tasks' workspaces are relative to it), BERTH_REDIS_URL,
   BERTH_OPTIONS_FILE (/etc/berth/session/options.json), BERTH_TERMINATION_LOG
   (= terminationMessagePath), BERTH_API_TOKEN_FILE (/var/run/berth/session/api-token),
   BERTH_TASK_KEY_FILE (/var/run/berth/session/task-key), BERTH_LLM_API_KEY_FILE
@@ -169,6 +170,7 @@ def session_env(
             "name": "BERTH_WORKSPACE",
             "value": f"{WORKSPACE_MOUNT_PATH}/{rel}" if rel else WORKSPACE_MOUNT_PATH,
         },
+        {"name": "BERTH_WORKSPACE_ROOT", "value": WORKSPACE_MOUNT_PATH},
         {"name": "BERTH_REDIS_URL", "value": settings.redis_url},
         {"name": "BERTH_OPTIONS_FILE", "value": f"{OPTIONS_MOUNT_PATH}/{OPTIONS_KEY}"},
         {"name": "BERTH_TERMINATION_LOG", "value": TERMINATION_MESSAGE_PATH},
