@@ -64,7 +64,12 @@ class RuntimeClient:
                     raise RuntimeUnreachable(
                         f"GET {url}: body of {resp.content_length} bytes exceeds {limit}"
                     )
-                raw = await resp.content.read(limit + 1)
+                raw = bytearray()
+                while len(raw) <= limit:
+                    chunk = await resp.content.read(limit + 1 - len(raw))
+                    if not chunk:
+                        break
+                    raw += chunk
                 if len(raw) > limit:
                     raise RuntimeUnreachable(f"GET {url}: body exceeds {limit} bytes")
                 data: Any = json.loads(raw)
