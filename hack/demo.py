@@ -224,7 +224,8 @@ def apply_session(base_url: str, model: str) -> None:
     manifests = [
         {
             "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "demo-llm", "namespace": NS},
+            "metadata": {"name": "demo-llm", "namespace": NS,
+                         "labels": {"berth.dev/llm-credentials": "true"}},
             "stringData": {"api-key": key},
         },
         {

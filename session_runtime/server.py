@@ -8,7 +8,13 @@ interrupted run (``resume_session`` + ``resume_run(BERTH_RESUME_RUN_ID)``), serv
 when it ends writes exactly one JSON object to ``BERTH_TERMINATION_LOG``
 (:mod:`session_runtime.pod.termination`) and exits with the outcome's code.
 
-HTTP (aiohttp, on ``POD_IP:BERTH_HTTP_PORT``, default port 8080)::
+HTTP (aiohttp, on ``POD_IP:BERTH_HTTP_PORT``, default port 8080). Every endpoint except
+``/healthz``, ``/readyz`` and ``/metrics`` demands the session's API token (the file
+``BERTH_API_TOKEN_FILE``, from the Secret ``<name>-berth`` the operator made) as
+``Authorization: Bearer <token>`` or ``X-Berth-Token: <token>`` (the header the apiserver's pod
+proxy passes through): no token → 401 ``{"error": "unauthenticated"}``, a wrong one → 403
+``{"error": "forbidden"}``, compared in constant time; refusals are counted in
+``berth_session_api_refused_total{reason}``. The token is never logged or stored::
 
     GET  /healthz          200 {"ok": true}                    the event loop answers
     GET  /readyz           200 {"ready": true, "state"} once the session is built and the
@@ -60,15 +66,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import os
 import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from aiohttp import web
+from prometheus_client import Counter
 from pydantic import BaseModel, ValidationError
 
 from session_runtime import Agent, SessionOptions, SessionRetentionLimits, TokenBudgetGuard
@@ -94,6 +102,7 @@ from session_runtime.pod.config import (
     PodConfig,
     PodConfigError,
     parse_env,
+    read_secret_file,
     termination_log_from_env,
 )
 from session_runtime.pod.options import BudgetOptions, OptionsError, PodOptions, load_options
@@ -653,12 +662,60 @@ def build_executor(cfg: PodConfig, opts: PodOptions) -> LaneQueue | None:
             session_uid=cfg.session_uid,
             epoch=cfg.epoch,
             lane_workers=workers,
-            shared_root=None if cfg.shared_root is None else str(cfg.shared_root),
+            shared_root=_task_root(cfg),
         )
     return LaneQueue(config, runner=DirectExecutor(), transport=transport)
 
 
+def _task_root(cfg: PodConfig) -> str | None:
+    """The directory external tasks' workspaces are relative to: the session's workspace root
+    (``BERTH_WORKSPACE_ROOT``, the mount of ``workspaces/<ns>/<name>`` in a pod), else the legacy
+    ``BERTH_SHARED_ROOT`` (local runs), else None (absolute paths)."""
+    root = cfg.workspace_root or cfg.shared_root
+    return None if root is None else str(root)
+
+
 # ---- HTTP ------------------------------------------------------------------------------------
+
+#: Paths served without the API token (probes and scraping carry no session data).
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+#: Header accepted besides ``Authorization: Bearer`` (kept by the apiserver's pod proxy).
+TOKEN_HEADER = "X-Berth-Token"
+
+
+def presented_token(request: web.Request) -> bytes | None:
+    """The token a request carries (``Authorization: Bearer`` first, then ``X-Berth-Token``),
+    or None when it carries none."""
+    auth = request.headers.get("Authorization", "")
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip().encode()
+    alt = request.headers.get(TOKEN_HEADER, "").strip()
+    return alt.encode() if alt else None
+
+
+def auth_middleware(token: bytes, refused: Counter) -> Any:
+    """aiohttp middleware: 401 without a token, 403 with a wrong one (``hmac.compare_digest``),
+    except on :data:`OPEN_PATHS`. ``refused`` counts refusals by reason."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path in OPEN_PATHS:
+            return cast(web.StreamResponse, await handler(request))
+        given = presented_token(request)
+        if given is None:
+            refused.labels(reason="missing").inc()
+            return web.json_response(
+                {"error": "unauthenticated"},
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="berth-session"'},
+            )
+        if not hmac.compare_digest(given, token):
+            refused.labels(reason="wrong").inc()
+            return web.json_response({"error": "forbidden"}, status=403)
+        return cast(web.StreamResponse, await handler(request))
+
+    return check
 
 
 def _json(status: int, body: Mapping[str, Any]) -> web.Response:
@@ -676,8 +733,17 @@ async def _body(request: web.Request, model: type[BodyT]) -> BodyT | web.Respons
     return _json(400, {"error": "bad_request", "detail": detail})
 
 
-def make_app(pod: SessionPod) -> web.Application:
-    """The pod API (routes in the module docstring)."""
+def make_app(pod: SessionPod, token: bytes) -> web.Application:
+    """The pod API (routes in the module docstring), guarded by ``token`` (non-empty bytes).
+    Raises ValueError for an empty token."""
+    if not token:
+        raise ValueError("the session API needs a non-empty token")
+    refused = Counter(
+        "berth_session_api_refused_total",
+        "Requests to the session API refused for a missing (401) or wrong (403) token.",
+        ["reason"],
+        registry=pod.metrics.registry,
+    )
 
     async def healthz(_: web.Request) -> web.Response:
         return _json(200, {"ok": True})
@@ -708,7 +774,7 @@ def make_app(pod: SessionPod) -> web.Application:
         status, answer = pod.post_message(body.prompt)
         return _json(status, answer)
 
-    app = web.Application()
+    app = web.Application(middlewares=[auth_middleware(token, refused)])
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
@@ -721,11 +787,12 @@ def make_app(pod: SessionPod) -> web.Application:
 # ---- process ---------------------------------------------------------------------------------
 
 
-async def run(cfg: PodConfig, opts: PodOptions) -> TerminationMessage:
-    """Serve the pod until the session ends; return its termination message."""
+async def run(cfg: PodConfig, opts: PodOptions, token: bytes) -> TerminationMessage:
+    """Serve the pod until the session ends; return its termination message. ``token`` guards
+    the API (see the module docstring)."""
     metrics = SessionMetrics()
     pod = SessionPod(cfg, opts, metrics)
-    runner = web.AppRunner(make_app(pod), access_log=None)
+    runner = web.AppRunner(make_app(pod, token), access_log=None)
     await runner.setup()
     try:
         try:
@@ -758,9 +825,12 @@ async def run(cfg: PodConfig, opts: PodOptions) -> TerminationMessage:
             await runner.cleanup()
 
 
-def load(env: Mapping[str, str]) -> tuple[PodConfig, PodOptions]:
-    """Parse the environment and the options file; raises PodConfigError or OptionsError."""
+def load(env: Mapping[str, str]) -> tuple[PodConfig, PodOptions, bytes]:
+    """Parse the environment, read the API token file and the options file: (config, options,
+    token). Raises PodConfigError or OptionsError (never showing the token)."""
     cfg = parse_env(env)
+    assert cfg.api_token_file is not None  # required by parse_env
+    token = read_secret_file(cfg.api_token_file, "BERTH_API_TOKEN_FILE")
     opts = load_options(cfg.options_file)
     ref = opts.session
     if ref is not None and (
@@ -770,7 +840,7 @@ def load(env: Mapping[str, str]) -> tuple[PodConfig, PodOptions]:
             f"options file {cfg.options_file} is for {ref.namespace}/{ref.name} (uid {ref.uid}), "
             f"not {cfg.session_key} (uid {cfg.session_uid})"
         )
-    return cfg, opts
+    return cfg, opts, token
 
 
 def main() -> None:
@@ -782,14 +852,14 @@ def main() -> None:
     )
     env = os.environ
     try:
-        cfg, opts = load(env)
+        cfg, opts, token = load(env)
     except (PodConfigError, OptionsError) as exc:
         log.error("%s", exc)
         message = TerminationMessage("failed", reason=str(exc), bad_input=True)
         termination.write(termination_log_from_env(env), message)
         sys.exit(message.exit_code)
     try:
-        message = asyncio.run(run(cfg, opts))
+        message = asyncio.run(run(cfg, opts, token))
     except Exception as exc:  # a bug: still leave a termination message behind
         log.exception("berth-session crashed")
         message = TerminationMessage(

@@ -53,3 +53,8 @@ class Conflict(KubeError):
 
 class RuntimeUnreachable(BerthOperatorError):
     """The session pod did not answer on ``http://<podIP>:8080`` within the timeout."""
+
+
+class RuntimeUnauthorized(RuntimeUnreachable):
+    """The session pod refused the operator's API token (HTTP 401 or 403): the cached token is
+    stale (the Secret was recreated) or missing."""

@@ -35,6 +35,7 @@ from berth_operator.handlers.context import OperatorContext
 from berth_operator.k8s.client import KubeClient, make_api_client
 from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.lease import LeaderElector
+from berth_operator.k8s.secrets import SecretApi
 from berth_operator.metrics import LEADER
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
@@ -100,7 +101,9 @@ async def run(settings: OperatorSettings) -> int:
     )
     kube = KubeClient(make_api_client(settings.kube_connection_pool))
     runtime = RuntimeClient(settings.state_timeout_seconds)
-    ctx = OperatorContext(settings=settings, kube=kube, runtime=runtime)
+    ctx = OperatorContext(
+        settings=settings, kube=kube, runtime=runtime, secrets=SecretApi.from_kube(kube)
+    )
     if settings.pdb_enabled:
         ctx.disruption = DisruptionClient.from_kube(kube)
     webhook.register(settings)

@@ -7,11 +7,14 @@ Commands::
     kubectl berth passivate NAME           ask the session pod to checkpoint and exit
 
 ``status`` reads the AgentSession through the Kubernetes API (``berth_operator.k8s.plugin_client``,
-the caller's kubeconfig). ``send`` and ``passivate`` talk to the session pod's HTTP API at
-``http://<status.podIP>:8080`` (ARCHITECTURE.md §5): ``POST /v1/messages {prompt}`` and
-``POST /v1/passivate {reason: "manual", deadlineMs}``. The operator notices the passivated pod and
-resumes it (or keeps it passivated when ``spec.suspend`` is true). Where pod IPs are not routable
-from the caller, ``--endpoint`` takes a base URL instead (e.g. a ``kubectl port-forward``).
+the caller's kubeconfig). ``send`` and ``passivate`` talk to the session pod's HTTP API
+(ARCHITECTURE.md §5): ``POST /v1/messages {prompt}`` and ``POST /v1/passivate {reason: "manual",
+deadlineMs}``, through the apiserver's pod proxy
+(``/api/v1/namespaces/<ns>/pods/<status.podName>:8080/proxy/v1/...``), authenticated with the
+session's API token read from its Secret ``<name>-berth`` and sent as ``X-Berth-Token``. The
+operator notices the passivated pod and resumes it (or keeps it passivated when ``spec.suspend``
+is true). ``--endpoint`` takes a base URL to call directly instead (e.g. a ``kubectl
+port-forward``); the token is sent there too.
 
 This module does not import kopf and does not call the Kubernetes API itself.
 """
@@ -31,7 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from berth_operator.api.agentsession import AgentSessionStatus
-from berth_operator.api.constants import SESSION_PORT
+from berth_operator.api.constants import API_TOKEN_HEADER, SESSION_PORT
 from berth_operator.errors import BerthOperatorError, RuntimeUnreachable
 from berth_operator.k8s.plugin_client import PluginClient, connect
 
@@ -60,7 +63,8 @@ EndpointOpt = Annotated[
     str | None,
     typer.Option(
         "--endpoint",
-        help="Base URL of the session pod's API (default http://<status pod IP>:8080).",
+        help="Base URL of the session pod's API to call directly (default: through the "
+        "apiserver's pod proxy).",
     ),
 ]
 
@@ -173,6 +177,20 @@ def session_endpoint(body: dict[str, Any], override: str | None) -> str:
     return f"http://{host}:{SESSION_PORT}"
 
 
+def pod_proxy_path(body: dict[str, Any], path: str) -> str:
+    """The apiserver pod-proxy path of ``path`` on the session's current pod:
+    ``/api/v1/namespaces/<ns>/pods/<pod>:8080/proxy<path>``. Raises PluginError without a pod."""
+    st = parse_status(body)
+    meta = body.get("metadata") or {}
+    if not st.pod_name or not st.pod_ip:
+        raise PluginError(
+            f"session {meta.get('name', '?')} has no running pod (phase "
+            f"{st.phase or 'unknown'}); nothing to talk to"
+        )
+    ns = meta.get("namespace", "")
+    return f"/api/v1/namespaces/{ns}/pods/{st.pod_name}:{SESSION_PORT}/proxy{path}"
+
+
 def passivate_body(body: dict[str, Any], deadline_seconds: int | None) -> dict[str, Any]:
     """``POST /v1/passivate`` body: reason manual, deadline from the flag or the spec."""
     if deadline_seconds is None:
@@ -181,15 +199,17 @@ def passivate_body(body: dict[str, Any], deadline_seconds: int | None) -> dict[s
     return {"reason": "manual", "deadlineMs": deadline_seconds * 1000}
 
 
-def post_json(url: str, payload: dict[str, Any]) -> tuple[int, Any]:
-    """POST ``payload`` as JSON; return (HTTP status, decoded body or text).
+def post_json(url: str, payload: dict[str, Any], token: str = "") -> tuple[int, Any]:
+    """POST ``payload`` as JSON (with ``token`` in ``X-Berth-Token`` when given); return (HTTP
+    status, decoded body or text).
 
     Raises RuntimeUnreachable when nothing answers. HTTP error statuses are returned, not raised.
     """
     data = json.dumps(payload).encode()
-    req = urllib.request.Request(
-        url, data=data, method="POST", headers={"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers[API_TOKEN_HEADER] = token
+    req = urllib.request.Request(url, data=data, method="POST", headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_SECONDS) as resp:
             status, raw = int(resp.status), resp.read()
@@ -214,6 +234,22 @@ def _client(kubeconfig: str | None, context: str | None, namespace: str | None) 
 def _fail(message: str) -> typer.Exit:
     err.print(f"[bold red]error:[/] {message}", highlight=False)
     return typer.Exit(code=1)
+
+
+def _call_session(
+    api: PluginClient,
+    name: str,
+    body: dict[str, Any],
+    path: str,
+    payload: dict[str, Any],
+    endpoint: str | None,
+) -> tuple[int, Any]:
+    """POST to the session's API: directly to ``endpoint`` when given, else through the pod
+    proxy; either way with the session's token from its Secret."""
+    token = api.session_token(name)
+    if endpoint:
+        return post_json(f"{session_endpoint(body, endpoint)}{path}", payload, token)
+    return api.proxy_post(pod_proxy_path(body, path), payload, token, HTTP_TIMEOUT_SECONDS)
 
 
 def _describe(status: int, answer: Any) -> str:
@@ -257,12 +293,11 @@ def send(
 ) -> None:
     """Send another prompt to a keepAlive session."""
     try:
-        body = _client(kubeconfig, context, namespace).get_session(name)
+        api = _client(kubeconfig, context, namespace)
+        body = api.get_session(name)
         if not (body.get("spec") or {}).get("keepAlive"):
             raise PluginError(f"session {name} is not keepAlive: `send` needs spec.keepAlive: true")
-        code, answer = post_json(
-            f"{session_endpoint(body, endpoint)}/v1/messages", {"prompt": prompt}
-        )
+        code, answer = _call_session(api, name, body, "/v1/messages", {"prompt": prompt}, endpoint)
         if code >= 300:
             raise PluginError(f"session pod refused the prompt: {_describe(code, answer)}")
         out.print(f"prompt accepted by {name} (HTTP {code})", highlight=False)
@@ -289,9 +324,10 @@ def passivate(
 ) -> None:
     """Ask the session pod to checkpoint and exit (reason manual); the operator resumes it."""
     try:
-        body = _client(kubeconfig, context, namespace).get_session(name)
+        api = _client(kubeconfig, context, namespace)
+        body = api.get_session(name)
         payload = passivate_body(body, deadline_seconds)
-        code, answer = post_json(f"{session_endpoint(body, endpoint)}/v1/passivate", payload)
+        code, answer = _call_session(api, name, body, "/v1/passivate", payload, endpoint)
         if code >= 300:
             raise PluginError(f"session pod refused to passivate: {_describe(code, answer)}")
         out.print(

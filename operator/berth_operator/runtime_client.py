@@ -1,8 +1,15 @@
 """HTTP client of the session pod API (ARCHITECTURE.md §5): ``GET /v1/state`` and
 ``POST /v1/passivate`` on ``http://<status.podIP>:8080`` (no Services or DNS needed).
 
-Errors: ``RuntimeUnreachable`` for connection failures, timeouts, non-2xx answers and bodies that
-are not a JSON object. Called by ``berth_operator.handlers``.
+Every call carries ``Authorization: Bearer <token>``, the session's API token from its
+``<name>-berth`` Secret (the Berth security contract); the token is never part of an error
+message. A ``/v1/state`` body larger than ``MAX_STATE_BODY_BYTES`` (1 MiB) is refused after
+reading at most that much, so a hostile or broken pod cannot make the operator buffer an
+unbounded answer.
+
+Errors: ``RuntimeUnreachable`` for connection failures, timeouts, non-2xx answers (401/403 too:
+``status`` on the exception) and bodies that are too large or not a JSON object. Called by
+``berth_operator.handlers``.
 """
 
 from __future__ import annotations
@@ -13,9 +20,9 @@ from typing import Any
 import aiohttp
 from pydantic import ValidationError
 
-from berth_operator.api.constants import SESSION_PORT
+from berth_operator.api.constants import MAX_STATE_BODY_BYTES, SESSION_PORT
 from berth_operator.api.options import RuntimeState
-from berth_operator.errors import RuntimeUnreachable
+from berth_operator.errors import RuntimeUnauthorized, RuntimeUnreachable
 
 
 class RuntimeClient:
@@ -36,14 +43,36 @@ class RuntimeClient:
         host = f"[{pod_ip}]" if ":" in pod_ip else pod_ip
         return f"http://{host}:{port}"
 
-    async def state(self, pod_ip: str) -> RuntimeState:
-        """GET /v1/state → RuntimeState. Raises RuntimeUnreachable."""
+    @staticmethod
+    def auth_headers(token: str | None) -> dict[str, str]:
+        """``Authorization: Bearer <token>`` (no header without a token: the pod answers 401)."""
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    async def state(
+        self, pod_ip: str, token: str | None = None, *, limit: int = MAX_STATE_BODY_BYTES
+    ) -> RuntimeState:
+        """GET /v1/state → RuntimeState; bodies over ``limit`` bytes are refused.
+        Raises RuntimeUnreachable."""
         url = self.base_url(pod_ip) + "/v1/state"
         try:
-            async with self._http().get(url) as resp:
+            async with self._http().get(url, headers=self.auth_headers(token)) as resp:
+                if resp.status in (401, 403):
+                    raise RuntimeUnauthorized(f"GET {url}: HTTP {resp.status}")
                 if resp.status != 200:
                     raise RuntimeUnreachable(f"GET {url}: HTTP {resp.status}")
-                data: Any = json.loads(await resp.text())
+                if resp.content_length is not None and resp.content_length > limit:
+                    raise RuntimeUnreachable(
+                        f"GET {url}: body of {resp.content_length} bytes exceeds {limit}"
+                    )
+                raw = bytearray()
+                while len(raw) <= limit:
+                    chunk = await resp.content.read(limit + 1 - len(raw))
+                    if not chunk:
+                        break
+                    raw += chunk
+                if len(raw) > limit:
+                    raise RuntimeUnreachable(f"GET {url}: body exceeds {limit} bytes")
+                data: Any = json.loads(raw)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise RuntimeUnreachable(f"GET {url}: {exc or type(exc).__name__}") from exc
         if not isinstance(data, dict):
@@ -53,13 +82,19 @@ class RuntimeClient:
         except ValidationError as exc:
             raise RuntimeUnreachable(f"GET {url}: unexpected body: {exc}") from exc
 
-    async def passivate(self, pod_ip: str, reason: str, deadline_ms: int) -> None:
+    async def passivate(
+        self, pod_ip: str, reason: str, deadline_ms: int, token: str | None = None
+    ) -> None:
         """POST /v1/passivate {reason, deadlineMs} (202 expected; idempotent)."""
         url = self.base_url(pod_ip) + "/v1/passivate"
         try:
             async with self._http().post(
-                url, json={"reason": reason, "deadlineMs": deadline_ms}
+                url,
+                json={"reason": reason, "deadlineMs": deadline_ms},
+                headers=self.auth_headers(token),
             ) as resp:
+                if resp.status in (401, 403):
+                    raise RuntimeUnauthorized(f"POST {url}: HTTP {resp.status}")
                 if resp.status >= 300:
                     raise RuntimeUnreachable(f"POST {url}: HTTP {resp.status}")
         except (aiohttp.ClientError, TimeoutError) as exc:

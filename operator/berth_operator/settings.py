@@ -101,6 +101,19 @@ class OperatorSettings(BaseModel):
     """Name of the ValidatingWebhookConfiguration the operator keeps up to date (kopf's managed
     mode; failurePolicy Ignore); empty = installed by someone else. Default berth-operator."""
 
+    # --- security defaults (the Berth security contract) ------------------------------------
+    llm_allowed_base_urls: list[str] = Field(default_factory=list)
+    """Prefixes spec.llm.baseURL must start with, comma-separated (the default OpenAI endpoint
+    https://api.openai.com/v1 stands for an unset baseURL); empty (default) = any endpoint."""
+    default_cpu_limit: str = "2"
+    """CPU limit of session and worker containers that set none (a Kubernetes quantity)."""
+    default_memory_limit: str = "4Gi"
+    """Memory limit of session and worker containers that set none. Default 4Gi."""
+    default_cpu_request: str = "100m"
+    """CPU request of session and worker containers that set none. Default 100m."""
+    default_memory_request: str = "256Mi"
+    """Memory request of session and worker containers that set none. Default 256Mi."""
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorSettings:
         """Build settings from ``env`` (default ``os.environ``). Raises SettingsError."""
@@ -111,7 +124,7 @@ class OperatorSettings(BaseModel):
             if key not in env:
                 continue
             value = env[key]
-            if name == "namespaces":
+            if name in ("namespaces", "llm_allowed_base_urls"):
                 raw[name] = [n.strip() for n in value.split(",") if n.strip()]
             else:
                 raw[name] = value

@@ -2,7 +2,9 @@
 
 Owned by ``session_runtime.llm``; the agent loop calls :meth:`LlmClient.complete` once per model
 turn. Works against any OpenAI-compatible endpoint (a provider's ``base_url``, or the
-``OPENAI_BASE_URL``/``OPENAI_API_KEY`` environment as the openai package reads them). Requests
+``OPENAI_BASE_URL``/``OPENAI_API_KEY`` environment as the openai package reads them). In a session
+pod the key is a mounted file named by ``BERTH_LLM_API_KEY_FILE`` (read once, never copied into
+the environment tools inherit); ``OPENAI_API_KEY`` remains for local runs. Requests
 always stream (``stream_options.include_usage``), so text arrives as deltas and usage at the end.
 
 Errors: transient failures (connection, timeout, 429, 5xx) raise ``LlmTransientError`` — the
@@ -13,6 +15,7 @@ are off (``max_retries=0``) so the breaker is the one retry policy.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -87,8 +90,29 @@ def parse_model(model: str) -> tuple[str, str]:
     return provider, name
 
 
+#: Environment variable naming the file that holds the LLM API key (the Berth pod contract).
+KEY_FILE_ENV = "BERTH_LLM_API_KEY_FILE"
+_MAX_KEY_FILE_BYTES = 4096
+
+
+@functools.lru_cache(maxsize=8)
+def read_key_file(path: str) -> str | None:
+    """The API key in ``path`` (whitespace stripped), read once per path; None when the file is
+    missing, unreadable, empty or larger than 4 KiB. The key is never logged."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(_MAX_KEY_FILE_BYTES + 1)
+    except OSError:
+        return None
+    if len(raw) > _MAX_KEY_FILE_BYTES:
+        return None
+    return raw.decode(errors="replace").strip() or None
+
+
 def resolve_endpoint(provider: ProviderConfig | None) -> tuple[str | None, str]:
-    """(base_url, api_key) for a provider; None falls back to OPENAI_BASE_URL / OPENAI_API_KEY."""
+    """(base_url, api_key) for a provider. The key is, in order: the provider's literal
+    ``api_key``, its ``api_key_env`` variable, the file named by ``BERTH_LLM_API_KEY_FILE``,
+    ``OPENAI_API_KEY``. The base URL falls back to ``OPENAI_BASE_URL``."""
     base_url = provider.base_url if provider else None
     key: str | None = None
     if provider is not None:
@@ -96,6 +120,8 @@ def resolve_endpoint(provider: ProviderConfig | None) -> tuple[str | None, str]:
             os.environ.get(provider.api_key_env) if provider.api_key_env else None
         )
     base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+    key_file = os.environ.get(KEY_FILE_ENV, "").strip()
+    key = key or (read_key_file(key_file) if key_file else None)
     key = key or os.environ.get("OPENAI_API_KEY")
     # Local OpenAI-compatible servers often need no key; the openai package requires a value.
     return base_url, key or "unset"

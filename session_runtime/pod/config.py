@@ -22,16 +22,26 @@ variable                   required meaning
                                     message on stderr only
 ``BERTH_REDIS_URL``        no       Redis for external lanes; required when options name a
                                     LaneWorker (checked by the server, not here)
-``BERTH_SHARED_ROOT``      no       mount path of the shared volume; when set, external tasks
-                                    carry the workspace relative to it (workers may mount the
-                                    volume elsewhere); unset = absolute workspace path
+``BERTH_WORKSPACE_ROOT``   no       the session's workspace root (``BERTH_WORKSPACE`` is it or a
+                                    directory below); external tasks carry the workspace
+                                    relative to it
+``BERTH_API_TOKEN_FILE``   yes      file holding the token the HTTP API demands (``Authorization:
+                                    Bearer`` or ``X-Berth-Token``) on every endpoint but
+                                    /healthz, /readyz, /metrics; read once at start
+``BERTH_TASK_KEY_FILE``    no       file holding the session's task HMAC key (external lanes)
+``BERTH_LLM_API_KEY_FILE`` no       file holding the LLM API key (read by the LLM client; wins
+                                    over ``OPENAI_API_KEY``)
+``BERTH_SHARED_ROOT``      no       legacy (local runs): mount path of a whole shared volume;
+                                    external tasks then carry the workspace relative to it.
+                                    Session pods no longer get it (they see only their own
+                                    workspace and store)
 ``POD_NAME``               no       downward API; reported in ``/v1/state``
 ``POD_IP``                 no       address to bind; default ``0.0.0.0`` (all interfaces)
 ``NODE_NAME``              no       downward API; reported in ``/v1/state``
 ``BERTH_HTTP_PORT``        no       HTTP port, default 8080
-``OPENAI_API_KEY``         no       LLM key from the Secret; read by the runtime's LLM client
-                                    itself (env var named by ``options.llm.apiKeyEnv``), never
-                                    copied into this config, logged or stored
+``OPENAI_API_KEY``         no       LLM key for local runs (pods use ``BERTH_LLM_API_KEY_FILE``);
+                                    read by the runtime's LLM client itself, never copied into
+                                    this config, logged or stored
 ``OPENAI_BASE_URL``        no       LLM endpoint; overridden by ``options.llm.baseURL`` if set
 ``BERTH_TEST_IGNORE_PASSIVATION`` no TEST ONLY: ``1`` makes ``POST /v1/passivate`` answer 202 and
                                     do nothing (drain-deadline tests); never set in production
@@ -70,7 +80,8 @@ class PodConfig:
     """Everything ``berth-session`` takes from its environment; paths as given (not resolved).
 
     ``openai_base_url`` is kept because the options' ``llm.baseUrl`` may override it; the API key
-    is deliberately absent (see the table above)."""
+    is deliberately absent (see the table above), and so is the API token: only the path of its
+    file is kept (:func:`read_secret_file` reads it)."""
 
     namespace: str
     name: str
@@ -83,6 +94,10 @@ class PodConfig:
     termination_log: Path | None = None
     redis_url: str | None = None
     shared_root: Path | None = None
+    workspace_root: Path | None = None
+    api_token_file: Path | None = None
+    task_key_file: Path | None = None
+    llm_api_key_file: Path | None = None
     pod_name: str | None = None
     pod_ip: str = DEFAULT_BIND_HOST
     node_name: str | None = None
@@ -145,6 +160,7 @@ def parse_env(env: Mapping[str, str]) -> PodConfig:
     store_dir = required("BERTH_STORE_DIR")
     workspace = required("BERTH_WORKSPACE")
     options_file = required("BERTH_OPTIONS_FILE")
+    token_file = required("BERTH_API_TOKEN_FILE")
 
     port = DEFAULT_HTTP_PORT
     raw_port = _opt(env, "BERTH_HTTP_PORT")
@@ -170,6 +186,10 @@ def parse_env(env: Mapping[str, str]) -> PodConfig:
         termination_log=termination_log_from_env(env),
         redis_url=_opt(env, "BERTH_REDIS_URL"),
         shared_root=Path(root) if (root := _opt(env, "BERTH_SHARED_ROOT")) else None,
+        workspace_root=Path(w) if (w := _opt(env, "BERTH_WORKSPACE_ROOT")) else None,
+        api_token_file=Path(token_file),
+        task_key_file=Path(k) if (k := _opt(env, "BERTH_TASK_KEY_FILE")) else None,
+        llm_api_key_file=Path(k) if (k := _opt(env, "BERTH_LLM_API_KEY_FILE")) else None,
         pod_name=_opt(env, "POD_NAME"),
         pod_ip=_opt(env, "POD_IP") or DEFAULT_BIND_HOST,
         node_name=_opt(env, "NODE_NAME"),
@@ -179,3 +199,26 @@ def parse_env(env: Mapping[str, str]) -> PodConfig:
             env.get("BERTH_TEST_IGNORE_PASSIVATION", "").strip().lower() in _TRUE
         ),
     )
+
+
+#: Largest secret file read (a token or key is tiny; a bigger file is a mistake, not a key).
+MAX_SECRET_FILE_BYTES = 4096
+
+
+def read_secret_file(path: Path, what: str) -> bytes:
+    """The content of a mounted secret file, surrounding whitespace stripped.
+
+    Raises :class:`PodConfigError` when it cannot be read, is empty or larger than
+    :data:`MAX_SECRET_FILE_BYTES`. The message names the file, never its content.
+    """
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_SECRET_FILE_BYTES + 1)
+    except OSError as exc:
+        raise PodConfigError([f"{what} file {path} cannot be read: {exc.strerror}"]) from None
+    if len(raw) > MAX_SECRET_FILE_BYTES:
+        raise PodConfigError([f"{what} file {path} is larger than {MAX_SECRET_FILE_BYTES} bytes"])
+    value = raw.strip()
+    if not value:
+        raise PodConfigError([f"{what} file {path} is empty"])
+    return value

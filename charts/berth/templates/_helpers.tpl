@@ -205,6 +205,11 @@ app.kubernetes.io/component: redis
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [create]
+# Secrets: berth-task-key and <session>-berth are created (update adds a task key); the LLM key
+# Secret a session names is read to check its berth.dev/llm-credentials label. No list/watch.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create, update]
 # The options ConfigMap <session>-options.
 - apiGroups: [""]
   resources: [configmaps]

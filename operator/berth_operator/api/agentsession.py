@@ -57,9 +57,12 @@ class LLMSpec(K8sModel):
     base_url: str | None = Field(
         default=None, alias="baseURL", max_length=2048, pattern=r"^https?://\S+$"
     )
-    """Base URL of the OpenAI-compatible API (http or https); passed as OPENAI_BASE_URL."""
+    """Base URL of the OpenAI-compatible API (http or https); passed as OPENAI_BASE_URL. The
+    operator may restrict it to allowed prefixes (BERTH_LLM_ALLOWED_BASE_URLS)."""
     api_key_secret_ref: SecretKeySelector | None = None
-    """Secret key holding the API key; passed to the pod as OPENAI_API_KEY by secretKeyRef."""
+    """Secret key holding the API key, mounted into the session pod as a file (never an
+    environment variable). The Secret must carry the label berth.dev/llm-credentials: "true";
+    otherwise no pod is placed (condition Placed=False, reason SecretNotAllowed)."""
     api_key: str | None = Field(default=None, alias="apiKey")
     """Forbidden. A literal API key is never accepted in a spec; use apiKeySecretRef."""
 
@@ -111,7 +114,8 @@ class SeedFrom(K8sModel):
 
 
 class WorkspaceSpec(K8sModel):
-    """The code the agent works on, inside the shared volume."""
+    """The code the agent works on: the session's own directory ``workspaces/<ns>/<name>`` of the
+    shared volume (always; nothing else of the volume is visible to the session)."""
 
     sub_path: (
         Annotated[
@@ -124,15 +128,28 @@ class WorkspaceSpec(K8sModel):
                     "x-kubernetes-validations": [
                         {
                             "rule": "!self.split('/').exists(p, p == '..')",
-                            "message": "subPath must not contain '..'",
-                        }
+                            "message": "subPath must not contain '..': it names a directory "
+                            "inside the session's own workspace",
+                        },
+                        {
+                            "rule": "!self.startsWith('/')",
+                            "message": "subPath must be relative to the session's workspace "
+                            "(no leading '/')",
+                        },
+                        {
+                            "rule": "!(self.endsWith('/') ? self.substring(0, self.size() - 1)"
+                            " : self).split('/').exists(p, p == '' || p == '.')",
+                            "message": "subPath must not contain empty or '.' segments",
+                        },
                     ]
                 },
             ),
         ]
         | None
     ) = None
-    """Relative path inside the shared volume (default workspaces/<namespace>/<name>)."""
+    """Directory inside the session's own workspace root workspaces/<namespace>/<name> where the
+    agent works (created if missing); unset = the root itself. Relative, without '..', '.' or
+    empty segments; it can never name the store or another session's files."""
     seed_from: SeedFrom | None = None
     """Optional content to copy in before the first run."""
 

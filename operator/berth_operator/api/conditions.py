@@ -50,6 +50,12 @@ class Reason:
     """Waiting for the exponential backoff before the next replacement."""
     LANE_WORKER_NOT_FOUND: Final = "LaneWorkerNotFound"
     """A lane references a LaneWorker that does not exist."""
+    SECRET_NOT_ALLOWED: Final = "SecretNotAllowed"
+    """spec.llm.apiKeySecretRef names a Secret without berth.dev/llm-credentials: "true"."""
+    SECRET_NOT_FOUND: Final = "SecretNotFound"
+    """spec.llm.apiKeySecretRef names a Secret or key that does not exist."""
+    BASE_URL_NOT_ALLOWED: Final = "BaseURLNotAllowed"
+    """spec.llm.baseURL is outside the operator's BERTH_LLM_ALLOWED_BASE_URLS."""
     # Running
     RUNTIME_READY: Final = "RuntimeReady"
     STARTING: Final = "Starting"

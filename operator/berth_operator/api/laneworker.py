@@ -8,15 +8,14 @@ sessions are given; scaling the Deployment is a later issue.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from berth_operator.api.common import (
     Condition,
     Int64,
     K8sModel,
-    PreservedObject,
     ResourceRequirements,
     Toleration,
 )
@@ -62,6 +61,68 @@ class ScalingSpec(K8sModel):
     }
 
 
+SECURITY_CONTEXT_RULES = [
+    {
+        "rule": "!has(self.privileged) || self.privileged == false",
+        "message": "privileged worker containers are not allowed",
+    },
+    {
+        "rule": "!has(self.allowPrivilegeEscalation) || self.allowPrivilegeEscalation == false",
+        "message": "allowPrivilegeEscalation must be false (or unset) for worker containers",
+    },
+    {
+        "rule": "!has(self.capabilities) || !has(self.capabilities.add) || "
+        "size(self.capabilities.add) == 0",
+        "message": "worker containers cannot add capabilities (all are dropped)",
+    },
+    {
+        "rule": "!has(self.seccompProfile) || !has(self.seccompProfile.type) || "
+        "self.seccompProfile.type != 'Unconfined'",
+        "message": "seccompProfile Unconfined is not allowed (RuntimeDefault is used)",
+    },
+    {
+        "rule": "!has(self.runAsUser) || self.runAsUser != 0",
+        "message": "worker containers cannot run as root (runAsUser 0)",
+    },
+    {
+        "rule": "!has(self.runAsNonRoot) || self.runAsNonRoot == true",
+        "message": "runAsNonRoot cannot be false for worker containers",
+    },
+]
+"""CEL rules on LaneWorker spec.template.securityContext (the Berth security contract)."""
+
+_STRINGS = {"type": "array", "maxItems": 64, "items": {"type": "string"}}
+SecurityContextObject = Annotated[
+    dict[str, Any],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": True,
+            # CEL can only see declared fields, so the ones the rules check are declared.
+            "properties": {
+                "privileged": {"type": "boolean"},
+                "allowPrivilegeEscalation": {"type": "boolean"},
+                "readOnlyRootFilesystem": {"type": "boolean"},
+                "runAsNonRoot": {"type": "boolean"},
+                "runAsUser": {"type": "integer", "format": "int64"},
+                "runAsGroup": {"type": "integer", "format": "int64"},
+                "capabilities": {
+                    "type": "object",
+                    "properties": {"add": _STRINGS, "drop": _STRINGS},
+                },
+                "seccompProfile": {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": True,
+                    "properties": {"type": {"type": "string"}},
+                },
+            },
+            "x-kubernetes-validations": SECURITY_CONTEXT_RULES,
+        }
+    ),
+]
+"""A core/v1 SecurityContext: other fields are kept; the checked ones are declared."""
+
+
 class WorkerTemplate(K8sModel):
     """Overrides applied to the worker pods."""
 
@@ -71,8 +132,12 @@ class WorkerTemplate(K8sModel):
     """Node labels the worker pods require."""
     tolerations: list[Toleration] | None = Field(default=None, max_length=64)
     """Tolerations of the worker pods."""
-    security_context: PreservedObject | None = None
-    """core/v1 SecurityContext of the worker container, passed through."""
+    security_context: SecurityContextObject | None = None
+    """core/v1 SecurityContext of the worker container. The operator always drops all
+    capabilities, forbids privilege escalation, uses RuntimeDefault seccomp, a read-only root and
+    a non-root user; only runAsUser/runAsGroup (non-zero), seLinuxOptions and appArmorProfile
+    are taken from here. Privileged, allowPrivilegeEscalation, added capabilities, Unconfined
+    seccomp and runAsUser 0 are refused."""
 
 
 class WorkerStore(K8sModel):

@@ -1,9 +1,10 @@
 """Builder of the Job that deletes a session's store when ``berth.dev/delete-store: "true"``.
 
 The operator itself does not mount the shared volume, so removal runs in a pod that does: ``sh -c
-'rm -rf -- "$@"'`` over the session's store directory and, when the workspace is the default
-``workspaces/<ns>/<name>``, the workspace. Paths are passed as args (never baked into the script)
-so a node agent that rewrites mount prefixes in args works too. ``ttlSecondsAfterFinished`` lets
+'rm -rf -- "$@"'`` over the session's store directory and its workspace root
+``workspaces/<ns>/<name>`` (spec.workspace.subPath only names a directory inside that root).
+Paths are passed as args (never baked into the script) so a node agent that rewrites mount
+prefixes in args works too. ``ttlSecondsAfterFinished`` lets
 the TTL controller remove the Job.
 """
 
@@ -22,7 +23,7 @@ from berth_operator.api.constants import (
     MANAGED_BY,
     SHARED_MOUNT_PATH,
 )
-from berth_operator.builders.names import SessionRef, session_store_path, workspace_subpath
+from berth_operator.builders.names import SessionRef, session_store_path, workspace_root_subpath
 from berth_operator.settings import OperatorSettings
 
 CLEANUP_TTL_SECONDS = 300
@@ -39,8 +40,7 @@ def build_store_cleanup_job(
     """The cleanup Job (not owned by the session, which is being deleted)."""
     claim = (spec.store.claim_name if spec.store else None) or settings.default_claim_name
     paths = [session_store_path(ref, SHARED_MOUNT_PATH)]
-    if spec.workspace is None or not spec.workspace.sub_path:
-        paths.append(f"{SHARED_MOUNT_PATH}/{workspace_subpath(ref, spec)}")
+    paths.append(f"{SHARED_MOUNT_PATH}/{workspace_root_subpath(ref)}")
     labels = {
         LABEL_NAME: "berth",
         LABEL_COMPONENT: COMPONENT_STORE_CLEANUP,

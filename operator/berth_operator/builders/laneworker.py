@@ -10,15 +10,21 @@ Contract given to ``berth-worker`` (read by ``session_runtime.worker.WorkerSetti
   ``BERTH_NAMESPACE`` (downward API), ``BERTH_LANEWORKER`` (the LaneWorker name, which names the
   task stream ``berth:{ns}:lw:{name}:tasks``), ``POD_NAME`` (the consumer name in group
   ``workers``) and ``POD_IP`` (downward API), ``BERTH_WORKER_CONCURRENCY`` (``spec.concurrency``),
-  ``BERTH_SHARED_ROOT`` (the shared volume's mount path), ``BERTH_TASK_TIMEOUT_SECONDS``
+  ``BERTH_WORKSPACES_ROOT`` (``/var/lib/berth/workspaces``), ``BERTH_TASK_MASTER_KEY_FILE``
+  (``/var/run/berth/task-key/master``), ``BERTH_TASK_TIMEOUT_SECONDS``
   (``spec.taskTimeoutSeconds``), ``BERTH_METRICS_PORT`` (:data:`METRICS_PORT`);
-- the shared RWX claim (``spec.store.claimName`` or the operator's ``default_claim_name``) at
-  ``/var/lib/berth/shared`` — the same mount path as session pods, so sessions may send workspace
-  paths relative to the volume root; an ``emptyDir`` at ``/tmp`` because the root filesystem is
-  read-only;
-- non-root (``runAsNonRoot``, the operator's ``run_as_user``), no privilege escalation, all
-  capabilities dropped, RuntimeDefault seccomp, no ServiceAccount token (workers never call the
-  Kubernetes API, §2);
+- only the ``workspaces`` directory of the shared RWX claim (``spec.store.claimName`` or the
+  operator's ``default_claim_name``; volumeMount subPath ``workspaces``) at
+  ``/var/lib/berth/workspaces`` — never the store; the worker builds each task's workspace as
+  ``<root>/<its namespace>/<task session>/<relative path>``; the namespace's ``berth-task-key``
+  Secret read-only at ``/var/run/berth/task-key`` (mode 0440); an ``emptyDir`` at ``/tmp``
+  because the root filesystem is read-only;
+- hardened (:func:`berth_operator.builders.security.hardened_container_security`): non-root
+  (the operator's ``run_as_user``), no privilege escalation, not privileged, all capabilities
+  dropped, RuntimeDefault seccomp, read-only root; ``template.securityContext`` can only add a
+  non-root ``runAsUser``/``runAsGroup``, ``seLinuxOptions`` or ``appArmorProfile``; no
+  ServiceAccount token (workers never call the Kubernetes API, §2); default resource limits when
+  ``template.resources`` sets none;
 - ``terminationGracePeriodSeconds`` = ``taskTimeoutSeconds`` + :data:`DRAIN_MARGIN_SECONDS`: on
   SIGTERM a worker takes no new task and finishes those it holds, each bounded by the task
   timeout, so a scale-down never kills a running task;
@@ -46,9 +52,14 @@ from berth_operator.api.constants import (
     LABEL_NAME,
     LANEWORKER_KIND,
     MANAGED_BY,
-    SHARED_MOUNT_PATH,
+    TASK_KEY_MOUNT_PATH,
+    TASK_MASTER_KEY,
+    TASK_MASTER_SECRET,
+    WORKSPACES_MOUNT_PATH,
+    WORKSPACES_SUBDIR,
 )
 from berth_operator.api.laneworker import LaneWorkerSpec
+from berth_operator.builders.security import hardened_container_security, with_default_resources
 from berth_operator.errors import SpecError
 from berth_operator.settings import OperatorSettings
 
@@ -127,22 +138,8 @@ def build_pod_template(
     labels = {**selector_labels(ref.name), LABEL_MANAGED_BY: MANAGED_BY}
     claim = (spec.store.claim_name if spec.store else None) or settings.default_claim_name
     uid = settings.run_as_user
-    security: dict[str, Any] = {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
     template = spec.template
-    if template is not None and template.security_context:
-        # Overrides pass through, except that the root filesystem stays read-only and the
-        # container stays non-root (the requirement; /tmp is writable).
-        security = {
-            **security,
-            **template.security_context,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-        }
+    security = hardened_container_security(template.security_context if template else None)
     container: dict[str, Any] = {
         "name": WORKER_CONTAINER,
         "image": spec.image or settings.session_image,
@@ -155,7 +152,11 @@ def build_pod_template(
             _field_env("POD_NAME", "metadata.name"),
             _field_env("POD_IP", "status.podIP"),
             {"name": "BERTH_WORKER_CONCURRENCY", "value": str(spec.concurrency)},
-            {"name": "BERTH_SHARED_ROOT", "value": SHARED_MOUNT_PATH},
+            {"name": "BERTH_WORKSPACES_ROOT", "value": WORKSPACES_MOUNT_PATH},
+            {
+                "name": "BERTH_TASK_MASTER_KEY_FILE",
+                "value": f"{TASK_KEY_MOUNT_PATH}/{TASK_MASTER_KEY}",
+            },
             {"name": "BERTH_TASK_TIMEOUT_SECONDS", "value": str(spec.task_timeout_seconds)},
             {"name": "BERTH_METRICS_PORT", "value": str(METRICS_PORT)},
         ],
@@ -167,13 +168,14 @@ def build_pod_template(
             "failureThreshold": 3,
         },
         "volumeMounts": [
-            {"name": "shared", "mountPath": SHARED_MOUNT_PATH},
+            {"name": "shared", "mountPath": WORKSPACES_MOUNT_PATH, "subPath": WORKSPACES_SUBDIR},
+            {"name": "task-key", "mountPath": TASK_KEY_MOUNT_PATH, "readOnly": True},
             {"name": "tmp", "mountPath": TMP_MOUNT_PATH},
         ],
         "securityContext": security,
     }
-    if template is not None and template.resources is not None:
-        container["resources"] = template.resources.wire()
+    user_resources = template.resources.wire() if template and template.resources else None
+    container["resources"] = with_default_resources(user_resources, settings)
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": termination_grace_seconds(spec),
@@ -187,6 +189,14 @@ def build_pod_template(
         "containers": [container],
         "volumes": [
             {"name": "shared", "persistentVolumeClaim": {"claimName": claim}},
+            {
+                "name": "task-key",
+                "secret": {
+                    "secretName": TASK_MASTER_SECRET,
+                    "items": [{"key": TASK_MASTER_KEY, "path": TASK_MASTER_KEY}],
+                    "defaultMode": 0o440,
+                },
+            },
             {"name": "tmp", "emptyDir": {}},
         ],
     }

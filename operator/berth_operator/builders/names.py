@@ -25,6 +25,7 @@ from berth_operator.api.constants import (
     STORE_SUBDIR,
     WORKSPACES_SUBDIR,
 )
+from berth_operator.errors import SpecError
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -99,11 +100,61 @@ def owner_reference(ref: SessionRef) -> dict[str, Any]:
     }
 
 
-def workspace_subpath(ref: SessionRef, spec: AgentSessionSpec) -> str:
-    """Workspace path inside the shared volume (default ``workspaces/<ns>/<name>``)."""
-    if spec.workspace is not None and spec.workspace.sub_path:
-        return spec.workspace.sub_path.strip("/")
+def workspace_root_subpath(ref: SessionRef) -> str:
+    """The session's workspace root inside the shared volume: ``workspaces/<ns>/<name>``.
+
+    Fixed by construction (never taken from the spec), so one session's mounts can never name
+    another session's directory or the store.
+    """
     return f"{WORKSPACES_SUBDIR}/{ref.namespace}/{ref.name}"
+
+
+def relative_workspace(spec: AgentSessionSpec) -> str:
+    """spec.workspace.subPath normalised (``""`` when unset): a path inside the workspace root.
+
+    Raises SpecError for ``..``, a leading ``/``, ``.`` segments, empty segments or a NUL byte
+    (the CRD's CEL rules refuse them too; this guards objects stored before those rules).
+    """
+    sub = spec.workspace.sub_path if spec.workspace is not None else None
+    if not sub:
+        return ""
+    problem = subpath_problem(sub)
+    if problem:
+        raise SpecError(f"spec.workspace.subPath {sub!r}: {problem}")
+    return sub.rstrip("/")
+
+
+def subpath_problem(sub: str) -> str:
+    """Why ``sub`` is not a safe relative workspace path, or ``""`` when it is."""
+    if "\x00" in sub:
+        return "must not contain a NUL byte"
+    if sub.startswith("/"):
+        return "must be relative to the session's workspace (no leading '/')"
+    parts = sub.rstrip("/").split("/")
+    if any(p == ".." for p in parts):
+        return "must not contain '..'"
+    if any(p in ("", ".") for p in parts):
+        return "must not contain empty or '.' segments"
+    return ""
+
+
+def workspace_subpath(ref: SessionRef, spec: AgentSessionSpec) -> str:
+    """The effective workspace inside the shared volume:
+    ``workspaces/<ns>/<name>[/<spec.workspace.subPath>]``. Raises SpecError (see
+    :func:`relative_workspace`)."""
+    rel = relative_workspace(spec)
+    root = workspace_root_subpath(ref)
+    return f"{root}/{rel}" if rel else root
+
+
+def store_subpath(ref: SessionRef) -> str:
+    """The session's store inside the shared volume: ``store/<ns>/<name>``."""
+    return f"{STORE_SUBDIR}/{ref.namespace}/{ref.name}"
+
+
+def session_secret_name(session: str) -> str:
+    """Name of the per-session Secret (API token, task key): ``<session>-berth``."""
+    return f"{session}-berth"
 
 
 def store_dir(mount: str = SHARED_MOUNT_PATH) -> str:

@@ -1,15 +1,27 @@
-"""Builders of the session Pod and its options ConfigMap (ARCHITECTURE.md §5).
+"""Builders of the session Pod and its options ConfigMap (ARCHITECTURE.md §5; the Berth
+security contract).
 
 Contract given to ``berth-session`` (read by session_runtime.pod.config / .options):
 
 - env: BERTH_SESSION (<ns>/<name>), BERTH_SESSION_UID, BERTH_EPOCH, BERTH_RESUME_RUN_ID (when
-  resuming), BERTH_STORE_DIR (<mount>/store), BERTH_WORKSPACE (<mount>/<workspace subPath>),
-  BERTH_REDIS_URL, BERTH_OPTIONS_FILE (/etc/berth/session/options.json),
-  BERTH_TERMINATION_LOG (= terminationMessagePath), POD_NAME, POD_NAMESPACE, POD_IP, NODE_NAME
-  (downward API), OPENAI_API_KEY (secretKeyRef of spec.llm.apiKeySecretRef), OPENAI_BASE_URL
-  (spec.llm.baseURL, when set).
-- volumes: the shared PVC at /var/lib/berth/shared, the options ConfigMap read-only at
-  /etc/berth/session, an emptyDir at /tmp (the root filesystem is read-only).
+  resuming), BERTH_STORE_DIR (/var/lib/berth/store; only ``<ns>/<name>`` below it is mounted),
+  BERTH_WORKSPACE (/var/lib/berth/workspace[/<spec.workspace.subPath>]), BERTH_WORKSPACE_ROOT
+  (/var/lib/berth/workspace: external tasks' workspaces are relative to it), BERTH_REDIS_URL,
+  BERTH_OPTIONS_FILE (/etc/berth/session/options.json), BERTH_TERMINATION_LOG
+  (= terminationMessagePath), BERTH_API_TOKEN_FILE (/var/run/berth/session/api-token),
+  BERTH_TASK_KEY_FILE (/var/run/berth/session/task-key), BERTH_LLM_API_KEY_FILE
+  (/var/run/berth/llm/api-key, when spec.llm.apiKeySecretRef is set), OPENAI_BASE_URL
+  (spec.llm.baseURL, when set), POD_NAME, POD_NAMESPACE, POD_IP, NODE_NAME (downward API). No
+  credential is ever an environment variable (tools inherit the environment).
+- volumes: the shared PVC mounted twice with subPaths — ``workspaces/<ns>/<name>`` at
+  /var/lib/berth/workspace and ``store/<ns>/<name>`` at /var/lib/berth/store/<ns>/<name> — so
+  the pod sees no other session's files; the Secret ``<name>-berth`` read-only at
+  /var/run/berth/session (mode 0440, group = fsGroup); the LLM key (only the referenced key, as
+  file ``api-key``) at /var/run/berth/llm; the options ConfigMap read-only at
+  /etc/berth/session; an emptyDir at /tmp (the root filesystem is read-only).
+- hardening: non-root uid/gid/fsGroup ``run_as_user``, RuntimeDefault seccomp, all
+  capabilities dropped, no privilege escalation, read-only root, no ServiceAccount token,
+  default resource limits when spec.placement.resources sets none.
 - restartPolicy Never: the operator, not the kubelet, replaces a dead session pod, with a new
   epoch, so a restart is always a fenced resume.
 """
@@ -25,13 +37,19 @@ from berth_operator.api.constants import (
     ANNOTATION_REPLACED_REASON,
     ANNOTATION_RESUME_RUN_ID,
     LABEL_EPOCH,
+    LLM_KEY_FILE,
+    LLM_KEY_MOUNT_PATH,
     OPTIONS_KEY,
     OPTIONS_MOUNT_PATH,
+    SECRET_API_TOKEN_KEY,
+    SECRET_TASK_KEY_KEY,
     SESSION_COMMAND,
     SESSION_CONTAINER,
     SESSION_PORT,
-    SHARED_MOUNT_PATH,
+    SESSION_SECRET_MOUNT_PATH,
+    STORE_MOUNT_PATH,
     TERMINATION_MESSAGE_PATH,
+    WORKSPACE_MOUNT_PATH,
 )
 from berth_operator.api.laneworker import task_stream
 from berth_operator.api.options import (
@@ -47,10 +65,13 @@ from berth_operator.builders.names import (
     options_configmap_name,
     owner_reference,
     pod_name,
+    relative_workspace,
     session_labels,
-    store_dir,
-    workspace_subpath,
+    session_secret_name,
+    store_subpath,
+    workspace_root_subpath,
 )
+from berth_operator.builders.security import hardened_container_security, with_default_resources
 from berth_operator.settings import OperatorSettings
 
 SHUTDOWN_MARGIN_SECONDS = 15
@@ -142,13 +163,26 @@ def session_env(
     ]
     if resume_run_id:
         env.append({"name": "BERTH_RESUME_RUN_ID", "value": resume_run_id})
+    rel = relative_workspace(spec)
     env += [
-        {"name": "BERTH_STORE_DIR", "value": store_dir(SHARED_MOUNT_PATH)},
-        {"name": "BERTH_WORKSPACE", "value": f"{SHARED_MOUNT_PATH}/{workspace_subpath(ref, spec)}"},
+        {"name": "BERTH_STORE_DIR", "value": STORE_MOUNT_PATH},
+        {
+            "name": "BERTH_WORKSPACE",
+            "value": f"{WORKSPACE_MOUNT_PATH}/{rel}" if rel else WORKSPACE_MOUNT_PATH,
+        },
+        {"name": "BERTH_WORKSPACE_ROOT", "value": WORKSPACE_MOUNT_PATH},
         {"name": "BERTH_REDIS_URL", "value": settings.redis_url},
         {"name": "BERTH_OPTIONS_FILE", "value": f"{OPTIONS_MOUNT_PATH}/{OPTIONS_KEY}"},
         {"name": "BERTH_TERMINATION_LOG", "value": TERMINATION_MESSAGE_PATH},
         {"name": "BERTH_HTTP_PORT", "value": str(SESSION_PORT)},
+        {
+            "name": "BERTH_API_TOKEN_FILE",
+            "value": f"{SESSION_SECRET_MOUNT_PATH}/{SECRET_API_TOKEN_KEY}",
+        },
+        {
+            "name": "BERTH_TASK_KEY_FILE",
+            "value": f"{SESSION_SECRET_MOUNT_PATH}/{SECRET_TASK_KEY_KEY}",
+        },
         _field_env("POD_NAME", "metadata.name"),
         _field_env("POD_NAMESPACE", "metadata.namespace"),
         _field_env("POD_IP", "status.podIP"),
@@ -156,19 +190,72 @@ def session_env(
     ]
     if spec.llm is not None and spec.llm.api_key_secret_ref is not None:
         env.append(
-            {
-                "name": "OPENAI_API_KEY",
-                "valueFrom": {
-                    "secretKeyRef": {
-                        "name": spec.llm.api_key_secret_ref.name,
-                        "key": spec.llm.api_key_secret_ref.key,
-                    }
-                },
-            }
+            {"name": "BERTH_LLM_API_KEY_FILE", "value": f"{LLM_KEY_MOUNT_PATH}/{LLM_KEY_FILE}"}
         )
     if spec.llm is not None and spec.llm.base_url:
         env.append({"name": "OPENAI_BASE_URL", "value": spec.llm.base_url})
     return env
+
+
+SECRET_FILE_MODE = 0o440
+"""defaultMode of the Secret volumes: owner and group (fsGroup) read, nobody else."""
+
+
+def session_mounts(ref: SessionRef, spec: AgentSessionSpec) -> list[dict[str, Any]]:
+    """volumeMounts of the session container (see the module docstring)."""
+    mounts: list[dict[str, Any]] = [
+        {
+            "name": "shared",
+            "mountPath": WORKSPACE_MOUNT_PATH,
+            "subPath": workspace_root_subpath(ref),
+        },
+        {
+            "name": "shared",
+            "mountPath": f"{STORE_MOUNT_PATH}/{ref.namespace}/{ref.name}",
+            "subPath": store_subpath(ref),
+        },
+        {"name": "session-secret", "mountPath": SESSION_SECRET_MOUNT_PATH, "readOnly": True},
+        {"name": "options", "mountPath": OPTIONS_MOUNT_PATH, "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    if spec.llm is not None and spec.llm.api_key_secret_ref is not None:
+        mounts.append({"name": "llm-key", "mountPath": LLM_KEY_MOUNT_PATH, "readOnly": True})
+    return mounts
+
+
+def session_volumes(ref: SessionRef, spec: AgentSessionSpec, claim: str) -> list[dict[str, Any]]:
+    """volumes of the session pod (see the module docstring)."""
+    volumes: list[dict[str, Any]] = [
+        {"name": "shared", "persistentVolumeClaim": {"claimName": claim}},
+        {
+            "name": "session-secret",
+            "secret": {
+                "secretName": session_secret_name(ref.name),
+                "defaultMode": SECRET_FILE_MODE,
+            },
+        },
+        {
+            "name": "options",
+            "configMap": {
+                "name": options_configmap_name(ref.name),
+                "items": [{"key": OPTIONS_KEY, "path": OPTIONS_KEY}],
+            },
+        },
+        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+    ]
+    key_ref = spec.llm.api_key_secret_ref if spec.llm is not None else None
+    if key_ref is not None:
+        volumes.append(
+            {
+                "name": "llm-key",
+                "secret": {
+                    "secretName": key_ref.name,
+                    "items": [{"key": key_ref.key, "path": LLM_KEY_FILE}],
+                    "defaultMode": SECRET_FILE_MODE,
+                },
+            }
+        )
+    return volumes
 
 
 def build_session_pod(
@@ -208,23 +295,16 @@ def build_session_pod(
             "periodSeconds": 10,
             "failureThreshold": 6,
         },
-        "volumeMounts": [
-            {"name": "shared", "mountPath": SHARED_MOUNT_PATH},
-            {"name": "options", "mountPath": OPTIONS_MOUNT_PATH, "readOnly": True},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
+        "volumeMounts": session_mounts(ref, spec),
         "terminationMessagePath": TERMINATION_MESSAGE_PATH,
         "terminationMessagePolicy": "File",
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": hardened_container_security(),
     }
     placement = spec.placement
-    if placement is not None and placement.resources is not None:
-        container["resources"] = placement.resources.wire()
+    user_resources = (
+        placement.resources.wire() if placement is not None and placement.resources else None
+    )
+    container["resources"] = with_default_resources(user_resources, settings)
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -239,17 +319,7 @@ def build_session_pod(
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [container],
-        "volumes": [
-            {"name": "shared", "persistentVolumeClaim": {"claimName": claim}},
-            {
-                "name": "options",
-                "configMap": {
-                    "name": options_configmap_name(ref.name),
-                    "items": [{"key": OPTIONS_KEY, "path": OPTIONS_KEY}],
-                },
-            },
-            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
-        ],
+        "volumes": session_volumes(ref, spec, claim),
     }
     if settings.session_service_account:
         pod_spec["serviceAccountName"] = settings.session_service_account

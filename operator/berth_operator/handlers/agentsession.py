@@ -10,10 +10,14 @@
                               the session, so garbage collection removes whatever is left.
 
 One reconcile iteration (``reconcile_session``): GET the session fresh from the apiserver, gather
-pods (cache + in-flight), nodes and /v1/state, ``decide``, write status (PUT with resourceVersion;
-skipped when unchanged), delete pods, then — only after the status with the bumped epoch is
-stored — LIST the session's pods straight from the apiserver and create the new pod if none is
-alive. A Conflict restarts the iteration; other API errors back off.
+pods (cache + in-flight), nodes and /v1/state (with the session's API token, read once from its
+``<name>-berth`` Secret and cached), and — when a pod is to be placed — whether the LLM Secret
+may be used (label ``berth.dev/llm-credentials: "true"``, allowed baseURL); ``decide``, write
+status (PUT with resourceVersion; skipped when unchanged), delete pods, then — only after the
+status with the bumped epoch is stored — LIST the session's pods straight from the apiserver,
+make sure the namespace's ``berth-task-key`` (sessions with an external lane) and the session's
+``<name>-berth`` Secret exist, and create the new pod if none is alive. A Conflict restarts the
+iteration; other API errors back off. Secret values never reach logs, status or Events.
 """
 
 from __future__ import annotations
@@ -42,12 +46,20 @@ from berth_operator.api.constants import (
 from berth_operator.builders.cleanup_job import build_store_cleanup_job
 from berth_operator.builders.names import SessionRef
 from berth_operator.builders.pdb import build_session_pdb
+from berth_operator.builders.secrets import llm_credentials_problem, needs_task_master
 from berth_operator.builders.session_pod import (
     build_options,
     build_options_configmap,
     build_session_pod,
 )
-from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound, RuntimeUnreachable
+from berth_operator.errors import (
+    AlreadyExists,
+    Conflict,
+    KubeError,
+    NotFound,
+    RuntimeUnauthorized,
+    RuntimeUnreachable,
+)
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.metrics import (
     PLACEMENTS,
@@ -184,6 +196,39 @@ async def _missing_laneworkers(ctx: OperatorContext, ns: str, spec: AgentSession
     return sorted(set(missing))
 
 
+async def _credentials_problem(
+    ctx: OperatorContext, ns: str, spec: AgentSessionSpec
+) -> tuple[str, str] | None:
+    """(reason, message) when the session's LLM Secret or baseURL must not be used."""
+    ref = spec.llm.api_key_secret_ref if spec.llm is not None else None
+    secret = None
+    if ref is not None and ctx.secrets is not None:
+        secret = await ctx.secrets.read_secret(ns, ref.name)
+    elif ref is not None:
+        return None  # no Secret access configured (unit tests): nothing to check against
+    return llm_credentials_problem(spec, secret, ctx.settings.llm_allowed_base_urls)
+
+
+async def _api_token(ctx: OperatorContext, ref: SessionRef) -> str | None:
+    """The session's API token (cached per uid; read from ``<name>-berth`` on first use)."""
+    token = ctx.tokens.get(ref.uid)
+    if token is None and ctx.secrets is not None:
+        token = await ctx.secrets.api_token(ref)
+        if token is not None:
+            ctx.tokens[ref.uid] = token
+    return token
+
+
+async def _ensure_secrets(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
+    """Before a pod is created: the namespace master (external lanes) and ``<name>-berth``."""
+    if ctx.secrets is None:
+        return
+    master = None
+    if needs_task_master(spec):
+        master = await ctx.secrets.ensure_task_master(ref.namespace)
+    ctx.tokens[ref.uid] = await ctx.secrets.ensure_session_secret(ref, master)
+
+
 def _post_events(body: dict[str, Any], plan: Plan) -> None:
     for event in plan.events:
         kopf.event(
@@ -270,8 +315,10 @@ async def _reconcile(
         and current.terminated is None
     ):
         try:
-            state = await ctx.runtime.state(current.pod_ip)
+            state = await ctx.runtime.state(current.pod_ip, await _api_token(ctx, ref))
         except RuntimeUnreachable as exc:
+            if isinstance(exc, RuntimeUnauthorized):
+                ctx.tokens.pop(uid, None)  # re-read the Secret next time
             STATE_REFRESH_FAILURES.inc()
             state_error = str(exc)
             if current.node_name and current.node_name not in nodes:
@@ -292,9 +339,11 @@ async def _reconcile(
         if trigger is not None:
             disruptions = {**disruptions, current.node_name: trigger}
     missing: list[str] = []
+    credentials = None
     alive = [p for p in cached if not p.deleting and p.terminated is None]
     if not alive and inflight is None:
         missing = await _missing_laneworkers(ctx, namespace, spec)
+        credentials = await _credentials_problem(ctx, namespace, spec)
 
     plan = decide(
         Observation(
@@ -307,6 +356,7 @@ async def _reconcile(
             state=state,
             state_error=state_error,
             missing_laneworkers=tuple(missing),
+            credentials_problem=credentials,
             now=datetime.now(UTC).replace(microsecond=0),
             node_disruptions=disruptions,
             evictions=evictions,
@@ -340,7 +390,10 @@ async def _reconcile(
     if plan.passivate is not None:
         try:
             await ctx.runtime.passivate(
-                plan.passivate.pod_ip, plan.passivate.reason, plan.passivate.deadline_ms
+                plan.passivate.pod_ip,
+                plan.passivate.reason,
+                plan.passivate.deadline_ms,
+                await _api_token(ctx, ref),
             )
         except RuntimeUnreachable as exc:
             # The deadline in status still applies: the pod is deleted at the latest then.
@@ -380,6 +433,7 @@ async def _reconcile(
         else:
             if ctx.disruption is not None and pdb_wanted(settings.pdb_enabled, False):
                 await ctx.disruption.ensure_pdb(build_session_pdb(ref, spec))
+            await _ensure_secrets(ctx, ref, spec)
             if ctx.configmap_generation.get(uid) != ref.generation:
                 options = build_options(ref, spec, settings)
                 await ctx.kube.apply_configmap(build_options_configmap(ref, spec, options))

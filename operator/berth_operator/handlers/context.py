@@ -9,6 +9,8 @@
 - ``evictions``: session uid → pod names whose eviction the webhook denied (handlers.webhook); the
   session's next decision requests passivation with reason ``eviction`` and records it in status.
 - ``disruption``: PodDisruptionBudget calls (k8s.disruption), None when PDBs are disabled.
+- ``secrets``: Secret calls (k8s.secrets); ``tokens``: session uid → the API token of its
+  ``<name>-berth`` Secret, read once and cached (never logged, never in status or Events).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 
 from berth_operator.k8s.client import KubeClient
 from berth_operator.k8s.disruption import DisruptionClient
+from berth_operator.k8s.secrets import SecretApi
 from berth_operator.metrics import INFLIGHT, PhaseTracker
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
@@ -37,6 +40,8 @@ class OperatorContext:
     configmap_generation: dict[str, int] = field(default_factory=dict)
     evictions: dict[str, set[str]] = field(default_factory=dict)
     disruption: DisruptionClient | None = None
+    secrets: SecretApi | None = None
+    tokens: dict[str, str] = field(default_factory=dict, repr=False)
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""
@@ -81,5 +86,6 @@ class OperatorContext:
         self.inflight.pop(uid, None)
         self.configmap_generation.pop(uid, None)
         self.evictions.pop(uid, None)
+        self.tokens.pop(uid, None)
         INFLIGHT.set(len(self.inflight))
         self.phases.set(uid, None)

@@ -5,7 +5,8 @@ Thin: they read (spec, Deployment, pods, pressure), call the pure builders and d
 result through :mod:`berth_operator.k8s.laneworker`. Registered when ``berth_operator.main``
 imports this module (or with ``kopf run -m berth_operator.handlers.laneworker``).
 
-- ``laneworker_apply`` (create, update of ``spec``, resume): make the Deployment exist with the
+- ``laneworker_apply`` (create, update of ``spec``, resume): make the namespace's task master
+  key Secret ``berth-task-key`` exist (the workers mount it) and the Deployment exist with the
   current pod template; when ``spec.scaling`` is omitted, copy ``spec.replicas`` (the ``/scale``
   subresource) to it.
 - ``laneworker_scaler`` (a kopf daemon per LaneWorker): every ``scaling.pollingIntervalSeconds``
@@ -59,6 +60,7 @@ from berth_operator.errors import (
 )
 from berth_operator.k8s.client import make_api_client
 from berth_operator.k8s.laneworker import LaneWorkerApi
+from berth_operator.k8s.secrets import SecretApi
 from berth_operator.pressure import (
     BrokerPressure,
     PressureUnavailable,
@@ -91,6 +93,7 @@ class _Context:
 
     settings: OperatorSettings
     api: LaneWorkerApi
+    secrets: SecretApi
     redis: Redis[Any]
     http: aiohttp.ClientSession
 
@@ -108,9 +111,11 @@ async def _ctx(memo: Any = None) -> _Context:
             settings = getattr(shared, "settings", None)
             if not isinstance(settings, OperatorSettings):
                 settings = OperatorSettings.from_env()
+            api_client = make_api_client(settings.kube_connection_pool)
             _context = _Context(
                 settings=settings,
-                api=LaneWorkerApi(make_api_client(settings.kube_connection_pool)),
+                api=LaneWorkerApi(api_client),
+                secrets=SecretApi(api_client),
                 redis=Redis.from_url(settings.redis_url),
                 http=aiohttp.ClientSession(),
             )
@@ -136,6 +141,7 @@ async def _ensure_deployment(
     Returns the Deployment as read before any template change (None right after creating it).
     """
     name = deployment_name(ref.name)
+    await ctx.secrets.ensure_task_master(ref.namespace)  # mounted by every worker pod
     current = await ctx.api.get_deployment(ref.namespace, name)
     counts = DeploymentCounts.of(current)
     if owns_replicas(spec):

@@ -2,9 +2,14 @@
 
 The plugin is a short-lived CLI, so this uses the synchronous ``kubernetes`` client with the
 caller's kubeconfig (``KUBECONFIG`` or ``~/.kube/config``; in-cluster config as a fallback), not
-the operator's credentials. For users it only reads the AgentSession object (spec and status);
-everything the plugin changes on a session goes through the session pod's HTTP API
-(ARCHITECTURE.md §5). The chart's post-delete hook (``kubectl-berth cleanup-lease``) also lists
+the operator's credentials. For users it reads the AgentSession object (spec and status) and the
+session's API token from its Secret ``<name>-berth``; everything the plugin changes on a session
+goes through the session pod's HTTP API (ARCHITECTURE.md §5), reached through the apiserver's
+pod proxy (``/api/v1/namespaces/<ns>/pods/<pod>:8080/proxy/...``) with the token in
+``X-Berth-Token`` (the proxy keeps that header; ``Authorization`` carries the caller's own
+credentials to the apiserver). So the caller needs ``get`` on ``secrets`` and ``create`` on
+``pods/proxy`` in the namespace: whoever may read the token may drive the session.
+The chart's post-delete hook (``kubectl-berth cleanup-lease``) also lists
 the operator's pods and deletes its leader-election Lease.
 
 API errors are translated to :mod:`berth_operator.errors` here, so the plugin never sees
@@ -13,6 +18,7 @@ API errors are translated to :mod:`berth_operator.errors` here, so the plugin ne
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +27,13 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from berth_operator.api.constants import GROUP, SESSION_PLURAL, VERSION
+from berth_operator.api.constants import (
+    API_TOKEN_HEADER,
+    GROUP,
+    SECRET_API_TOKEN_KEY,
+    SESSION_PLURAL,
+    VERSION,
+)
 from berth_operator.errors import KubeError, NotFound
 
 # The config loaders are untyped in the kubernetes package; give them a typed seam.
@@ -62,6 +74,81 @@ class PluginClient:
         if not isinstance(body, dict):
             raise KubeError(f"unexpected answer reading agentsession {self.namespace}/{name}")
         return body
+
+    def session_token(self, name: str) -> str:
+        """The API token of session ``name`` (Secret ``<name>-berth``, key ``api-token``).
+        Raises KubeError (NotFound when the Secret does not exist); never shows the token."""
+        import base64
+
+        secret_name = f"{name}-berth"
+        core = client.CoreV1Api(self.api)
+        try:
+            secret = core.read_namespaced_secret(secret_name, self.namespace)
+        except ApiException as exc:
+            status = int(exc.status or 0)
+            if status == 404:
+                raise NotFound(
+                    f"secret {self.namespace}/{secret_name} not found (the session has no API "
+                    "token yet)",
+                    status=404,
+                ) from None
+            raise KubeError(
+                f"reading secret {self.namespace}/{secret_name} failed: {exc.status} {exc.reason}"
+                " (the plugin needs get on secrets to call the session)",
+                status=status,
+            ) from None
+        except OSError as exc:
+            raise KubeError(f"cannot reach the Kubernetes API: {exc}") from exc
+        raw = (secret.data or {}).get(SECRET_API_TOKEN_KEY)
+        try:
+            token = base64.b64decode(str(raw or ""), validate=True).decode().strip()
+        except ValueError:
+            token = ""
+        if not token:
+            raise KubeError(
+                f"secret {self.namespace}/{secret_name} holds no {SECRET_API_TOKEN_KEY}"
+            )
+        return token
+
+    def proxy_post(
+        self, path: str, payload: dict[str, Any], token: str, timeout: float
+    ) -> tuple[int, Any]:
+        """POST ``payload`` as JSON to ``path`` (an apiserver pod-proxy path) with the session's
+        token in ``X-Berth-Token``; return (HTTP status, decoded body or text). Error statuses
+        (the session's or the apiserver's) are returned, not raised; KubeError when the
+        apiserver cannot be reached."""
+        try:
+            method, url, headers, body, post = self.api.param_serialize(
+                "POST",
+                path,
+                header_params={
+                    "Content-Type": "application/json",
+                    "Accept": "application/json",
+                    API_TOKEN_HEADER: token,
+                },
+                body=payload,
+                auth_settings=["BearerToken"],
+            )
+            response = self.api.call_api(
+                method,
+                url,
+                header_params=headers,
+                body=body,
+                post_params=post,
+                _request_timeout=timeout,
+            )
+            response.read()  # type: ignore[no-untyped-call]
+            raw: str | bytes = response.data or b""
+            status = int(response.status)
+        except ApiException as exc:
+            raw, status = exc.body or b"", int(exc.status or 0)
+        except OSError as exc:
+            raise KubeError(f"cannot reach the Kubernetes API: {exc}") from exc
+        text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        try:
+            return status, json.loads(text) if text else None
+        except json.JSONDecodeError:
+            return status, text
 
     def count_pods(self, selector: str) -> int:
         """Pods in the namespace matching the label ``selector``. Raises KubeError."""

@@ -72,6 +72,8 @@ class Observation:
     state: RuntimeState | None = None
     state_error: str | None = None
     missing_laneworkers: tuple[str, ...] = ()
+    credentials_problem: tuple[str, str] | None = None
+    """(reason, message) when the LLM Secret or baseURL must not be used (no pod is placed)."""
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     node_disruptions: Mapping[str, pv.Trigger] = field(default_factory=dict)
     """Disrupted nodes (cordoned / disruption taint) by name (handlers.nodes index)."""
@@ -575,6 +577,15 @@ def _maybe_place(
     if obs.missing_laneworkers:
         msg = "LaneWorker not found: " + ", ".join(obs.missing_laneworkers)
         conds.set(CondType.PLACED, "False", Reason.LANE_WORKER_NOT_FOUND, msg)
+        _finish(st, conds, "Resuming" if resuming else "Pending", msg)
+        plan.requeue_after = LANEWORKER_REQUEUE
+        return
+    if obs.credentials_problem is not None:
+        reason, msg = obs.credentials_problem
+        before = conds.get(CondType.PLACED)
+        if before is None or (before.reason, before.message) != (reason, msg):
+            plan.events.append(Event("Warning", reason, msg))  # once per new problem
+        conds.set(CondType.PLACED, "False", reason, msg)
         _finish(st, conds, "Resuming" if resuming else "Pending", msg)
         plan.requeue_after = LANEWORKER_REQUEUE
         return

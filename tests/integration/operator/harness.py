@@ -280,6 +280,6 @@ def session_manifest(name: str, base_url: str, prompt: str, **spec: Any) -> dict
 SECRET = {
     "apiVersion": "v1",
     "kind": "Secret",
-    "metadata": {"name": "llm-credentials"},
+    "metadata": {"name": "llm-credentials", "labels": {"berth.dev/llm-credentials": "true"}},
     "stringData": {"api-key": "sk-test"},
 }

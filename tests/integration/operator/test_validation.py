@@ -223,6 +223,62 @@ CASES: list[tuple[str, dict[str, Any], Mutation, tuple[str, ...], bool]] = [
         False,
     ),
     ("lw-zero-concurrency", WORKER, spec_set("concurrency", 0), ("spec.concurrency",), False),
+    (
+        "workspace-absolute",
+        SESSION,
+        spec_set("workspace.subPath", "/etc"),
+        ("spec.workspace.subPath",),
+        False,
+    ),
+    (
+        "workspace-dot",
+        SESSION,
+        spec_set("workspace.subPath", "."),
+        ("spec.workspace.subPath", "'.' segments"),
+        False,
+    ),
+    (
+        "workspace-empty-segment",
+        SESSION,
+        spec_set("workspace.subPath", "src//app"),
+        ("spec.workspace.subPath", "empty"),
+        False,
+    ),
+    (
+        "lw-privileged",
+        WORKER,
+        spec_set("template.securityContext", {"privileged": True}),
+        ("spec.template.securityContext", "privileged"),
+        False,
+    ),
+    (
+        "lw-privilege-escalation",
+        WORKER,
+        spec_set("template.securityContext", {"allowPrivilegeEscalation": True}),
+        ("spec.template.securityContext", "allowPrivilegeEscalation"),
+        False,
+    ),
+    (
+        "lw-added-capabilities",
+        WORKER,
+        spec_set("template.securityContext", {"capabilities": {"add": ["SYS_ADMIN"]}}),
+        ("spec.template.securityContext", "capabilities"),
+        False,
+    ),
+    (
+        "lw-seccomp-unconfined",
+        WORKER,
+        spec_set("template.securityContext", {"seccompProfile": {"type": "Unconfined"}}),
+        ("spec.template.securityContext", "Unconfined"),
+        False,
+    ),
+    (
+        "lw-run-as-root",
+        WORKER,
+        spec_set("template.securityContext", {"runAsUser": 0}),
+        ("spec.template.securityContext", "root"),
+        False,
+    ),
 ]
 
 

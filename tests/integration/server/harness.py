@@ -77,11 +77,20 @@ class PodProcess:
     base_url: str
     termination_log: Path
     stderr_path: Path
+    token: str = ""
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
+        """One HTTP call; with ``headers`` None the pod's API token is sent as a Bearer token,
+        otherwise exactly ``headers`` (so tests can send none or a wrong one)."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.base_url + path, data=data, method=method)
         req.add_header("Content-Type", "application/json")
+        if headers is None:
+            headers = {"Authorization": f"Bearer {self.token}"}
+        for key, value in headers.items():
+            req.add_header(key, value)
         try:
             with urllib.request.urlopen(req, timeout=10) as resp:
                 raw = resp.read()
@@ -153,6 +162,7 @@ class PodWorld:
     uid: str = "9f1c2d3e-0000-4000-8000-000000000001"
     options: dict[str, Any] = field(default_factory=dict)
     pods: list[PodProcess] = field(default_factory=list)
+    token: str = "test-api-token-0123456789-abcdefghijklmnopq"
 
     @property
     def store(self) -> Path:
@@ -173,9 +183,13 @@ class PodWorld:
         options_file = self.root / "options" / "options.json"
         options_file.parent.mkdir(exist_ok=True)
         options_file.write_text(json.dumps(self.options))
+        token_file = self.root / "secret" / "api-token"
+        token_file.parent.mkdir(exist_ok=True)
+        token_file.write_text(self.token + "\n")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("BERTH_", "OPENAI_"))}
         env.update(
             {
+                "BERTH_API_TOKEN_FILE": str(token_file),
                 "BERTH_SESSION": f"{self.namespace}/{self.name}",
                 "BERTH_SESSION_UID": self.uid,
                 "BERTH_EPOCH": str(epoch),
@@ -216,6 +230,7 @@ class PodWorld:
             f"http://127.0.0.1:{env['BERTH_HTTP_PORT']}",
             Path(env["BERTH_TERMINATION_LOG"]),
             stderr_path,
+            token=self.token,
         )
         self.pods.append(pod)
         return pod

@@ -283,3 +283,58 @@ def test_unreachable_model_fails_cleanly(tmp_path: Path) -> None:
         assert msg["outcome"] == "failed" and "circuit breaker" in msg["reason"]
         assert msg["runId"].startswith("run-")
         assert "Traceback" not in pod.stderr()
+
+
+def test_api_refuses_missing_and_wrong_tokens_of_a_real_process(tmp_path: Path) -> None:
+    """The security contract on a real ``berth-session``: without its token nobody reads state,
+    injects a prompt or passivates the session; with it everything works; the token never shows
+    up in the process's output, termination message, metrics or store."""
+    script = {
+        "turns": [
+            {"text": "first done"},
+            {"tool_calls": [bash("echo injected >> injected.txt")]},
+            {"text": "second"},
+        ]
+    }
+    with pod_world(tmp_path, script, keepAlive=True) as world:
+        pod = world.start(epoch=1)
+        pod.wait_ready()
+        pod.wait_state(lambda s: s["state"] == "idle", "idle after the task")
+        wrong = world.token[:-1] + ("A" if world.token[-1] != "A" else "B")
+        attempts = [
+            ("GET", "/v1/state", None),
+            ("POST", "/v1/messages", {"prompt": "run: echo injected >> injected.txt"}),
+            ("POST", "/v1/passivate", {"reason": "manual"}),
+        ]
+        for method, path, body in attempts:
+            assert pod.request(method, path, body, headers={})[0] == 401
+            assert pod.request(method, path, body, headers={"X-Forwarded-For": "1.2.3.4"})[0] == 401
+            for header in ("Authorization", "X-Berth-Token"):
+                value = f"Bearer {wrong}" if header == "Authorization" else wrong
+                assert pod.request(method, path, body, headers={header: value})[0] == 403
+        assert world.lines("injected.txt") == []  # no prompt got in
+        assert pod.state()["state"] == "idle"  # not passivated either
+        status, text = pod.request("GET", "/metrics", headers={})
+        assert status == 200
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+        }
+        assert samples[("berth_session_api_refused_total", (("reason", "missing"),))] == 6
+        assert samples[("berth_session_api_refused_total", (("reason", "wrong"),))] == 6
+        assert pod.request("GET", "/healthz", headers={})[0] == 200
+
+        # The right token via the proxy-safe header is accepted.
+        status, _ = pod.request(
+            "POST", "/v1/messages", {"prompt": "go"}, headers={"X-Berth-Token": world.token}
+        )
+        assert status == 202
+        wait_for("the authorised prompt's tool", lambda: world.lines("injected.txt"))
+        pod.wait_state(lambda s: s["state"] == "idle", "idle after the second run")
+        assert world.lines("injected.txt") == ["injected"]
+        assert pod.request("POST", "/v1/passivate", {"reason": "manual"})[0] == 202
+        assert pod.wait_exit() == 0, pod.stderr()
+        leaks = [pod.stderr(), pod.termination_log.read_text(), text]
+        leaks += [p.read_text(errors="replace") for p in world.store.rglob("*") if p.is_file()]
+        assert not [t for t in leaks if world.token in t]

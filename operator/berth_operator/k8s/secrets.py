@@ -1,0 +1,159 @@
+"""Secret calls of the operator (the Berth security contract): the namespace's task master key
+``berth-task-key``, each session's ``<name>-berth`` and the LLM key Secret a session names.
+
+The synchronous ``kubernetes`` client runs in a worker thread; answers are plain dicts. Errors are
+translated like :mod:`berth_operator.k8s.client` (NotFound, AlreadyExists, Conflict, KubeError).
+Values read or written here are never logged and never put in an error message: messages name
+the Secret, not its content.
+
+- :meth:`SecretApi.ensure_task_master`: read ``berth-task-key``; create it with 32 random bytes
+  when absent (AlreadyExists: another writer won, read theirs). Idempotent.
+- :meth:`SecretApi.ensure_session_secret`: create ``<name>-berth`` (token + task key) or bring
+  it up to date (task key added once the master exists); returns the API token.
+- :meth:`SecretApi.read_secret`: a Secret or None.
+
+Needs RBAC ``secrets: get, create, update`` (config/rbac).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from berth_operator.api.constants import TASK_MASTER_SECRET
+from berth_operator.builders.names import SessionRef, session_secret_name
+from berth_operator.builders.secrets import (
+    api_token_of,
+    build_session_secret,
+    build_task_master_secret,
+    master_of,
+    new_api_token,
+    new_master_key,
+    session_data,
+    session_secret_update,
+)
+from berth_operator.errors import AlreadyExists, KubeError, NotFound
+from berth_operator.k8s.client import _translate
+
+T = TypeVar("T")
+
+
+class SecretApi:
+    """Secret reads and writes of the operator; every method is a coroutine."""
+
+    def __init__(self, api_client: Any) -> None:
+        self._api = api_client
+        self.core = client.CoreV1Api(api_client)
+
+    @classmethod
+    def from_kube(cls, kube: Any) -> SecretApi:
+        """Share the ApiClient of a :class:`berth_operator.k8s.client.KubeClient`."""
+        return cls(kube._api)
+
+    async def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        def run() -> T:
+            try:
+                return fn(*args, **kwargs)
+            except ApiException as exc:
+                raise _translate(exc, what) from None  # the body may echo data: not chained
+            except OSError as exc:
+                raise KubeError(f"{what}: cannot reach the Kubernetes API: {exc}") from None
+
+        return await asyncio.to_thread(run)
+
+    def _decoded(self, response: Any) -> dict[str, Any]:
+        data = json.loads(response.data or b"{}")
+        if not isinstance(data, dict):
+            raise KubeError("unexpected (non-object) answer from the API")
+        return data
+
+    async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Secret as a dict, or None when it does not exist."""
+        try:
+            return await self._call(
+                f"get secret {namespace}/{name}",
+                lambda: self._decoded(
+                    self.core.read_namespaced_secret(name, namespace, _preload_content=False)
+                ),
+            )
+        except NotFound:
+            return None
+
+    async def create_secret(self, body: dict[str, Any]) -> None:
+        """POST a Secret (AlreadyExists when it exists)."""
+        meta = body["metadata"]
+        await self._call(
+            f"create secret {meta['namespace']}/{meta['name']}",
+            self.core.create_namespaced_secret,
+            meta["namespace"],
+            body,
+            _preload_content=False,
+        )
+
+    async def replace_secret(self, body: dict[str, Any]) -> None:
+        """PUT a Secret with its resourceVersion (Conflict when someone wrote first)."""
+        meta = body["metadata"]
+        await self._call(
+            f"replace secret {meta['namespace']}/{meta['name']}",
+            self.core.replace_namespaced_secret,
+            meta["name"],
+            meta["namespace"],
+            body,
+            _preload_content=False,
+        )
+
+    async def ensure_task_master(self, namespace: str) -> bytes:
+        """The namespace's master key, creating ``berth-task-key`` when absent. Raises
+        KubeError (also when the Secret exists but holds no 32-byte ``master``)."""
+        current = await self.read_secret(namespace, TASK_MASTER_SECRET)
+        if current is None:
+            with contextlib.suppress(AlreadyExists):  # another writer won: read theirs
+                await self.create_secret(build_task_master_secret(namespace, new_master_key()))
+            current = await self.read_secret(namespace, TASK_MASTER_SECRET)
+        master = master_of(current)
+        if master is None:
+            raise KubeError(
+                f"secret {namespace}/{TASK_MASTER_SECRET} has no 32-byte key 'master'; delete it "
+                "and the operator creates a new one"
+            )
+        return master
+
+    async def ensure_session_secret(self, ref: SessionRef, master: bytes | None) -> str:
+        """Create or update ``<name>-berth``; return its API token. Raises KubeError."""
+        name = session_secret_name(ref.name)
+        current = await self.read_secret(ref.namespace, name)
+        if current is None:
+            token = new_api_token()
+            try:
+                await self.create_secret(
+                    build_session_secret(ref, session_data(ref, token, master))
+                )
+                return token
+            except AlreadyExists:
+                current = await self.read_secret(ref.namespace, name)
+                if current is None:
+                    raise KubeError(f"secret {ref.namespace}/{name} vanished") from None
+        wanted = session_secret_update(ref, current, master)
+        if wanted is not None:
+            body = build_session_secret(ref, wanted)
+            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            body["metadata"]["labels"] = {
+                **(current["metadata"].get("labels") or {}),
+                **body["metadata"]["labels"],
+            }
+            await self.replace_secret(body)
+            current = body
+        issued = api_token_of(current)
+        if issued is None:
+            raise KubeError(f"secret {ref.namespace}/{name} has no api-token")
+        return issued
+
+    async def api_token(self, ref: SessionRef) -> str | None:
+        """The API token of session ``ref`` from its Secret, or None when there is none."""
+        return api_token_of(await self.read_secret(ref.namespace, session_secret_name(ref.name)))
