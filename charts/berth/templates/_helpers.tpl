@@ -326,3 +326,89 @@ tls-auth-clients {{ .Values.redis.tls.authClients }}
 port {{ .Values.redis.service.port }}
 {{- end }}
 {{- end }}
+
+{{/* NetworkPolicy building blocks (templates/networkpolicy.yaml) --------------------------- */}}
+
+{{/* Labels the operator puts on session pods and LaneWorker pods (builders/names.py,
+     builders/laneworker.py); tests/unit/chart/test_networkpolicy.py checks them against the
+     builders. */}}
+{{- define "berth.np.sessionLabels" -}}
+app.kubernetes.io/name: berth
+app.kubernetes.io/component: session
+{{- end }}
+
+{{- define "berth.np.workerLabels" -}}
+app.kubernetes.io/name: berth
+app.kubernetes.io/component: laneworker
+{{- end }}
+
+{{/* Namespaces whose session/worker policies the chart renders, as a JSON list:
+     networkPolicy.namespaces, else operator.watchNamespaces, else the release namespace. */}}
+{{- define "berth.np.policyNamespaces" -}}
+{{- if .Values.networkPolicy.namespaces }}
+{{- toJson .Values.networkPolicy.namespaces }}
+{{- else if .Values.operator.watchNamespaces }}
+{{- toJson .Values.operator.watchNamespaces }}
+{{- else }}
+{{- toJson (list .Release.Namespace) }}
+{{- end }}
+{{- end }}
+
+{{/* Namespaces where session and worker pods may be peers (operator egress, Redis ingress): the
+     listed ones, or any namespace when neither list is set (the operator watches them all). */}}
+{{- define "berth.np.sessionNamespaceSelector" -}}
+{{- $list := default .Values.operator.watchNamespaces .Values.networkPolicy.namespaces }}
+{{- if $list }}
+matchExpressions:
+  - {key: kubernetes.io/metadata.name, operator: In, values: {{ toJson $list }}}
+{{- else }}
+{}
+{{- end }}
+{{- end }}
+
+{{/* The scraper peer of /metrics ingress rules (a one-element peer list). */}}
+{{- define "berth.np.metricsPeer" -}}
+- namespaceSelector:
+    {{- toYaml .Values.networkPolicy.metrics.namespaceSelector | nindent 4 }}
+  {{- with .Values.networkPolicy.metrics.podSelector }}
+  podSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+
+{{/* Egress rule: cluster DNS on 53/UDP and 53/TCP. */}}
+{{- define "berth.np.dnsRule" -}}
+- to:
+    - namespaceSelector:
+        {{- toYaml .Values.networkPolicy.dns.namespaceSelector | nindent 8 }}
+      podSelector:
+        {{- toYaml .Values.networkPolicy.dns.podSelector | nindent 8 }}
+  ports:
+    - {protocol: UDP, port: 53}
+    - {protocol: TCP, port: 53}
+{{- end }}
+
+{{/* Egress rule: Redis, the bundled pod or networkPolicy.externalRedis. */}}
+{{- define "berth.np.redisEgressRule" -}}
+{{- if .Values.redis.enabled }}
+- to:
+    - namespaceSelector:
+        matchLabels: {kubernetes.io/metadata.name: {{ .Release.Namespace }}}
+      podSelector:
+        matchLabels:
+          {{- include "berth.redisSelectorLabels" . | nindent 10 }}
+  ports:
+    - {protocol: TCP, port: {{ .Values.redis.service.port }}}
+{{- else }}
+- ports:
+    {{- range .Values.networkPolicy.externalRedis.ports }}
+    - {protocol: TCP, port: {{ . }}}
+    {{- end }}
+  {{- with .Values.networkPolicy.externalRedis.cidrs }}
+  to:
+    {{- range . }}
+    - ipBlock: {cidr: {{ . }}}
+    {{- end }}
+  {{- end }}
+{{- end }}
+{{- end }}
