@@ -92,6 +92,43 @@ app.kubernetes.io/component: redis
 {{- end }}
 {{- end }}
 
+{{/* Redis ACL users (files/redis/users.acl.tmpl): the Secret with their passwords, when the
+     chart knows one (the bundled Redis always; an external Redis with redis.auth.existingSecret). */}}
+{{- define "berth.redisAuthSecretName" -}}
+{{- if .Values.redis.auth.existingSecret }}
+{{- .Values.redis.auth.existingSecret }}
+{{- else if .Values.redis.enabled }}
+{{- printf "%s-auth" (include "berth.redisName" .) }}
+{{- end }}
+{{- end }}
+
+{{/* Where the CA of the bundled Redis's TLS certificate is mounted (operator, and the path the
+     operator must use in session and worker pods: the role URLs name it). */}}
+{{- define "berth.redisCADir" -}}/var/run/berth/redis-tls{{- end }}
+
+{{/* URL of one Redis ACL user, with the password as a $(VAR) reference to an earlier env entry.
+     Args: dict "root" $ "user" <ACL user> "var" <env var holding the password>. The bundled Redis:
+     redis[s]://<user>:$(VAR)@<svc>:<port>/0[?ssl_ca_certs=<ca>]; an external one: redis.url's
+     scheme, host, path and query with the user and password replaced. */}}
+{{- define "berth.redisRoleURL" -}}
+{{- $v := .root.Values }}
+{{- if $v.redis.enabled }}
+{{- $scheme := ternary "rediss" "redis" $v.redis.tls.enabled }}
+{{- $url := printf "%s://%s:$(%s)@%s.%s.svc:%d/0" $scheme .user .var (include "berth.redisName" .root) .root.Release.Namespace (int $v.redis.service.port) }}
+{{- if $v.redis.tls.enabled }}
+{{- $url = printf "%s?ssl_ca_certs=%s/ca.crt" $url (include "berth.redisCADir" .root) }}
+{{- end }}
+{{- $url }}
+{{- else }}
+{{- $u := urlParse $v.redis.url }}
+{{- $url := printf "%s://%s:$(%s)@%s%s" $u.scheme .user .var $u.host $u.path }}
+{{- if $u.query }}
+{{- $url = printf "%s?%s" $url $u.query }}
+{{- end }}
+{{- $url }}
+{{- end }}
+{{- end }}
+
 {{- define "berth.sharedClaimName" -}}
 {{- .Values.sharedVolume.claimName }}
 {{- end }}
@@ -128,6 +165,26 @@ app.kubernetes.io/component: redis
   value: {{ .Values.image.pullPolicy | quote }}
 {{- with include "berth.redisURL" . }}
 - name: BERTH_REDIS_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- with include "berth.redisAuthSecretName" . }}
+{{- $secret := . }}
+{{- range $role := list "session" "worker" "operator" }}
+- name: REDIS_{{ upper $role }}_PASSWORD
+  valueFrom:
+    secretKeyRef: {name: {{ $secret | quote }}, key: {{ $role }}-password}
+{{- end }}
+{{- range $role := list "session" "worker" "operator" }}
+- name: BERTH_REDIS_{{ upper $role }}_URL
+  value: {{ include "berth.redisRoleURL" (dict "root" $ "user" (printf "berth-%s" $role) "var" (printf "REDIS_%s_PASSWORD" (upper $role))) | quote }}
+{{- end }}
+{{- end }}
+{{- with .Values.sessions.runtimeClassName }}
+- name: BERTH_SESSION_RUNTIME_CLASS
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.laneWorkers.runtimeClassName }}
+- name: BERTH_WORKER_RUNTIME_CLASS
   value: {{ . | quote }}
 {{- end }}
 {{- with .Values.sessions.serviceAccountName }}
@@ -248,5 +305,115 @@ app.kubernetes.io/component: redis
 {{- .Values.webhook.host }}
 {{- else }}
 {{- printf "%s-webhook.%s.svc" (include "berth.operatorName" .) .Release.Namespace }}
+{{- end }}
+{{- end }}
+
+{{/* redis.conf of the bundled Redis (ConfigMap <redis>-config, also hashed into the pod's
+     checksum/config annotation). */}}
+{{- define "berth.redisConf" -}}
+# Streams hold lane tasks only until workers ack them: no persistence.
+save ""
+appendonly no
+dir /data
+bind * -::*
+# Every client authenticates as an ACL user (the default user is disabled), so protected
+# mode adds nothing and would only refuse non-loopback clients if the ACL file were wrong.
+protected-mode no
+aclfile /run/redis/users.acl
+{{- if .Values.redis.tls.enabled }}
+port 0
+tls-port {{ .Values.redis.service.port }}
+tls-cert-file /etc/redis/tls/tls.crt
+tls-key-file /etc/redis/tls/tls.key
+tls-ca-cert-file /etc/redis/tls/ca.crt
+tls-auth-clients {{ .Values.redis.tls.authClients }}
+{{- else }}
+port {{ .Values.redis.service.port }}
+{{- end }}
+{{- end }}
+
+{{/* NetworkPolicy building blocks (templates/networkpolicy.yaml) --------------------------- */}}
+
+{{/* Labels the operator puts on session pods and LaneWorker pods (builders/names.py,
+     builders/laneworker.py); tests/unit/chart/test_networkpolicy.py checks them against the
+     builders. */}}
+{{- define "berth.np.sessionLabels" -}}
+app.kubernetes.io/name: berth
+app.kubernetes.io/component: session
+{{- end }}
+
+{{- define "berth.np.workerLabels" -}}
+app.kubernetes.io/name: berth
+app.kubernetes.io/component: laneworker
+{{- end }}
+
+{{/* Namespaces whose session/worker policies the chart renders, as a JSON list:
+     networkPolicy.namespaces, else operator.watchNamespaces, else the release namespace. */}}
+{{- define "berth.np.policyNamespaces" -}}
+{{- if .Values.networkPolicy.namespaces }}
+{{- toJson .Values.networkPolicy.namespaces }}
+{{- else if .Values.operator.watchNamespaces }}
+{{- toJson .Values.operator.watchNamespaces }}
+{{- else }}
+{{- toJson (list .Release.Namespace) }}
+{{- end }}
+{{- end }}
+
+{{/* Namespaces where session and worker pods may be peers (operator egress, Redis ingress): the
+     listed ones, or any namespace when neither list is set (the operator watches them all). */}}
+{{- define "berth.np.sessionNamespaceSelector" -}}
+{{- $list := default .Values.operator.watchNamespaces .Values.networkPolicy.namespaces }}
+{{- if $list }}
+matchExpressions:
+  - {key: kubernetes.io/metadata.name, operator: In, values: {{ toJson $list }}}
+{{- else }}
+{}
+{{- end }}
+{{- end }}
+
+{{/* The scraper peer of /metrics ingress rules (a one-element peer list). */}}
+{{- define "berth.np.metricsPeer" -}}
+- namespaceSelector:
+    {{- toYaml .Values.networkPolicy.metrics.namespaceSelector | nindent 4 }}
+  {{- with .Values.networkPolicy.metrics.podSelector }}
+  podSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+
+{{/* Egress rule: cluster DNS on 53/UDP and 53/TCP. */}}
+{{- define "berth.np.dnsRule" -}}
+- to:
+    - namespaceSelector:
+        {{- toYaml .Values.networkPolicy.dns.namespaceSelector | nindent 8 }}
+      podSelector:
+        {{- toYaml .Values.networkPolicy.dns.podSelector | nindent 8 }}
+  ports:
+    - {protocol: UDP, port: 53}
+    - {protocol: TCP, port: 53}
+{{- end }}
+
+{{/* Egress rule: Redis, the bundled pod or networkPolicy.externalRedis. */}}
+{{- define "berth.np.redisEgressRule" -}}
+{{- if .Values.redis.enabled }}
+- to:
+    - namespaceSelector:
+        matchLabels: {kubernetes.io/metadata.name: {{ .Release.Namespace }}}
+      podSelector:
+        matchLabels:
+          {{- include "berth.redisSelectorLabels" . | nindent 10 }}
+  ports:
+    - {protocol: TCP, port: {{ .Values.redis.service.port }}}
+{{- else }}
+- ports:
+    {{- range .Values.networkPolicy.externalRedis.ports }}
+    - {protocol: TCP, port: {{ . }}}
+    {{- end }}
+  {{- with .Values.networkPolicy.externalRedis.cidrs }}
+  to:
+    {{- range . }}
+    - ipBlock: {cidr: {{ . }}}
+    {{- end }}
+  {{- end }}
 {{- end }}
 {{- end }}

@@ -25,8 +25,11 @@ ALL_FEATURES: dict[str, Any] = {
         "watchNamespaces": ["team-a", "team-b"],
         "env": {"BERTH_BACKOFF_CAP_SECONDS": "60"},
     },
+    "sessions": {"runtimeClassName": "gvisor"},
+    "laneWorkers": {"runtimeClassName": "kata"},
     "sharedVolume": {"create": True, "storageClassName": "nfs"},
     "redis": {"enabled": True},
+    "networkPolicy": {"enabled": True, "apiServer": {"cidrs": ["172.18.0.0/16"]}},
     "metrics": {
         "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
         "podMonitor": {"sessions": {"enabled": True}, "workers": {"enabled": True}},

@@ -36,6 +36,22 @@ CASES: dict[str, str] = {
     "shared-volume-rwo.yaml": "at '/sharedVolume/accessModes/0': value must be 'ReadWriteMany'",
     "webhook-without-cert.yaml": "at '/webhook/certSecretName': minLength: got 0, want 1",
     "namespace-name.yaml": "at '/operator/watchNamespaces/0': 'Team_A' does not match pattern",
+    "redis-writable-rootfs.yaml": (
+        "at '/redis/securityContext/readOnlyRootFilesystem': value must be true"
+    ),
+    "capabilities-kept.yaml": (
+        "at '/operator/securityContext/capabilities/drop': no items match contains schema"
+    ),
+    "seccomp-unconfined.yaml": (
+        "at '/operator/podSecurityContext/seccompProfile/type': value must be one of "
+        "'RuntimeDefault', 'Localhost'"
+    ),
+    "runtime-class-name.yaml": "at '/sessions/runtimeClassName': 'gVisor' does not match pattern",
+    "redis-tls-without-secret.yaml": "at '/redis/tls/secretName': minLength: got 0, want 1",
+    "llm-egress-cidr.yaml": (
+        "at '/networkPolicy/llmEgress/cidrs/0': 'api.openai.com' does not match pattern"
+    ),
+    "redis-no-limits.yaml": "at '/redis/resources': missing property 'limits'",
 }
 
 
