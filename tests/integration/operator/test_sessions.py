@@ -93,7 +93,8 @@ def test_example_session_runs_tools_on_the_shared_volume_and_succeeds(
         assert (workspace / "hello.py").exists()
         assert (claim / "store" / ns / "hello").is_dir()
 
-        # The pod: owned, labelled, non-root, read-only, key by secretKeyRef.
+        # The pod: owned, labelled, non-root, read-only, the LLM key a file (never in env), and
+        # only its own workspace and store of the shared volume mounted.
         (pod,) = klist(dc, ns, "pods", "berth.dev/session=hello")
         assert pod["metadata"]["name"] == "hello-e1"
         assert pod["metadata"]["ownerReferences"][0]["kind"] == "AgentSession"
@@ -102,10 +103,18 @@ def test_example_session_runs_tools_on_the_shared_volume_and_succeeds(
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
         env = {e["name"]: e for e in container["env"]}
-        assert env["OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"] == {
-            "name": "llm-credentials",
-            "key": "api-key",
-        }
+        assert "OPENAI_API_KEY" not in env
+        assert env["BERTH_LLM_API_KEY_FILE"]["value"].startswith("/var/run/berth/")
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        claims = {n for n, v in volumes.items() if "persistentVolumeClaim" in v}
+        shared = sorted(m["subPath"] for m in container["volumeMounts"] if m["name"] in claims)
+        assert shared == [f"store/{ns}/hello", f"workspaces/{ns}/hello"]
+        llm = [
+            v
+            for v in volumes.values()
+            if (v.get("secret") or {}).get("secretName") == "llm-credentials"
+        ]
+        assert llm and llm[0]["secret"]["items"] == [{"key": "api-key", "path": "api-key"}]
         options = kget(dc, ns, "configmap", "hello-options")
         assert options is not None
         assert json.loads(options["data"]["options.json"])["prompt"].startswith("Create hello.py")
