@@ -34,7 +34,21 @@ class OperatorSettings(BaseModel):
     image_pull_policy: str = "IfNotPresent"
     """imagePullPolicy of session pods."""
     redis_url: str = "redis://redis:6379/0"
-    """Redis URL given to session pods as BERTH_REDIS_URL (external lanes)."""
+    """Redis of the lane transport, for every role that has no URL of its own below."""
+    redis_session_url: str = ""
+    """Redis URL session pods use (the ``berth-session`` ACL user and its password); copied into
+    each session's Secret, never into a pod spec. Empty = redis_url."""
+    redis_worker_url: str = ""
+    """Redis URL LaneWorker pods use (the ``berth-worker`` ACL user); copied into each
+    namespace's ``berth-worker-redis`` Secret. Empty = redis_url."""
+    redis_operator_url: str = ""
+    """Redis URL of the operator's own pressure reads (the read-only ``berth-operator`` ACL
+    user). Empty = redis_url."""
+    session_runtime_class: str = ""
+    """runtimeClassName of session pods (e.g. gvisor or kata for a sandboxed agent); empty =
+    the cluster's default runtime."""
+    worker_runtime_class: str = ""
+    """runtimeClassName of LaneWorker pods; empty = the cluster's default runtime."""
     session_service_account: str = ""
     """ServiceAccount of session pods; empty = the namespace's default (token not mounted)."""
     run_as_user: Annotated[int, Field(ge=1)] = 10001
@@ -113,6 +127,21 @@ class OperatorSettings(BaseModel):
     """CPU request of session and worker containers that set none. Default 100m."""
     default_memory_request: str = "256Mi"
     """Memory request of session and worker containers that set none. Default 256Mi."""
+
+    @property
+    def session_redis_url(self) -> str:
+        """The Redis URL of session pods: redis_session_url, else redis_url."""
+        return self.redis_session_url or self.redis_url
+
+    @property
+    def worker_redis_url(self) -> str:
+        """The Redis URL of worker pods: redis_worker_url, else redis_url."""
+        return self.redis_worker_url or self.redis_url
+
+    @property
+    def operator_redis_url(self) -> str:
+        """The Redis URL of the operator's pressure reads: redis_operator_url, else redis_url."""
+        return self.redis_operator_url or self.redis_url
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorSettings:

@@ -55,6 +55,8 @@ from berth_operator.api.constants import (
     TASK_KEY_MOUNT_PATH,
     TASK_MASTER_KEY,
     TASK_MASTER_SECRET,
+    WORKER_REDIS_SECRET,
+    WORKER_REDIS_URL_KEY,
     WORKSPACES_MOUNT_PATH,
     WORKSPACES_SUBDIR,
 )
@@ -146,7 +148,12 @@ def build_pod_template(
         "imagePullPolicy": settings.image_pull_policy,
         "command": [WORKER_COMMAND],
         "env": [
-            {"name": "BERTH_REDIS_URL", "value": settings.redis_url},
+            {
+                "name": "BERTH_REDIS_URL",
+                "valueFrom": {
+                    "secretKeyRef": {"name": WORKER_REDIS_SECRET, "key": WORKER_REDIS_URL_KEY}
+                },
+            },
             _field_env("BERTH_NAMESPACE", "metadata.namespace"),
             {"name": "BERTH_LANEWORKER", "value": ref.name},
             _field_env("POD_NAME", "metadata.name"),
@@ -200,6 +207,8 @@ def build_pod_template(
             {"name": "tmp", "emptyDir": {}},
         ],
     }
+    if settings.worker_runtime_class:
+        pod_spec["runtimeClassName"] = settings.worker_runtime_class
     if template is not None and template.node_selector:
         pod_spec["nodeSelector"] = dict(template.node_selector)
     if template is not None and template.tolerations:

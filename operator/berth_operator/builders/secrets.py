@@ -5,8 +5,12 @@
   external lane, or a LaneWorker); worker pods mount it.
 - ``<session>-berth`` (one per AgentSession, owned by it, label ``berth.dev/session``): key
   ``api-token`` (43-character urlsafe token the session's HTTP API demands) and, when the
-  namespace master exists, ``task-key`` = ``derive_session_key(master, ns, name)`` (raw 32 bytes).
-  Session pods mount it.
+  namespace master exists, ``task-key`` = ``derive_session_key(master, ns, name)`` (raw 32 bytes),
+  and ``redis-url``, the Redis URL of the session role (its ACL user's password in it). Session
+  pods mount it and read ``redis-url`` by secretKeyRef.
+- ``berth-worker-redis`` (one per namespace): key ``url``, the Redis URL of the worker role;
+  worker pods read it by secretKeyRef. Secrets cannot be referenced across namespaces, so the
+  operator copies each role's URL into the namespaces that run sessions and workers.
 
 Bodies carry ``data`` base64-encoded as the core/v1 API wants; :func:`decode_data` reverses it.
 Nothing here logs, and no value built here may go to status, Events or metrics.
@@ -25,9 +29,12 @@ from berth_operator.api.constants import (
     LABEL_MANAGED_BY,
     LABEL_SESSION,
     SECRET_API_TOKEN_KEY,
+    SECRET_REDIS_URL_KEY,
     SECRET_TASK_KEY_KEY,
     TASK_MASTER_KEY,
     TASK_MASTER_SECRET,
+    WORKER_REDIS_SECRET,
+    WORKER_REDIS_URL_KEY,
 )
 from berth_operator.builders.names import SessionRef, owner_reference, session_secret_name
 from session_runtime.transport.auth import derive_session_key
@@ -87,9 +94,14 @@ def master_of(secret: Mapping[str, Any] | None) -> bytes | None:
     return master if master is not None and len(master) == MASTER_KEY_BYTES else None
 
 
-def session_data(ref: SessionRef, api_token: str, master: bytes | None) -> dict[str, bytes]:
-    """Decoded data of ``<session>-berth``: the token and, with a master, the task key."""
+def session_data(
+    ref: SessionRef, api_token: str, master: bytes | None, redis_url: str = ""
+) -> dict[str, bytes]:
+    """Decoded data of ``<session>-berth``: the token, the session role's Redis URL (when
+    given) and, with a master, the task key."""
     data = {SECRET_API_TOKEN_KEY: api_token.encode()}
+    if redis_url:
+        data[SECRET_REDIS_URL_KEY] = redis_url.encode()
     if master is not None:
         data[SECRET_TASK_KEY_KEY] = derive_session_key(master, ref.namespace, ref.name)
     return data
@@ -112,7 +124,7 @@ def build_session_secret(ref: SessionRef, data: Mapping[str, bytes]) -> dict[str
 
 
 def session_secret_update(
-    ref: SessionRef, current: Mapping[str, Any], master: bytes | None
+    ref: SessionRef, current: Mapping[str, Any], master: bytes | None, redis_url: str = ""
 ) -> dict[str, bytes] | None:
     """The data ``<session>-berth`` must get, or None when ``current`` is already right.
 
@@ -121,10 +133,25 @@ def session_secret_update(
     """
     data = decode_data(current)
     token = data.get(SECRET_API_TOKEN_KEY, b"").decode(errors="replace").strip()
-    wanted = session_data(ref, token or new_api_token(), master)
+    wanted = session_data(ref, token or new_api_token(), master, redis_url)
     if master is None and SECRET_TASK_KEY_KEY in data:
         wanted[SECRET_TASK_KEY_KEY] = data[SECRET_TASK_KEY_KEY]
     return None if wanted == data else wanted
+
+
+def build_worker_redis_secret(namespace: str, url: str) -> dict[str, Any]:
+    """The namespace's ``berth-worker-redis`` Secret holding the workers' Redis URL."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": WORKER_REDIS_SECRET,
+            "namespace": namespace,
+            "labels": {LABEL_MANAGED_BY: MASTER_MANAGED_BY},
+        },
+        "data": {WORKER_REDIS_URL_KEY: _b64(url.encode())},
+    }
 
 
 def api_token_of(secret: Mapping[str, Any] | None) -> str | None:

@@ -42,6 +42,7 @@ from berth_operator.api.constants import (
     OPTIONS_KEY,
     OPTIONS_MOUNT_PATH,
     SECRET_API_TOKEN_KEY,
+    SECRET_REDIS_URL_KEY,
     SECRET_TASK_KEY_KEY,
     SESSION_COMMAND,
     SESSION_CONTAINER,
@@ -171,7 +172,12 @@ def session_env(
             "value": f"{WORKSPACE_MOUNT_PATH}/{rel}" if rel else WORKSPACE_MOUNT_PATH,
         },
         {"name": "BERTH_WORKSPACE_ROOT", "value": WORKSPACE_MOUNT_PATH},
-        {"name": "BERTH_REDIS_URL", "value": settings.redis_url},
+        {
+            "name": "BERTH_REDIS_URL",
+            "valueFrom": {
+                "secretKeyRef": {"name": session_secret_name(ref.name), "key": SECRET_REDIS_URL_KEY}
+            },
+        },
         {"name": "BERTH_OPTIONS_FILE", "value": f"{OPTIONS_MOUNT_PATH}/{OPTIONS_KEY}"},
         {"name": "BERTH_TERMINATION_LOG", "value": TERMINATION_MESSAGE_PATH},
         {"name": "BERTH_HTTP_PORT", "value": str(SESSION_PORT)},
@@ -323,6 +329,8 @@ def build_session_pod(
     }
     if settings.session_service_account:
         pod_spec["serviceAccountName"] = settings.session_service_account
+    if settings.session_runtime_class:
+        pod_spec["runtimeClassName"] = settings.session_runtime_class
     if placement is not None:
         if placement.node_selector:
             pod_spec["nodeSelector"] = dict(placement.node_selector)

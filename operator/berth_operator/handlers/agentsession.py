@@ -226,7 +226,9 @@ async def _ensure_secrets(ctx: OperatorContext, ref: SessionRef, spec: AgentSess
     master = None
     if needs_task_master(spec):
         master = await ctx.secrets.ensure_task_master(ref.namespace)
-    ctx.tokens[ref.uid] = await ctx.secrets.ensure_session_secret(ref, master)
+    ctx.tokens[ref.uid] = await ctx.secrets.ensure_session_secret(
+        ref, master, ctx.settings.session_redis_url
+    )
 
 
 def _post_events(body: dict[str, Any], plan: Plan) -> None:

@@ -116,7 +116,7 @@ async def _ctx(memo: Any = None) -> _Context:
                 settings=settings,
                 api=LaneWorkerApi(api_client),
                 secrets=SecretApi(api_client),
-                redis=Redis.from_url(settings.redis_url),
+                redis=Redis.from_url(settings.operator_redis_url),
                 http=aiohttp.ClientSession(),
             )
         return _context
@@ -142,6 +142,7 @@ async def _ensure_deployment(
     """
     name = deployment_name(ref.name)
     await ctx.secrets.ensure_task_master(ref.namespace)  # mounted by every worker pod
+    await ctx.secrets.ensure_worker_redis(ref.namespace, ctx.settings.worker_redis_url)
     current = await ctx.api.get_deployment(ref.namespace, name)
     counts = DeploymentCounts.of(current)
     if owns_replicas(spec):

@@ -8,8 +8,10 @@ the Secret, not its content.
 
 - :meth:`SecretApi.ensure_task_master`: read ``berth-task-key``; create it with 32 random bytes
   when absent (AlreadyExists: another writer won, read theirs). Idempotent.
-- :meth:`SecretApi.ensure_session_secret`: create ``<name>-berth`` (token + task key) or bring
-  it up to date (task key added once the master exists); returns the API token.
+- :meth:`SecretApi.ensure_session_secret`: create ``<name>-berth`` (token, task key, the session
+  role's Redis URL) or bring it up to date (task key added once the master exists, URL
+  following the operator's setting); returns the API token.
+- :meth:`SecretApi.ensure_worker_redis`: ``berth-worker-redis`` holds the workers' Redis URL.
 - :meth:`SecretApi.read_secret`: a Secret or None.
 
 Needs RBAC ``secrets: get, create, update`` (config/rbac).
@@ -26,12 +28,14 @@ from typing import Any, TypeVar
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from berth_operator.api.constants import TASK_MASTER_SECRET
+from berth_operator.api.constants import TASK_MASTER_SECRET, WORKER_REDIS_SECRET
 from berth_operator.builders.names import SessionRef, session_secret_name
 from berth_operator.builders.secrets import (
     api_token_of,
     build_session_secret,
     build_task_master_secret,
+    build_worker_redis_secret,
+    decode_data,
     master_of,
     new_api_token,
     new_master_key,
@@ -124,22 +128,42 @@ class SecretApi:
             )
         return master
 
-    async def ensure_session_secret(self, ref: SessionRef, master: bytes | None) -> str:
-        """Create or update ``<name>-berth``; return its API token. Raises KubeError."""
+    async def ensure_worker_redis(self, namespace: str, url: str) -> None:
+        """Create ``berth-worker-redis`` holding ``url``, or update it when it differs (a rotated
+        password). Raises KubeError."""
+        wanted = build_worker_redis_secret(namespace, url)
+        current = await self.read_secret(namespace, WORKER_REDIS_SECRET)
+        if current is None:
+            with contextlib.suppress(AlreadyExists):
+                await self.create_secret(wanted)
+                return
+            current = await self.read_secret(namespace, WORKER_REDIS_SECRET)
+            if current is None:
+                raise KubeError(f"secret {namespace}/{WORKER_REDIS_SECRET} vanished")
+        if decode_data(current) == decode_data(wanted):
+            return
+        wanted["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        await self.replace_secret(wanted)
+
+    async def ensure_session_secret(
+        self, ref: SessionRef, master: bytes | None, redis_url: str = ""
+    ) -> str:
+        """Create or update ``<name>-berth`` (token, task key, the session role's Redis URL);
+        return its API token. Raises KubeError."""
         name = session_secret_name(ref.name)
         current = await self.read_secret(ref.namespace, name)
         if current is None:
             token = new_api_token()
             try:
                 await self.create_secret(
-                    build_session_secret(ref, session_data(ref, token, master))
+                    build_session_secret(ref, session_data(ref, token, master, redis_url))
                 )
                 return token
             except AlreadyExists:
                 current = await self.read_secret(ref.namespace, name)
                 if current is None:
                     raise KubeError(f"secret {ref.namespace}/{name} vanished") from None
-        wanted = session_secret_update(ref, current, master)
+        wanted = session_secret_update(ref, current, master, redis_url)
         if wanted is not None:
             body = build_session_secret(ref, wanted)
             body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]

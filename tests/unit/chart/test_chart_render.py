@@ -76,26 +76,15 @@ def test_operator_deployment_defaults() -> None:
     assert svc["spec"]["ports"][0]["targetPort"] == "http-metrics"
 
 
-PENDING_SETTINGS = {
-    "BERTH_REDIS_SESSION_URL",
-    "BERTH_REDIS_WORKER_URL",
-    "BERTH_REDIS_OPERATOR_URL",
-    "BERTH_SESSION_RUNTIME_CLASS",
-    "BERTH_WORKER_RUNTIME_CLASS",
-}
-"""Env the chart already sets for operator settings not written yet (docs/security.md names their
-contract); each must leave this set once OperatorSettings has it."""
-
-
 def test_every_berth_env_the_chart_sets_is_an_operator_setting() -> None:
     """A renamed setting in berth_operator/settings.py must not leave a dead var in the chart."""
     deploy = one(documents(render(ALL_FEATURES)), "Deployment", "-operator")
     names = {n for n in _env(_container(deploy)) if n.startswith(ENV_PREFIX)}
     known = {ENV_PREFIX + f.upper() for f in OperatorSettings.model_fields}
     assert names, "the chart sets no operator settings"
-    assert names <= known | PENDING_SETTINGS, f"not operator settings: {sorted(names - known)}"
-    assert not PENDING_SETTINGS & known, "now a setting: remove it from PENDING_SETTINGS"
-    assert names >= PENDING_SETTINGS, "ALL_FEATURES should render every pending setting"
+    assert names <= known, f"not operator settings: {sorted(names - known)}"
+    roles = {"BERTH_REDIS_SESSION_URL", "BERTH_REDIS_WORKER_URL", "BERTH_REDIS_OPERATOR_URL"}
+    assert names >= roles | {"BERTH_SESSION_RUNTIME_CLASS", "BERTH_WORKER_RUNTIME_CLASS"}
 
 
 def test_rendered_settings_are_accepted_by_the_operator() -> None:

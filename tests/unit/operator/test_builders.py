@@ -43,7 +43,11 @@ def test_pod_env_follows_the_contract() -> None:
     assert env["BERTH_STORE_DIR"]["value"] == "/var/lib/berth/store"
     assert env["BERTH_WORKSPACE"]["value"] == "/var/lib/berth/workspace"
     assert "BERTH_SHARED_ROOT" not in env
-    assert env["BERTH_REDIS_URL"]["value"] == "redis://r:6379/0"
+    # The Redis URL (with the session role's password) comes from the session's own Secret.
+    assert env["BERTH_REDIS_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": "demo-berth",
+        "key": "redis-url",
+    }
     assert env["BERTH_OPTIONS_FILE"]["value"] == "/etc/berth/session/options.json"
     assert env["BERTH_TERMINATION_LOG"]["value"] == "/dev/termination-log"
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
@@ -52,7 +56,8 @@ def test_pod_env_follows_the_contract() -> None:
     assert env["BERTH_LLM_API_KEY_FILE"]["value"] == "/var/run/berth/llm/api-key"
     assert env["BERTH_API_TOKEN_FILE"]["value"] == "/var/run/berth/session/api-token"
     assert env["BERTH_TASK_KEY_FILE"]["value"] == "/var/run/berth/session/task-key"
-    assert not [e for e in env.values() if "secretKeyRef" in e.get("valueFrom", {})]
+    from_secrets = [n for n, e in env.items() if "secretKeyRef" in e.get("valueFrom", {})]
+    assert from_secrets == ["BERTH_REDIS_URL"]  # from the session's own Secret, never the LLM key
     assert env["OPENAI_BASE_URL"]["value"] == "http://llm:8000/v1"
     c = pod["spec"]["containers"][0]
     assert c["terminationMessagePath"] == env["BERTH_TERMINATION_LOG"]["value"]

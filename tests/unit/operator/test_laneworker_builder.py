@@ -63,7 +63,8 @@ def test_worker_env_contract_is_what_berth_worker_reads() -> None:
     dep = build(concurrency=4, taskTimeoutSeconds=30)
     env = env_of(dep)
     assert container(dep)["command"] == ["berth-worker"]
-    assert env["BERTH_REDIS_URL"] == "redis://r:6379/0"
+    # The worker role's Redis URL (its ACL password in it) comes from the namespace's Secret.
+    assert env["BERTH_REDIS_URL"] == {"secretKeyRef": {"name": "berth-worker-redis", "key": "url"}}
     assert env["BERTH_LANEWORKER"] == "exec"
     assert env["BERTH_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
@@ -83,6 +84,7 @@ def test_worker_env_contract_is_what_berth_worker_reads() -> None:
         "BERTH_NAMESPACE": "team-a",
         "POD_NAME": "exec-workers-abc-1",
         "POD_IP": "10.0.0.1",
+        "BERTH_REDIS_URL": "redis://r:6379/0",
     }
     ws = WorkerSettings.from_env(resolved, argv=[])
     assert ws.task_stream == "berth:team-a:lw:exec:tasks"

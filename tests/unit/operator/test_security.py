@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -19,6 +20,8 @@ from berth_operator.builders.secrets import (
     api_token_of,
     build_session_secret,
     build_task_master_secret,
+    build_worker_redis_secret,
+    decode_data,
     llm_credentials_problem,
     master_of,
     needs_task_master,
@@ -169,7 +172,15 @@ def test_session_pod_reads_credentials_from_files_only() -> None:
     s = make_session().with_llm(apiKeySecretRef={"name": "llm", "key": "token"})
     pod = pod_of(s)
     c = pod["spec"]["containers"][0]
-    assert not [e for e in c["env"] if "secretKeyRef" in e.get("valueFrom", {})]
+    # The one secret in env is the session role's Redis URL from its own Secret (tools never
+    # inherit it: their environment is scrubbed); the LLM key is a file.
+    refs = [e for e in c["env"] if "secretKeyRef" in e.get("valueFrom", {})]
+    assert refs == [
+        {
+            "name": "BERTH_REDIS_URL",
+            "valueFrom": {"secretKeyRef": {"name": "demo-berth", "key": "redis-url"}},
+        }
+    ]
     vols = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert vols["session-secret"]["secret"] == {"secretName": "demo-berth", "defaultMode": 0o440}
     assert vols["llm-key"]["secret"] == {
@@ -342,3 +353,38 @@ def test_refused_secret_places_no_pod_and_says_how_to_fix_it_once() -> None:
     # once labelled, the pod is placed
     fixed = decide(again, SETTINGS)
     assert fixed.create is not None
+
+
+def test_each_role_gets_its_own_redis_url_and_runtime_class() -> None:
+    """Session pods read the session role's URL from their Secret, workers the worker role's from
+    the namespace's berth-worker-redis; neither URL is written into a pod spec; runtimeClassName
+    follows the operator's settings."""
+    settings = OperatorSettings(
+        redis_url="redis://shared:6379/0",
+        redis_session_url="redis://berth-session:s3cret@r:6379/0",
+        redis_worker_url="redis://berth-worker:w0rker@r:6379/0",
+        session_runtime_class="gvisor",
+        worker_runtime_class="kata",
+    )
+    session = make_session()
+    ref = session.ref()
+    data = session_data(ref, "tok", None, settings.session_redis_url)
+    assert data["redis-url"] == b"redis://berth-session:s3cret@r:6379/0"
+    current = build_session_secret(ref, session_data(ref, "tok", None, "redis://old@r/0"))
+    wanted = session_secret_update(ref, current, None, settings.session_redis_url)
+    assert wanted is not None and wanted["redis-url"] == data["redis-url"]  # rotated password
+    worker = build_worker_redis_secret("team-a", settings.worker_redis_url)
+    assert decode_data(worker) == {"url": b"redis://berth-worker:w0rker@r:6379/0"}
+    assert settings.operator_redis_url == "redis://shared:6379/0"  # falls back to redis_url
+
+    pod = build_session_pod(ref, session.spec(), settings, epoch=1, resume_run_id=None, reason="x")
+    assert pod["spec"]["runtimeClassName"] == "gvisor"
+    assert "s3cret" not in json.dumps(pod)
+    lw = build_deployment(
+        LaneWorkerRef("team-a", "exec", "uid-2"),
+        LaneWorkerSpec.model_validate({}),
+        settings,
+        replicas=1,
+    )
+    assert lw["spec"]["template"]["spec"]["runtimeClassName"] == "kata"
+    assert "w0rker" not in json.dumps(lw)
