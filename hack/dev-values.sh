@@ -8,8 +8,9 @@
 # - the image is the one hack/image.sh built and loaded into the nodes (BERTH_IMAGE): there is no
 #   registry to pull from, so pullPolicy Never (a missing image fails loudly, never pulls);
 # - operator pods on the real nodes (the kwok nodes are tainted, so no selector is needed);
-# - Redis is the dev cluster's redis-server (BERTH_REDIS_URL, on the host address pods reach), not
-#   a bundled one;
+# - Redis is the dev cluster's redis-server (on the host address pods reach), not a bundled one;
+#   it has the chart's ACL users, whose passwords hack/dev-redis-secret.sh puts into the Secret
+#   named here (create it in the release namespace before installing);
 # - the shared volume is the pre-bound claim berth-shared (hack/shared-pvc.sh), not created here.
 source "$(dirname "$0")/lib.sh"
 LOG_TAG=dev-values
@@ -40,7 +41,9 @@ sharedVolume:
   claimName: berth-shared
 redis:
   enabled: false
-  url: "$BERTH_REDIS_URL"
+  url: "redis://${BERTH_REDIS_URL#*@}"
+  auth:
+    existingSecret: berth-dev-redis-auth
 metrics:
   podAnnotations: true
 grafanaDashboard:

@@ -90,6 +90,15 @@ class OperatorProcess:
             "BERTH_NAMESPACES": self.namespace,
             "BERTH_REDIS_URL": self.dc.env.get("BERTH_REDIS_URL", "redis://127.0.0.1:6379/0"),
             "BERTH_SESSION_IMAGE": self.dc.image,
+            **{
+                k: v
+                for k in (
+                    "BERTH_REDIS_SESSION_URL",
+                    "BERTH_REDIS_WORKER_URL",
+                    "BERTH_REDIS_OPERATOR_URL",
+                )
+                if (v := self.dc.env.get(k))
+            },
             "BERTH_LEASE_NAMESPACE": OPERATOR_NS,
             "BERTH_LEASE_NAME": f"berth-operator-{self.namespace}",
             "BERTH_LEASE_DURATION_SECONDS": "4",

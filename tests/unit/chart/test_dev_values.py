@@ -26,7 +26,8 @@ def run_script(tmp_path: Path, env_text: str) -> subprocess.CompletedProcess[str
 def test_dev_values_render_an_operator_of_the_loaded_image(tmp_path: Path) -> None:
     proc = run_script(
         tmp_path,
-        "export KUBECONFIG=/x/kubeconfig\nexport BERTH_REDIS_URL=redis://198.19.0.1:6390/0\n"
+        "export KUBECONFIG=/x/kubeconfig\n"
+        "export BERTH_REDIS_URL=redis://berth-admin:pw@198.19.0.1:6390/0\n"
         'export BERTH_NODES="node-a node-b"\nexport BERTH_IMAGE=berth.dev.local/berth:0123abcd\n',
     )
     assert proc.returncode == 0, proc.stderr
@@ -39,7 +40,11 @@ def test_dev_values_render_an_operator_of_the_loaded_image(tmp_path: Path) -> No
     assert container["image"] == "berth.dev.local/berth:0123abcd"
     assert container["imagePullPolicy"] == "Never"
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert env["BERTH_REDIS_URL"] == "redis://198.19.0.1:6390/0"
+    assert env["BERTH_REDIS_URL"] == "redis://198.19.0.1:6390/0"  # no admin password in values
+    # Each role's URL carries its ACL user, the password from the dev Secret.
+    assert (
+        "berth-session:$(REDIS_SESSION_PASSWORD)@198.19.0.1:6390" in env["BERTH_REDIS_SESSION_URL"]
+    )
     assert env["BERTH_SESSION_IMAGE"] == "berth.dev.local/berth:0123abcd"
     assert env["BERTH_DEFAULT_CLAIM_NAME"] == "berth-shared"
     kinds = {d["kind"] for d in docs}
