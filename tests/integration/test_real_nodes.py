@@ -4,8 +4,8 @@ What a platform engineer checks first on a new cluster, here on the two real nod
 - each node reports a containerd runtime and is Ready;
 - a pod of Berth's image runs under the chart's securityContext (non-root uid, read-only root
   filesystem, no capabilities), as the runtime enforces it, read from inside the container;
-- pods on different nodes reach each other, the host services (Redis on the host address) and the
-  API server through the ``kubernetes`` Service;
+- pods on different nodes reach each other, the host services (Redis on the host address, which
+  refuses a client without credentials) and the API server through the ``kubernetes`` Service;
 - ``kubectl logs`` and ``kubectl exec`` reach the kubelet.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -110,9 +111,8 @@ def test_pods_reach_each_other_the_host_and_the_api_server(
     ns, pods = two_pods
     a, b = pods
     assert a["spec"]["nodeName"] != b["spec"]["nodeName"]
-    redis_host, _, redis_port = (
-        dc.env["BERTH_REDIS_URL"].split("//", 1)[1].split("/")[0].rpartition(":")
-    )
+    redis = urllib.parse.urlsplit(dc.env["BERTH_REDIS_URL"])
+    redis_host, redis_port = redis.hostname, redis.port
     script = f"""
 import socket, ssl, sys, urllib.request
 def tcp(host, port, send=b""):
@@ -128,7 +128,8 @@ with urllib.request.urlopen(f"https://{{host}}/version", context=ssl._create_unv
     print("apiserver", r.status)
 """
     out = _exec(dc, ns, a["metadata"]["name"], "python", "-c", script)
-    assert "redis b'+PONG" in out, out
+    # Redis on the host answers pods, and only with credentials (its ACL users).
+    assert "redis b'-NOAUTH" in out, out
     assert "apiserver 200" in out, out
     # Across nodes: B serves a line on a port, A connects to B's pod IP.
     b_name, b_ip = b["metadata"]["name"], b["status"]["podIP"]
