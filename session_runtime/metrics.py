@@ -24,6 +24,8 @@ name                                             type      meaning
                                                           in :data:`PASSIVATION_REASON_LABELS`
 ``berth_session_state{state}``                  gauge     1 for the current lifecycle state of the
                                                           pod, 0 for the others (:data:`STATES`)
+``berth_session_replies_rejected_total{reason}`` counter   worker replies dropped undelivered:
+                                                          ``mac`` (forged/unsigned), ``malformed``
 =============================================== ========= =========================================
 
 Counters count work done *by this process*: a resumed run's carried-forward usage and rounds are
@@ -119,6 +121,12 @@ class SessionMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self.replies_rejected_total = Counter(
+            "berth_session_replies_rejected",
+            "Worker replies dropped undelivered (bad or missing MAC, malformed), by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
         self.state = Gauge(
             "berth_session_state",
             "1 for the current lifecycle state of the session pod, 0 for the others.",
@@ -158,6 +166,10 @@ class SessionMetrics:
     def observe_passivation(self, reason: str | None) -> None:
         """Count one accepted passivation request."""
         self.passivations_total.labels(reason=reason_label(reason)).inc()
+
+    def observe_rejected_reply(self, reason: str) -> None:
+        """Count one reply the transport dropped (``mac`` or ``malformed``)."""
+        self.replies_rejected_total.labels(reason=reason if reason == "mac" else "malformed").inc()
 
     def render(self) -> bytes:
         """The registry in Prometheus text format (``CONTENT_TYPE``)."""

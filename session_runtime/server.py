@@ -336,7 +336,7 @@ class SessionPod:
         guard = MeteredBudgetGuard(self.opts.budget, self.metrics)
         store = MeteredStore(raw_store, self.metrics, self._on_fenced)
         options = self._session_options(store, guard)
-        executor = build_executor(cfg, self.opts)
+        executor = build_executor(cfg, self.opts, self.metrics.observe_rejected_reply)
         self.agent = Agent.create(self.agent_config())
         cfg.workspace.mkdir(parents=True, exist_ok=True)
         workspace = str(cfg.workspace)
@@ -637,12 +637,16 @@ def queue_settings(opts: PodOptions) -> tuple[SessionQueueConfig, dict[Lane, str
     return config, workers
 
 
-def build_executor(cfg: PodConfig, opts: PodOptions) -> LaneQueue | None:
+def build_executor(
+    cfg: PodConfig, opts: PodOptions, on_rejected: Callable[[str], None] | None = None
+) -> LaneQueue | None:
     """The session's tool executor: None (tools run directly) without ``lanes`` in the options;
     otherwise a ``LaneQueue`` (:func:`queue_settings`) with, when any lane is external or hybrid,
-    the Redis transport to its LaneWorker (ARCHITECTURE §7).
+    the Redis transport to its LaneWorker (ARCHITECTURE §7), signing tasks and checking replies
+    with the session's task key (``BERTH_TASK_KEY_FILE``); ``on_rejected`` counts dropped replies.
 
-    Raises ``ConfigError`` when a lane needs Redis and ``BERTH_REDIS_URL`` is not set.
+    Raises ``ConfigError`` when a lane needs Redis and ``BERTH_REDIS_URL`` is not set, or the
+    task key file is missing or not 32 bytes.
     """
     if not opts.lanes:
         return None
@@ -654,7 +658,17 @@ def build_executor(cfg: PodConfig, opts: PodOptions) -> LaneQueue | None:
                 f"lanes {sorted(workers)} are external but BERTH_REDIS_URL is not set"
             )
         from session_runtime.transport import RedisTaskTransport  # redis only when needed
+        from session_runtime.transport.auth import read_key_file
 
+        if cfg.task_key_file is None:
+            raise ConfigError(
+                f"lanes {sorted(workers)} are external but BERTH_TASK_KEY_FILE is not set: tasks "
+                "to a LaneWorker must be signed with the session's key"
+            )
+        try:
+            key = read_key_file(cfg.task_key_file)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         transport = RedisTaskTransport.from_url(
             cfg.redis_url,
             namespace=cfg.namespace,
@@ -663,6 +677,8 @@ def build_executor(cfg: PodConfig, opts: PodOptions) -> LaneQueue | None:
             epoch=cfg.epoch,
             lane_workers=workers,
             shared_root=_task_root(cfg),
+            task_key=key,
+            on_rejected=on_rejected,
         )
     return LaneQueue(config, runner=DirectExecutor(), transport=transport)
 

@@ -20,17 +20,28 @@ Rules:
 - Deadline: a task not started before ``deadline_ms`` is answered "deadline passed"; a running
   tool is stopped at ``min(deadline, BERTH_TASK_TIMEOUT_SECONDS)`` and answered ``success=false``.
   A tool that ran and failed is ``success=true`` with the failure in ``output``.
-- Bad input: a message that does not parse is moved to ``berth:{ns}:lw:{lw}:dead`` with a reason
-  and acknowledged (and, when its ``task_id``/``reply_to`` are usable, answered with the reason);
-  a workspace outside ``BERTH_SHARED_ROOT`` (or the root itself) is refused; a ``reply_to`` that is
-  not a reply stream of this namespace is dead-lettered. Nothing a message says crashes the worker.
+- Bound to its session (the Berth security contract): a task must carry a MAC under the key of the
+  session it names (derived from the namespace master in ``BERTH_TASK_MASTER_KEY_FILE``; see
+  :mod:`session_runtime.transport.auth`), name a session of this worker's namespace and reply to
+  that session's own stream. Anything else — forged, unsigned, oversized — is dead-lettered,
+  acknowledged and counted in ``berth_worker_tasks_rejected_total{reason}``; it is never run and
+  never answered. The workspace is built, never taken from the message:
+  ``<BERTH_WORKSPACES_ROOT>/<namespace>/<session>/<relative workspace>`` (no ``..``, no absolute
+  path, no symlinked directory), so a task can only touch its own session's files; replies are
+  signed with the same session key.
+- A task id runs once: before running, the worker sets ``berth:{ns}:task:{uid}:{task_id}``
+  (``SET NX``); a redelivery finds it and is acknowledged without running or answering.
+- Bad input: a signed message that does not parse is moved to ``berth:{ns}:lw:{lw}:dead`` with a
+  reason and acknowledged (and answered with the reason). Nothing a message says crashes the
+  worker.
 - SIGTERM/SIGINT: read no new task, finish the held ones (they end by their deadlines), remove
   the liveness key, leave the consumer group, exit 0. A lost worker is removed from the group by
   the worker that answered its tasks.
 
 Configuration (env, each overridable by ``--flag``): ``BERTH_REDIS_URL``, ``BERTH_NAMESPACE``,
 ``BERTH_LANEWORKER``, ``POD_NAME``, ``POD_IP``, ``BERTH_WORKER_CONCURRENCY`` (default 1),
-``BERTH_SHARED_ROOT``, ``BERTH_TASK_TIMEOUT_SECONDS`` (default 600),
+``BERTH_WORKSPACES_ROOT`` (the ``workspaces`` directory of the shared volume),
+``BERTH_TASK_MASTER_KEY_FILE``, ``BERTH_TASK_TIMEOUT_SECONDS`` (default 600),
 ``BERTH_METRICS_PORT`` (default 9090, 0 = no metrics server; bound on ``POD_IP`` or 127.0.0.1),
 ``BERTH_WORKER_HEARTBEAT_SECONDS`` (default 10), ``BERTH_RECLAIM_INTERVAL_SECONDS`` (default 2),
 ``BERTH_REPLY_TTL_SECONDS`` (default 604800: a reply stream expires a week after its last reply).
@@ -62,6 +73,8 @@ from redis.exceptions import RedisError, ResponseError
 from session_runtime.lanes.config import LANES
 from session_runtime.tools import ToolResult, run_tool
 from session_runtime.transport import names
+from session_runtime.transport.auth import derive_session_key, read_key_file, sign_fields
+from session_runtime.transport.auth import verify_fields as mac_ok
 from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage
 
 log = logging.getLogger("berth.worker")
@@ -83,25 +96,54 @@ def _s(value: Any) -> str:
 
 
 class WorkspaceRefused(ValueError):
-    """The task's workspace is not a directory strictly inside the shared volume root."""
+    """The task's workspace cannot be built inside its own session's workspace root."""
 
 
-def resolve_workspace(shared_root: str, workspace: str) -> str:
-    """Absolute real path of ``workspace`` (relative to ``shared_root`` or absolute inside it).
+class TaskRejected(ValueError):
+    """A task that must not run and must not be answered; ``reason`` is a metric label."""
 
-    Raises :class:`WorkspaceRefused` when it resolves outside ``shared_root`` (``..``, symlinks,
-    another absolute path), to the root itself, or to something that is not a directory.
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+#: Largest task entry accepted, in bytes of field names and values (a bigger one is rejected).
+MAX_TASK_BYTES = 1024 * 1024
+REJECT_REASONS = ("mac", "namespace", "reply_to", "oversize", "duplicate")
+
+
+def resolve_workspace(workspaces_root: str, namespace: str, session: str, relative: str) -> str:
+    """``<workspaces_root>/<namespace>/<session>/<relative>``, checked: the session's own
+    directory by construction. ``relative`` is ``.`` or a relative path without ``..``.
+
+    Raises :class:`WorkspaceRefused` for an absolute or escaping ``relative``, a NUL byte, a
+    missing directory, or any symlink from the session's root down (a swapped-in link could lead
+    elsewhere; directories are opened with ``O_NOFOLLOW`` component by component).
     """
-    root = os.path.realpath(shared_root)
-    if "\x00" in workspace:
+    if "\x00" in relative:
         raise WorkspaceRefused("workspace path contains a NUL byte")
-    candidate = workspace if os.path.isabs(workspace) else os.path.join(root, workspace)
-    real = os.path.realpath(candidate)
-    if not real.startswith(root + os.sep):
-        raise WorkspaceRefused(f"workspace {workspace!r} is outside the shared volume; refused")
-    if not os.path.isdir(real):
-        raise WorkspaceRefused(f"workspace {workspace!r} is not a directory on the shared volume")
-    return real
+    parts = [p for p in relative.split("/") if p not in ("", ".")]
+    if relative.startswith("/") or ".." in parts:
+        raise WorkspaceRefused(f"workspace {relative!r} leaves the session's workspace; refused")
+    names.namespace(namespace)
+    path = os.path.realpath(workspaces_root)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in (namespace, session, *parts):
+            try:
+                nxt = os.open(part, flags, dir_fd=fd)
+            except OSError:
+                raise WorkspaceRefused(
+                    f"workspace {relative!r} of session {namespace}/{session} is not a directory "
+                    "(missing, or a symlink)"
+                ) from None
+            os.close(fd)
+            fd = nxt
+            path = os.path.join(path, part)
+    finally:
+        os.close(fd)
+    return path
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +154,8 @@ class WorkerSettings:
     namespace: str
     laneworker: str
     pod_name: str
-    shared_root: str
+    workspaces_root: str
+    master_key_file: str
     pod_ip: str = "127.0.0.1"
     concurrency: int = 1
     task_timeout_seconds: float = 600.0
@@ -151,7 +194,8 @@ class WorkerSettings:
         opt("--pod-name", "POD_NAME")
         opt("--pod-ip", "POD_IP", "127.0.0.1")
         opt("--concurrency", "BERTH_WORKER_CONCURRENCY", "1")
-        opt("--shared-root", "BERTH_SHARED_ROOT")
+        opt("--workspaces-root", "BERTH_WORKSPACES_ROOT")
+        opt("--master-key-file", "BERTH_TASK_MASTER_KEY_FILE")
         opt("--task-timeout-seconds", "BERTH_TASK_TIMEOUT_SECONDS", "600")
         opt("--metrics-port", "BERTH_METRICS_PORT", "9090")
         opt("--heartbeat-seconds", "BERTH_WORKER_HEARTBEAT_SECONDS", "10")
@@ -160,7 +204,14 @@ class WorkerSettings:
         a = p.parse_args(argv)
         missing = [
             f
-            for f in ("redis_url", "namespace", "laneworker", "pod_name", "shared_root")
+            for f in (
+                "redis_url",
+                "namespace",
+                "laneworker",
+                "pod_name",
+                "workspaces_root",
+                "master_key_file",
+            )
             if not getattr(a, f)
         ]
         if missing:
@@ -171,7 +222,8 @@ class WorkerSettings:
                 namespace=a.namespace,
                 laneworker=a.laneworker,
                 pod_name=a.pod_name,
-                shared_root=a.shared_root,
+                workspaces_root=a.workspaces_root,
+                master_key_file=a.master_key_file,
                 pod_ip=a.pod_ip or "127.0.0.1",
                 concurrency=int(a.concurrency),
                 task_timeout_seconds=float(a.task_timeout_seconds),
@@ -193,8 +245,9 @@ class WorkerSettings:
             raise ValueError("timeouts must be > 0")
         if self.reclaim_interval_seconds <= 0:
             raise ValueError("BERTH_RECLAIM_INTERVAL_SECONDS must be > 0")
-        if not os.path.isabs(self.shared_root):
-            raise ValueError("BERTH_SHARED_ROOT must be an absolute path")
+        if not os.path.isabs(self.workspaces_root):
+            raise ValueError("BERTH_WORKSPACES_ROOT must be an absolute path")
+        read_key_file(self.master_key_file)  # a clear error now, not at the first task
         self.alive_key(self.pod_name)  # validates namespace, LaneWorker and pod names
 
 
@@ -214,6 +267,12 @@ class WorkerMetrics:
             "Time from a task's start on this worker to its reply, in seconds.",
             ["lane"],
             buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600),
+            registry=self.registry,
+        )
+        self.rejected = Counter(
+            "berth_worker_tasks_rejected",
+            "Task entries dropped unrun and unanswered (forged, foreign, oversized, duplicate).",
+            ["reason"],
             registry=self.registry,
         )
         self.busy = Gauge("berth_worker_busy", "Tasks running now.", registry=self.registry)
@@ -250,6 +309,7 @@ class LaneWorker:
         self._stopping = asyncio.Event()
         self._inflight: dict[str, asyncio.Task[None]] = {}
         self._stream = settings.task_stream
+        self._master = read_key_file(settings.master_key_file)
         self._me = settings.pod_name
         self._started_ms = _now_ms()
 
@@ -354,21 +414,52 @@ class LaneWorker:
             log.exception("task entry %s: unexpected failure", entry_id)
             self.metrics.finished("unknown", "error")
 
+    def session_key(self, raw: Mapping[str, str]) -> bytes:
+        """The key of the session a task names, after checking the task is signed with it and
+        the session is of this worker's namespace. Raises :class:`TaskRejected`."""
+        size = sum(len(k) + len(v) for k, v in raw.items())
+        if size > MAX_TASK_BYTES:
+            raise TaskRejected("oversize", f"task entry of {size} bytes (limit {MAX_TASK_BYTES})")
+        ns, _, name = raw.get("session", "").partition("/")
+        if ns != self.settings.namespace or not name:
+            raise TaskRejected("namespace", f"session {raw.get('session')!r} is not of {ns!r}")
+        key = derive_session_key(self._master, ns, name)
+        if not mac_ok(key, raw):
+            raise TaskRejected("mac", "missing or wrong MAC")
+        return key
+
+    async def _reject(self, entry_id: str, fields: Any, exc: TaskRejected) -> None:
+        log.warning("dropping task entry %s unrun: %s (%s)", entry_id, exc.reason, exc)
+        self.metrics.rejected.labels(reason=exc.reason).inc()
+        if exc.reason == "duplicate":
+            await self.redis.xack(self._stream, names.GROUP, entry_id)  # type: ignore[no-untyped-call,unused-ignore]
+            return
+        await self._dead_letter(entry_id, fields, f"rejected: {exc.reason}: {exc}", {})
+
     async def _handle_inner(self, entry_id: str, fields: Any) -> None:
         started_ms = _now_ms()
+        raw = {_s(k): _s(v) for k, v in dict(fields).items()}
         try:
-            task = TaskMessage.from_fields(fields)
-            names.parse_reply_stream(task.reply_to)
-            if not task.reply_to.startswith(f"berth:{self.settings.namespace}:s:"):
-                raise MalformedMessage(
-                    "reply_to is not a reply stream of this namespace",
-                    {k: _s(v) for k, v in dict(fields).items()},
-                )
+            key = self.session_key(raw)
+        except TaskRejected as exc:
+            await self._reject(entry_id, fields, exc)
+            return
+        try:
+            task = TaskMessage.from_fields(raw)
+            ns, uid = names.parse_reply_stream(task.reply_to)
         except (MalformedMessage, ValueError) as exc:
             partial = exc.partial if isinstance(exc, MalformedMessage) else {}
             reason = exc.reason if isinstance(exc, MalformedMessage) else str(exc)
-            await self._dead_letter(entry_id, fields, reason, partial)
+            await self._dead_letter(entry_id, fields, reason, partial, key)
             self.metrics.finished(partial.get("lane", "unknown"), "malformed")
+            return
+        if (ns, uid) != (self.settings.namespace, task.session_uid):
+            await self._reject(entry_id, fields, TaskRejected("reply_to", "not its session's"))
+            return
+        claim = names.task_claim_key(ns, task.session_uid, task.task_id)
+        ttl = self.settings.reply_ttl_seconds
+        if not await self.redis.set(claim, entry_id, nx=True, ex=ttl):
+            await self._reject(entry_id, fields, TaskRejected("duplicate", f"task {task.task_id}"))
             return
 
         def reply(
@@ -391,15 +482,18 @@ class LaneWorker:
             )
 
         try:
-            workspace = resolve_workspace(self.settings.shared_root, task.workspace)
+            session_name = task.session.partition("/")[2]
+            workspace = resolve_workspace(
+                self.settings.workspaces_root, ns, session_name, task.workspace
+            )
         except WorkspaceRefused as exc:
-            await self._answer(entry_id, task.reply_to, reply(False, error=str(exc)))
+            await self._answer(entry_id, task.reply_to, reply(False, error=str(exc)), key)
             self.metrics.finished(task.lane, "refused")
             return
         budget_ms = min(task.deadline_ms - started_ms, self.settings.task_timeout_seconds * 1000)
         if budget_ms <= 0:
             error = "deadline passed before the task started; it was not run"
-            await self._answer(entry_id, task.reply_to, reply(False, error=error))
+            await self._answer(entry_id, task.reply_to, reply(False, error=error), key)
             self.metrics.finished(task.lane, "expired")
             return
         t0 = time.monotonic()
@@ -410,32 +504,42 @@ class LaneWorker:
             )
         except TimeoutError:
             error = f"task deadline exceeded after {int(budget_ms)} ms; the tool was stopped"
-            await self._answer(entry_id, task.reply_to, reply(False, error=error))
+            await self._answer(entry_id, task.reply_to, reply(False, error=error), key)
             self.metrics.finished(task.lane, "timeout", time.monotonic() - t0)
             return
         except Exception as exc:  # a tool must not raise; if it does, report it, do not crash
             log.exception("tool %s raised", task.command_type)
             error = f"worker error: {type(exc).__name__}: {exc}"
-            await self._answer(entry_id, task.reply_to, reply(False, error=error))
+            await self._answer(entry_id, task.reply_to, reply(False, error=error), key)
             self.metrics.finished(task.lane, "error", time.monotonic() - t0)
             return
         message = reply(True, result.output, result.exit_code, is_error=result.is_error)
-        await self._answer(entry_id, task.reply_to, message)
+        await self._answer(entry_id, task.reply_to, message, key)
         outcome = "tool_error" if result.is_error else "ok"
         self.metrics.finished(task.lane, outcome, time.monotonic() - t0)
 
-    async def _answer(self, entry_id: str, reply_to: str, message: ReplyMessage) -> None:
-        """Reply and acknowledge atomically (MULTI/EXEC): a reply is never sent twice by this
-        worker and an acknowledged task always has its reply."""
+    async def _answer(
+        self, entry_id: str, reply_to: str, message: ReplyMessage, key: bytes
+    ) -> None:
+        """Reply (signed with the session's key) and acknowledge atomically (MULTI/EXEC): a
+        reply is never sent twice by this worker and an acknowledged task always has its reply."""
+        fields = sign_fields(key, message.to_fields())
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(reply_to, message.to_fields())  # type: ignore[arg-type,unused-ignore]
+            pipe.xadd(reply_to, fields)  # type: ignore[arg-type,unused-ignore]
             pipe.expire(reply_to, self.settings.reply_ttl_seconds)
             pipe.xack(self._stream, names.GROUP, entry_id)
             await pipe.execute()
 
     async def _dead_letter(
-        self, entry_id: str, fields: Any, reason: str, partial: Mapping[str, str]
+        self,
+        entry_id: str,
+        fields: Any,
+        reason: str,
+        partial: Mapping[str, str],
+        key: bytes | None = None,
     ) -> None:
+        """Record the entry on the dead-letter stream and acknowledge it; with the session's
+        ``key`` (an authenticated task that does not parse) also answer it with the reason."""
         raw = {_s(k): _s(v)[:4096] for k, v in dict(fields or {}).items()}
         log.warning("dead-lettering task entry %s: %s", entry_id, reason)
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -452,7 +556,7 @@ class LaneWorker:
                 approximate=True,
             )
             task_id, reply_to = partial.get("task_id"), partial.get("reply_to", "")
-            if task_id and reply_to.startswith(f"berth:{self.settings.namespace}:s:"):
+            if key and task_id and reply_to.startswith(f"berth:{self.settings.namespace}:s:"):
                 with contextlib.suppress(ValueError):
                     names.parse_reply_stream(reply_to)
                     failure = ReplyMessage(
@@ -464,7 +568,8 @@ class LaneWorker:
                         started_ms=_now_ms(),
                         ended_ms=_now_ms(),
                     )
-                    pipe.xadd(reply_to, failure.to_fields())  # type: ignore[arg-type,unused-ignore]
+                    signed = sign_fields(key, failure.to_fields())
+                    pipe.xadd(reply_to, signed)  # type: ignore[arg-type,unused-ignore]
                     pipe.expire(reply_to, self.settings.reply_ttl_seconds)
             pipe.xack(self._stream, names.GROUP, entry_id)
             await pipe.execute()
@@ -556,12 +661,18 @@ class LaneWorker:
             await untyped.xgroup_delconsumer(self._stream, names.GROUP, consumer)
 
     async def _answer_lost(self, entry_id: str, fields: Any, holder: str) -> None:
+        raw = {_s(k): _s(v) for k, v in dict(fields).items()}
         try:
-            task = TaskMessage.from_fields(fields)
+            key = self.session_key(raw)
+        except TaskRejected as exc:
+            await self._reject(entry_id, fields, exc)
+            return
+        try:
+            task = TaskMessage.from_fields(raw)
             names.parse_reply_stream(task.reply_to)
         except (MalformedMessage, ValueError) as exc:
             partial = exc.partial if isinstance(exc, MalformedMessage) else {}
-            await self._dead_letter(entry_id, fields, f"reclaimed: {exc}", partial)
+            await self._dead_letter(entry_id, fields, f"reclaimed: {exc}", partial, key)
             self.metrics.finished(partial.get("lane", "unknown"), "malformed")
             return
         log.warning("task %s was held by lost worker %s; answering failure", task.task_id, holder)
@@ -578,7 +689,7 @@ class LaneWorker:
             started_ms=now,
             ended_ms=now,
         )
-        await self._answer(entry_id, task.reply_to, message)
+        await self._answer(entry_id, task.reply_to, message, key)
         self.metrics.finished(task.lane, "lost")
 
 
@@ -594,11 +705,11 @@ async def serve(settings: WorkerSettings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop)
     log.info(
-        "serving %s as %s (concurrency %d, shared root %s)",
+        "serving %s as %s (concurrency %d, workspaces under %s)",
         settings.task_stream,
         settings.pod_name,
         settings.concurrency,
-        settings.shared_root,
+        settings.workspaces_root,
     )
     try:
         await worker.run()

@@ -16,6 +16,13 @@ to :class:`~session_runtime.lanes.queue.LaneQueue` as its ``transport``. It impl
 When several replies exist for one tool call (a worker's reply and a "worker lost" answer racing
 it), the first one on the stream wins, which is the one the live queue used too.
 
+Authentication (:mod:`session_runtime.transport.auth`): with a ``task_key`` every task is signed
+with it and every reply must carry a valid MAC under it; a reply that does not (forged by anyone
+who can write the stream) is deleted from the stream, counted through ``on_rejected`` and never
+delivered. A reply must also answer a task of this session (its task id names this session's
+uid) — others are dropped the same way. Replies kept in memory for ``find_reply`` are capped
+(:data:`MAX_KEPT_REPLIES`, oldest dropped).
+
 Errors: ``publish`` raises ``redis.exceptions.RedisError`` (the queue turns it into a tool
 failure); the reader logs and retries connection errors every second and skips malformed replies.
 """
@@ -36,9 +43,13 @@ from redis.exceptions import RedisError
 from session_runtime.lanes.external import ExternalReply, ExternalTask, ReplySink
 from session_runtime.tools.base import Lane, ToolContext
 from session_runtime.transport import names
+from session_runtime.transport.auth import sign_fields, verify_fields
 from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage
 
 log = logging.getLogger(__name__)
+
+MAX_KEPT_REPLIES = 10_000
+"""Replies held in memory for ``find_reply`` at most (a flood of unknown replies cannot grow it)."""
 
 
 def _s(value: Any) -> str:
@@ -54,7 +65,10 @@ class RedisTaskTransport:
     ``spec.lanes.<lane>.laneWorkerRef``) and/or ``task_streams`` (lane -> task stream name as the
     operator rendered it; wins over ``lane_workers``), ``reply_stream`` (optional; checked against
     the name §7 fixes), ``shared_root`` (the shared volume mount in this pod:
-    when given, the workspace is sent relative to it, so workers may mount the volume elsewhere),
+    when given, the workspace is sent relative to it, ``.`` for the root itself, so workers build
+    the path from the session they serve), ``task_key`` (the session's 32-byte task key: sign
+    tasks, verify replies; None = unauthenticated, for local runs and tests only),
+    ``on_rejected`` (called with a reason for every dropped reply: ``mac``, ``malformed``),
     ``reply_grace_ms`` (how long past a task's timeout the queue waits for the worker's own
     deadline/"worker lost" answer; default 10000 ms), ``block_ms`` (reader block time, ms).
     """
@@ -71,6 +85,8 @@ class RedisTaskTransport:
         task_streams: Mapping[Lane, str] | None = None,
         reply_stream: str | None = None,
         shared_root: str | None = None,
+        task_key: bytes | None = None,
+        on_rejected: Callable[[str], None] | None = None,
         reply_grace_ms: int = 10_000,
         block_ms: int = 1_000,
         clock: Callable[[], int] | None = None,
@@ -90,6 +106,8 @@ class RedisTaskTransport:
                 f"reply stream {reply_stream!r} is not this session's ({self._reply_stream!r})"
             )
         self._shared_root = os.path.realpath(shared_root) if shared_root else None
+        self._key = task_key
+        self._on_rejected = on_rejected or (lambda _reason: None)
         self.reply_grace_ms = reply_grace_ms
         self._block_ms = block_ms
         self._clock = clock or (lambda: int(time.time() * 1000))
@@ -118,7 +136,7 @@ class RedisTaskTransport:
         if self._shared_root is None:
             return workspace
         real = os.path.realpath(workspace)
-        if real.startswith(self._shared_root + os.sep):
+        if real == self._shared_root or real.startswith(self._shared_root + os.sep):
             return os.path.relpath(real, self._shared_root)
         return workspace  # outside the volume: the worker will refuse it, with a clear reason
 
@@ -147,7 +165,10 @@ class RedisTaskTransport:
             deadline_ms=task.deadline_ms,
             reply_to=self._reply_stream,
         )
-        await self._redis.xadd(stream, message.to_fields())  # type: ignore[arg-type,unused-ignore]
+        fields = message.to_fields()
+        if self._key is not None:
+            fields = sign_fields(self._key, fields)
+        await self._redis.xadd(stream, fields)  # type: ignore[arg-type,unused-ignore]
 
     async def settle(self, reply: ExternalReply) -> None:
         self._seen.pop(reply.tool_call_id, None)
@@ -163,7 +184,7 @@ class RedisTaskTransport:
             if not page:
                 return None
             for entry_id, fields in page:
-                reply = self._decode(_s(entry_id), fields)
+                reply = await self._accept(_s(entry_id), fields)
                 if reply is not None and reply.tool_call_id == tool_call_id:
                     return reply
             start = f"({_s(page[-1][0])}"
@@ -184,13 +205,29 @@ class RedisTaskTransport:
 
     # -- internals ---------------------------------------------------------------------------
 
-    @staticmethod
-    def _decode(entry_id: str, fields: Any) -> ExternalReply | None:
-        try:
-            return ReplyMessage.from_fields(fields).to_external(ref=entry_id)
-        except MalformedMessage as exc:
-            log.warning("skipping malformed reply %s: %s", entry_id, exc.reason)
-            return None
+    async def _accept(self, entry_id: str, fields: Any) -> ExternalReply | None:
+        """The reply in a stream entry, or None after dropping a forged or malformed one."""
+        raw = {_s(k): _s(v) for k, v in fields.items()}
+        reason = None
+        if self._key is not None and not verify_fields(self._key, raw):
+            reason = "mac"
+        else:
+            try:
+                return ReplyMessage.from_fields(raw).to_external(ref=entry_id)
+            except MalformedMessage as exc:
+                log.warning("dropping malformed reply %s: %s", entry_id, exc.reason)
+                reason = "malformed"
+        if reason == "mac":
+            log.warning("dropping reply %s on %s: bad or missing MAC", entry_id, self._reply_stream)
+        self._on_rejected(reason)
+        with contextlib.suppress(RedisError):
+            await self._redis.xdel(self._reply_stream, entry_id)
+        return None
+
+    def _keep(self, reply: ExternalReply) -> None:
+        if reply.tool_call_id not in self._seen and len(self._seen) >= MAX_KEPT_REPLIES:
+            self._seen.pop(next(iter(self._seen)))
+        self._seen.setdefault(reply.tool_call_id, reply)
 
     async def _read_replies(self) -> None:
         while True:
@@ -210,10 +247,10 @@ class RedisTaskTransport:
             for _stream, entries in batches or []:
                 for entry_id, fields in entries:
                     self._last_id = _s(entry_id)
-                    reply = self._decode(self._last_id, fields)
+                    reply = await self._accept(self._last_id, fields)
                     if reply is None:
                         continue
-                    self._seen.setdefault(reply.tool_call_id, reply)
+                    self._keep(reply)
                     if self._sink is not None:
                         try:
                             await self._sink(reply)

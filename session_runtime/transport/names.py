@@ -55,6 +55,13 @@ def alive_key(ns: str, laneworker: str, consumer: str) -> str:
     return f"berth:{namespace(ns)}:lw:{lw}:alive:{_check(consumer, _DNS_SUBDOMAIN, 'consumer')}"
 
 
+def task_claim_key(ns: str, session_uid: str, task_id: str) -> str:
+    """``berth:{ns}:task:{session_uid}:{task_id}`` (Berth: set once, by the worker that runs the
+    task; a second delivery finds it and is not run)."""
+    uid = _check(session_uid, _UID, "session uid")
+    return f"berth:{namespace(ns)}:task:{uid}:{_check(task_id, _UID, 'task id')}"
+
+
 def reply_stream(ns: str, session_uid: str) -> str:
     """``berth:{ns}:s:{session_uid}:results``."""
     return f"berth:{namespace(ns)}:s:{_check(session_uid, _UID, 'session uid')}:results"

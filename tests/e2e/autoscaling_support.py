@@ -92,8 +92,12 @@ async def _simulate() -> None:  # pragma: no cover - runs inside a pod
     gauge.set(0)
     start_http_server(int(env.get("SIM_METRICS_PORT", str(SIM_PORT))), env["POD_IP"], registry)
 
+    from session_runtime.transport.auth import derive_session_key, read_key_file
+
     redis: Redis[Any] = Redis.from_url(env["BERTH_REDIS_URL"])
     uid = f"{pod}-{uuid.uuid4().hex[:6]}"
+    # A session's key, derived from the namespace master the operator made (mounted here).
+    master = read_key_file(env["SIM_TASK_MASTER_KEY_FILE"])
     transport = RedisTaskTransport(
         redis,
         namespace=ns,
@@ -101,7 +105,8 @@ async def _simulate() -> None:  # pragma: no cover - runs inside a pod
         session_uid=uid,
         epoch=1,
         lane_workers={"execute": lw},
-        shared_root=shared,
+        shared_root=workspace,
+        task_key=derive_session_key(master, ns, pod),
     )
     replies: dict[str, ExternalReply] = {}
     done = asyncio.Event()
@@ -247,6 +252,10 @@ def sim_pod(
                         {"name": "SIM_COMMAND", "value": command},
                         {"name": "SIM_SHARED_ROOT", "value": "/var/lib/berth/shared"},
                         {"name": "SIM_METRICS_PORT", "value": str(SIM_PORT)},
+                        {
+                            "name": "SIM_TASK_MASTER_KEY_FILE",
+                            "value": "/var/run/berth/task-key/master",
+                        },
                     ],
                     "ports": [{"name": "metrics", "containerPort": SIM_PORT}],
                     "readinessProbe": {
@@ -257,6 +266,11 @@ def sim_pod(
                         {"name": "shared", "mountPath": "/var/lib/berth/shared"},
                         {"name": "tests", "mountPath": f"{TESTS_MOUNT}/tests", "readOnly": True},
                         {"name": "tmp", "mountPath": "/tmp"},
+                        {
+                            "name": "task-key",
+                            "mountPath": "/var/run/berth/task-key",
+                            "readOnly": True,
+                        },
                     ],
                     "securityContext": {
                         "runAsNonRoot": True,
@@ -270,6 +284,10 @@ def sim_pod(
                 {"name": "shared", "persistentVolumeClaim": {"claimName": "berth-shared"}},
                 {"name": "tests", "hostPath": {"path": f"{root}/tests", "type": "Directory"}},
                 {"name": "tmp", "emptyDir": {}},
+                {
+                    "name": "task-key",
+                    "secret": {"secretName": "berth-task-key", "defaultMode": 0o444},
+                },
             ],
         },
     }

@@ -22,6 +22,7 @@ performance claim.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import math
 import tempfile
@@ -237,6 +238,7 @@ def test_scale_down_removes_idle_pods_first(harness: Harness) -> None:
     from session_runtime.lanes.external import ExternalTask
     from session_runtime.tools.base import ToolContext
     from session_runtime.transport import RedisTaskTransport
+    from session_runtime.transport.auth import derive_session_key
 
     ns = harness.namespace
     harness.apply(
@@ -256,6 +258,11 @@ def test_scale_down_removes_idle_pods_first(harness: Harness) -> None:
     workspace = shared / "workspaces" / ns / "tester"
     harness.cluster.make_dirs(workspace)
     uid = f"tester-{uuid.uuid4().hex[:6]}"
+    # The tester signs as session "tester" with the key derived from the namespace's master.
+    secret = json.loads(
+        harness.cluster.kubectl("-n", ns, "get", "secret", "berth-task-key", "-o", "json").stdout
+    )
+    master = base64.b64decode(secret["data"]["master"])
 
     async def publish(commands: list[tuple[str, str]]) -> None:
         client: Redis[Any] = Redis.from_url(harness.redis_url)
@@ -266,7 +273,8 @@ def test_scale_down_removes_idle_pods_first(harness: Harness) -> None:
             session_uid=uid,
             epoch=1,
             lane_workers={"execute": "lwd"},
-            shared_root=str(shared),
+            shared_root=str(workspace),
+            task_key=derive_session_key(master, ns, "tester"),
         )
         ctx = ToolContext(session_id=f"{ns}/tester", workspace=str(workspace), run_id="r", turn=1)
         for call_id, command in commands:

@@ -92,10 +92,15 @@ async def redis(redis_url: str) -> AsyncIterator[Redis[Any]]:
     await closer.aclose()
 
 
+MASTER = b"test-master-key-of-32-bytes-xxxx"
+"""The namespace master key the test workers hold (``berth-task-key`` in a cluster)."""
+
+
 @pytest.fixture
 def shared_root(private_tmp: Path) -> Path:
     root = private_tmp / "shared"
-    root.mkdir()
+    (root / "workspaces").mkdir(parents=True)
+    (private_tmp / "master").write_bytes(MASTER)
     return root
 
 
@@ -112,6 +117,8 @@ class Workers:
 
     def start(self, name: str, concurrency: int = 1, metrics_port: int = 0, **env: str) -> None:
         log = self.shared_root.parent / f"{name}.log"
+        (self.shared_root / "workspaces").mkdir(exist_ok=True)
+        (self.shared_root.parent / "master").write_bytes(MASTER)
         full = {
             **os.environ,
             "PYTHONPATH": str(REPO),
@@ -121,7 +128,8 @@ class Workers:
             "POD_NAME": name,
             "POD_IP": "127.0.0.1",
             "BERTH_WORKER_CONCURRENCY": str(concurrency),
-            "BERTH_SHARED_ROOT": str(self.shared_root),
+            "BERTH_WORKSPACES_ROOT": str(self.shared_root / "workspaces"),
+            "BERTH_TASK_MASTER_KEY_FILE": str(self.shared_root.parent / "master"),
             "BERTH_TASK_TIMEOUT_SECONDS": "60",
             "BERTH_METRICS_PORT": str(metrics_port),
             "BERTH_WORKER_HEARTBEAT_SECONDS": "1",

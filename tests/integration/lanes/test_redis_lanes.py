@@ -27,8 +27,9 @@ from session_runtime.transport import (
     stream_pressure,
     task_stream,
 )
+from session_runtime.transport.auth import derive_session_key, sign_fields
 
-from .conftest import Workers, free_port
+from .conftest import MASTER, Workers, free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
 
@@ -67,6 +68,7 @@ class Session:
         self.uid = uid or uuid.uuid4().hex
         self.workspace = shared_root / "workspaces" / NS / "s1"
         self.workspace.mkdir(parents=True, exist_ok=True)
+        self.key = derive_session_key(MASTER, NS, "s1")
         self.ctx = ToolContext("s1", str(self.workspace), "run-1", 1)
         cfg = SessionQueueConfig(**config).with_lane_features()
         cfg.set_lane_handler("execute", "external", timeout_ms)
@@ -77,7 +79,8 @@ class Session:
             session_uid=self.uid,
             epoch=1,
             lane_workers={"execute": laneworker},
-            shared_root=str(shared_root),
+            shared_root=str(self.workspace),
+            task_key=self.key,
             reply_grace_ms=grace_ms,
         )
         self.events: list[dict[str, Any]] = []
@@ -264,6 +267,39 @@ async def test_result_delivered_while_passivated_is_used_after_resume(
     await after.queue.close()
 
 
+def task_fields(s: Session, task_id: str, command: str, **over: str) -> dict[str, str]:
+    """A well-formed task of session ``s`` (unsigned)."""
+    fields = TaskMessage(
+        task_id=task_id,
+        session=f"{NS}/s1",
+        session_uid=s.uid,
+        epoch=1,
+        run_id="run-1",
+        tool_call_id=f"call-{task_id}",
+        lane="execute",
+        command_type="bash",
+        payload={"command": command},
+        workspace=".",
+        deadline_ms=2**42,  # year 2109
+        reply_to=s.transport.reply_stream,
+    ).to_fields()
+    return {**fields, **over}
+
+
+async def rejected(workers: Workers, name: str, port: int, reason: str) -> float:
+    """berth_worker_tasks_rejected_total{reason} of a worker, from its real /metrics."""
+
+    def read() -> float:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        for line in text.splitlines():
+            if line.startswith(f'berth_worker_tasks_rejected_total{{reason="{reason}"}}'):
+                return float(line.split()[-1])
+        return 0.0
+
+    return await asyncio.to_thread(read)
+
+
 async def test_bad_input_is_dead_lettered_or_refused_and_worker_survives(
     redis: Redis[Any], shared_root: Path, workers_factory: Any, private_tmp: Path
 ) -> None:
@@ -271,52 +307,121 @@ async def test_bad_input_is_dead_lettered_or_refused_and_worker_survives(
     workers.start("w-x")
     s = Session(redis, shared_root, "pool-bad")
     stream = task_stream(NS, "pool-bad")
-    # 1. garbage: no fields we know
+    # 1. garbage: no fields we know (and no MAC): dropped, never answered
     await redis.xadd(stream, {"hello": "world"})
-    # 2. a valid-looking task with a broken payload: the session is told at once
-    good: dict[Any, Any] = TaskMessage(
-        task_id="t-bad",
-        session=f"{NS}/s1",
-        session_uid=s.uid,
-        epoch=1,
-        run_id="run-1",
-        tool_call_id="call-bad",
-        lane="execute",
-        command_type="bash",
-        payload={"command": "echo never >> count.txt"},
-        workspace="workspaces/team-a/s1",
-        deadline_ms=2**40,
-        reply_to=s.transport.reply_stream,
-    ).to_fields()
-    await redis.xadd(stream, {**good, "payload": "[1, 2"})
-    # 3. a reply_to that is not a reply stream (would let a message write anywhere)
-    await redis.xadd(stream, {**good, "task_id": "t-evil", "reply_to": "berth:other:s:x:results"})
+    # 2. a signed task with a broken payload: the session is told at once
+    good = task_fields(s, "t-bad", "echo never >> count.txt")
+    await redis.xadd(stream, sign_fields(s.key, {**good, "payload": "[1, 2"}))
+    # 3. a reply_to that is not the session's own stream (would let a message write anywhere)
+    evil = {**good, "task_id": "t-evil", "reply_to": "berth:other:s:x:results"}
+    await redis.xadd(stream, sign_fields(s.key, evil))
     dead = dead_letter_stream(NS, "pool-bad")
     await until(lambda: _xlen_is(redis, dead, 3), "three dead letters")
     entries = await redis.xrange(dead)
     reasons = [fields[b"reason"].decode() for _, fields in entries]
-    assert any("task_id" in r for r in reasons)  # missing field named
+    assert any("rejected: namespace" in r for r in reasons)  # garbage names no session
     assert any("payload" in r for r in reasons)
     assert any("reply_to" in r for r in reasons)
     replies = await redis.xrange(s.transport.reply_stream)
     assert [f[b"task_id"] for _, f in replies] == [b"t-bad"]
     assert replies[0][1][b"success"] == b"false"
-    # 4. a workspace outside the shared volume is refused (through the real session path)
+    # 4. a workspace outside the session's own directory is refused (through the real path)
     outside = private_tmp / "elsewhere"
     outside.mkdir()
     s.ctx = ToolContext("s1", str(outside), "run-1", 1)
     [refused] = await s.run(bash("r1", "echo escaped >> /dev/null; touch pwned"))
-    assert refused.is_error and "outside the shared volume" in refused.output
-    s.ctx = ToolContext("s1", str(s.workspace / ".." / ".." / ".."), "run-1", 1)
-    [root] = await s.run(bash("r2", "touch pwned"))
-    assert root.is_error and "outside the shared volume" in root.output
-    assert not (outside / "pwned").exists() and not (shared_root / "pwned").exists()
+    assert refused.is_error and "leaves the session's workspace" in refused.output
+    s.ctx = ToolContext("s1", str(s.workspace / ".." / "other"), "run-1", 1)
+    (s.workspace.parent / "other").mkdir()
+    [sibling] = await s.run(bash("r2", "touch pwned"))
+    assert sibling.is_error and "leaves the session's workspace" in sibling.output
+    assert (
+        not (outside / "pwned").exists() and not (s.workspace.parent / "other" / "pwned").exists()
+    )
     # The worker is alive and serving.
     s.ctx = ToolContext("s1", str(s.workspace), "run-1", 1)
     [ok] = await s.run(bash("r3", "echo still-here"))
     assert ok.output.strip() == "still-here"
     assert workers.procs["w-x"].poll() is None
     assert not (s.workspace / "count.txt").exists()
+    await s.queue.close()
+
+
+async def test_forged_tasks_never_run_and_a_task_id_runs_once(
+    redis: Redis[Any], shared_root: Path, workers_factory: Any
+) -> None:
+    """Attacks on the task stream by someone who can write it: an unsigned task, one signed with
+    another session's key naming this session, one naming another namespace, and one valid task
+    delivered three times (to two workers). Side effects are counted in the workspace."""
+    port_a, port_b = free_port(), free_port()
+    workers: Workers = workers_factory(NS, "pool-forge")
+    workers.start("w-a", metrics_port=port_a)
+    workers.start("w-b", metrics_port=port_b)
+    await until(lambda: consumers(redis, "pool-forge", 2), "two workers up")
+    s = Session(redis, shared_root, "pool-forge")
+    stream = task_stream(NS, "pool-forge")
+    attacks = {
+        "unsigned": task_fields(s, "f1", "echo forged >> pwned.txt"),
+        "other-key": sign_fields(
+            derive_session_key(MASTER, NS, "mallory"), task_fields(s, "f2", "echo x >> pwned.txt")
+        ),
+        "other-ns": sign_fields(
+            derive_session_key(MASTER, "other", "s1"),
+            task_fields(s, "f3", "echo x >> pwned.txt", session="other/s1"),
+        ),
+    }
+    for fields in attacks.values():
+        await redis.xadd(stream, fields)
+    once = sign_fields(s.key, task_fields(s, "dup", "echo ran >> count.txt"))
+    for _ in range(3):
+        await redis.xadd(stream, once)
+
+    async def settled() -> bool:
+        total = 0.0
+        for reason in ("mac", "namespace", "duplicate"):
+            total += await rejected(workers, "w-a", port_a, reason)
+            total += await rejected(workers, "w-b", port_b, reason)
+        return total >= 5 and lines(s.workspace / "count.txt") >= 1
+
+    await until(settled, "forged tasks rejected and the valid one run")
+    assert not (s.workspace / "pwned.txt").exists()  # no forged side effect
+    assert lines(s.workspace / "count.txt") == 1  # three deliveries, one run
+    replies = await redis.xrange(s.transport.reply_stream)
+    assert [f[b"task_id"] for _, f in replies] == [b"dup"]  # forged ones are never answered
+    counts = {
+        r: await rejected(workers, "w-a", port_a, r) + await rejected(workers, "w-b", port_b, r)
+        for r in ("mac", "namespace", "duplicate")
+    }
+    assert counts == {"mac": 1 + 1, "namespace": 1, "duplicate": 2}, counts
+    await s.queue.close()
+
+
+async def test_forged_replies_are_dropped_and_counted(
+    redis: Redis[Any], shared_root: Path, workers_factory: Any
+) -> None:
+    """A reply written straight to the session's stream (unsigned, or signed with another
+    session's key) is deleted, counted, and never reaches the queue; a flood of them does not
+    grow what the session keeps."""
+    workers: Workers = workers_factory(NS, "pool-replies")
+    workers.start("w-r")
+    rejected_reasons: list[str] = []
+    s = Session(redis, shared_root, "pool-replies")
+    s.transport._on_rejected = rejected_reasons.append
+    forged = {
+        "task_id": "t-x",
+        "tool_call_id": "call-1",
+        "success": "true",
+        "result": '{"output": "forged"}',
+    }
+    await redis.xadd(s.transport.reply_stream, forged)
+    other = derive_session_key(MASTER, NS, "mallory")
+    await redis.xadd(s.transport.reply_stream, sign_fields(other, forged))
+    [result] = await s.run(bash("call-1", "echo real"))
+    assert result.output.strip() == "real"  # the worker's signed reply, not the forged one
+    assert rejected_reasons.count("mac") == 2
+    assert await s.transport.find_reply("call-1") is None or (
+        (await s.transport.find_reply("call-1")).result.get("output", "").strip() == "real"  # type: ignore[union-attr]
+    )
     await s.queue.close()
 
 

@@ -20,8 +20,9 @@ from session_runtime.llm.scripted import ScriptedServer
 from session_runtime.store import MemorySessionStore
 from session_runtime.tools import DirectExecutor
 from session_runtime.transport import GROUP, RedisTaskTransport, stream_pressure, task_stream
+from session_runtime.transport.auth import derive_session_key
 
-from .conftest import Workers
+from .conftest import MASTER, Workers
 from .test_redis_lanes import NS, consumers, until
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
@@ -78,7 +79,8 @@ async def test_session_with_external_execute_lane_and_two_workers(
         session_uid=uuid.uuid4().hex,
         epoch=1,
         lane_workers={"execute": "pool-session"},
-        shared_root=str(shared_root),
+        shared_root=str(workspace),
+        task_key=derive_session_key(MASTER, NS, "s1"),
     )
     queue = LaneQueue(config, runner=DirectExecutor(), transport=transport)
     agent = Agent.create({"providers": {"openai": {"base_url": model.base_url, "api_key": "k"}}})
@@ -149,7 +151,8 @@ async def test_result_delivered_while_passivated_is_used_by_resumed_session(
             session_uid=uid,
             epoch=epoch,
             lane_workers={"execute": "pool-passivate"},
-            shared_root=str(shared_root),
+            shared_root=str(workspace),
+            task_key=derive_session_key(MASTER, NS, "s2"),
         )
         queue = LaneQueue(config, runner=DirectExecutor(), transport=transport)
         agent = Agent.create(

@@ -25,6 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from session_runtime.llm.scripted import ScriptedServer
+from session_runtime.transport.auth import derive_session_key
+
+TEST_MASTER = b"test-master-key-of-32-bytes-xxxx"
+"""The namespace master key of test workers (tests/integration/lanes/conftest.py MASTER)."""
 
 #: Upper bound for any wait; reaching it is a failure (a hang), not a timing assertion.
 WAIT_CAP_SECONDS = 60.0
@@ -170,7 +174,8 @@ class PodWorld:
 
     @property
     def workspace(self) -> Path:
-        return self.root / "ws"
+        """``workspaces/<ns>/<name>`` under the root, where a worker serving it builds it too."""
+        return self.root / "workspaces" / self.namespace / self.name
 
     def lines(self, name: str) -> list[str]:
         path = self.workspace / name
@@ -186,6 +191,8 @@ class PodWorld:
         token_file = self.root / "secret" / "api-token"
         token_file.parent.mkdir(exist_ok=True)
         token_file.write_text(self.token + "\n")
+        key_file = self.root / "secret" / "task-key"
+        key_file.write_bytes(derive_session_key(TEST_MASTER, self.namespace, self.name))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("BERTH_", "OPENAI_"))}
         env.update(
             {
@@ -195,6 +202,8 @@ class PodWorld:
                 "BERTH_EPOCH": str(epoch),
                 "BERTH_STORE_DIR": str(self.store),
                 "BERTH_WORKSPACE": str(self.workspace),
+                "BERTH_WORKSPACE_ROOT": str(self.workspace),
+                "BERTH_TASK_KEY_FILE": str(key_file),
                 "BERTH_OPTIONS_FILE": str(options_file),
                 "BERTH_TERMINATION_LOG": str(self.root / f"termination-{tag}"),
                 "POD_NAME": f"{self.name}-{tag}",
@@ -245,6 +254,7 @@ def pod_world(root: Path, script: dict[str, Any], **options: Any) -> Iterator[Po
     llm = ScriptedServer(script)
     llm.start_in_thread()
     world = PodWorld(root, llm)
+    world.workspace.mkdir(parents=True, exist_ok=True)
     world.options = {
         "schemaVersion": 1,
         "session": {"namespace": world.namespace, "name": world.name, "uid": world.uid},

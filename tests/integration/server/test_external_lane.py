@@ -42,7 +42,9 @@ def test_execute_lane_runs_on_the_lane_worker(tmp_path: Path, redis_url: str) ->
         workers = Workers(redis_url, world.namespace, "pool", tmp_path)
         workers.start("worker-1")
         try:
-            pod = world.start(epoch=1, BERTH_REDIS_URL=redis_url, BERTH_SHARED_ROOT=str(tmp_path))
+            pod = world.start(
+                epoch=1, BERTH_REDIS_URL=redis_url, BERTH_WORKSPACE_ROOT=str(world.workspace)
+            )
             assert pod.wait_exit() == 0, pod.stderr() + workers.log("worker-1")
         finally:
             workers.stop_all()

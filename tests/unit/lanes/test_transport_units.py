@@ -17,6 +17,13 @@ from session_runtime.transport import (
     reply_stream,
     task_stream,
 )
+from session_runtime.transport.auth import (
+    canonical,
+    derive_session_key,
+    read_key_file,
+    sign_fields,
+    verify_fields,
+)
 from session_runtime.worker import WorkerSettings, WorkspaceRefused, resolve_workspace
 
 TASK = {
@@ -114,38 +121,72 @@ def test_reply_round_trip_and_external_view() -> None:
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    (tmp_path / "shared" / "workspaces" / "ns" / "s").mkdir(parents=True)
+    """A ``workspaces`` directory: sessions s and b of ns, a link out of it, a file."""
+    ws = tmp_path / "workspaces"
+    (ws / "ns" / "s" / "sub").mkdir(parents=True)
+    (ws / "ns" / "b").mkdir(parents=True)
     (tmp_path / "outside").mkdir()
-    os.symlink(tmp_path / "outside", tmp_path / "shared" / "workspaces" / "link")
-    (tmp_path / "shared" / "file").write_text("")
-    return tmp_path / "shared"
+    os.symlink(tmp_path / "outside", ws / "ns" / "s" / "link")
+    os.symlink(ws / "ns" / "b", ws / "ns" / "s" / "to-b")
+    os.symlink(tmp_path / "outside", ws / "ns" / "linked")
+    (ws / "ns" / "s" / "file").write_text("")
+    return ws
 
 
 @pytest.mark.parametrize(
-    ("workspace", "ok"),
+    ("session", "relative", "ok"),
     [
-        ("workspaces/ns/s", True),
-        ("workspaces/ns/../ns/s", True),
-        ("workspaces/../../outside", False),
-        ("workspaces/link", False),  # symlink out of the volume
-        (".", False),  # the volume root itself
-        ("", False),
-        ("file", False),  # not a directory
-        ("workspaces/ns/missing", False),
-        ("/etc", False),
+        ("s", ".", True),
+        ("s", "sub", True),
+        ("s", "./sub/", True),
+        ("s", "../b", False),  # another session of the namespace
+        ("s", "sub/../../b", False),
+        ("s", "link", False),  # symlink out of the volume
+        ("s", "to-b", False),  # symlink to another session
+        ("linked", ".", False),  # the session directory itself a symlink
+        ("s", "file", False),  # not a directory
+        ("s", "missing", False),
+        ("s", "/etc", False),
+        ("s", "sub\x00", False),
+        ("missing", ".", False),
     ],
 )
-def test_resolve_workspace(root: Path, workspace: str, ok: bool) -> None:
+def test_workspace_is_built_from_the_session(
+    root: Path, session: str, relative: str, ok: bool
+) -> None:
+    """The worker builds <root>/<ns>/<session>/<relative>; a task cannot name another place."""
     if ok:
-        assert resolve_workspace(str(root), workspace) == str((root / "workspaces/ns/s").resolve())
+        expected = os.path.normpath(root / "ns" / session / relative.strip("./") or ".")
+        got = resolve_workspace(str(root), "ns", session, relative)
+        assert os.path.normpath(got) == os.path.normpath(expected)
     else:
         with pytest.raises(WorkspaceRefused):
-            resolve_workspace(str(root), workspace)
+            resolve_workspace(str(root), "ns", session, relative)
 
 
-def test_absolute_workspace_inside_root_is_accepted(root: Path) -> None:
-    ws = str(root / "workspaces" / "ns" / "s")
-    assert resolve_workspace(str(root), ws) == os.path.realpath(ws)
+def test_task_macs_bind_a_task_to_its_session() -> None:
+    master = b"m" * 32
+    key_a = derive_session_key(master, "ns", "a")
+    assert key_a != derive_session_key(master, "ns", "b") != derive_session_key(master, "x", "a")
+    fields = {"task_id": "t1", "session": "ns/a", "workspace": "."}
+    signed = sign_fields(key_a, fields)
+    assert verify_fields(key_a, signed)
+    assert not verify_fields(key_a, fields)  # unsigned
+    assert not verify_fields(derive_session_key(master, "ns", "b"), signed)  # other session
+    for field, value in (("session", "ns/b"), ("workspace", "../b"), ("extra", "1")):
+        assert not verify_fields(key_a, {**signed, field: value}), field
+    # Length-prefixed encoding: moving bytes between fields changes the MAC.
+    assert canonical({"a": "bc"}) != canonical({"ab": "c"})
+
+
+def test_key_files_must_hold_32_bytes(tmp_path: Path) -> None:
+    good, bad = tmp_path / "k", tmp_path / "short"
+    good.write_bytes(b"k" * 32)
+    bad.write_bytes(b"k" * 31)
+    assert read_key_file(good) == b"k" * 32
+    for path in (bad, tmp_path / "missing"):
+        with pytest.raises(ValueError, match="task key file"):
+            read_key_file(path)
 
 
 ENV = {
@@ -153,12 +194,19 @@ ENV = {
     "BERTH_NAMESPACE": "team-a",
     "BERTH_LANEWORKER": "pool",
     "POD_NAME": "pool-abc",
-    "BERTH_SHARED_ROOT": "/mnt/shared",
+    "BERTH_WORKSPACES_ROOT": "/mnt/shared/workspaces",
 }
 
 
-def test_settings_from_env_and_flags() -> None:
-    s = WorkerSettings.from_env(ENV, [])
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    key = tmp_path / "master"
+    key.write_bytes(b"k" * 32)
+    return {**ENV, "BERTH_TASK_MASTER_KEY_FILE": str(key)}
+
+
+def test_settings_from_env_and_flags(env: dict[str, str]) -> None:
+    s = WorkerSettings.from_env(env, [])
     assert (s.concurrency, s.metrics_port, s.pod_ip, s.task_timeout_seconds) == (
         1,
         9090,
@@ -167,20 +215,23 @@ def test_settings_from_env_and_flags() -> None:
     )
     assert s.task_stream == "berth:team-a:lw:pool:tasks"
     s2 = WorkerSettings.from_env(
-        {**ENV, "BERTH_WORKER_CONCURRENCY": "4", "POD_IP": "10.0.0.7"}, ["--metrics-port", "0"]
+        {**env, "BERTH_WORKER_CONCURRENCY": "4", "POD_IP": "10.0.0.7"}, ["--metrics-port", "0"]
     )
     assert (s2.concurrency, s2.pod_ip, s2.metrics_port) == (4, "10.0.0.7", 0)
 
 
 @pytest.mark.parametrize(
-    "env",
+    "change",
     [
-        {k: v for k, v in ENV.items() if k != "POD_NAME"},
-        {**ENV, "BERTH_SHARED_ROOT": "relative/path"},
-        {**ENV, "BERTH_WORKER_CONCURRENCY": "0"},
-        {**ENV, "BERTH_NAMESPACE": "Bad:Name"},
+        {"POD_NAME": None},
+        {"BERTH_WORKSPACES_ROOT": "relative/path"},
+        {"BERTH_WORKER_CONCURRENCY": "0"},
+        {"BERTH_NAMESPACE": "Bad:Name"},
+        {"BERTH_TASK_MASTER_KEY_FILE": None},  # no unauthenticated mode
+        {"BERTH_TASK_MASTER_KEY_FILE": "/nonexistent/master"},
     ],
 )
-def test_settings_refuse_bad_env(env: dict[str, str]) -> None:
+def test_settings_refuse_bad_env(env: dict[str, str], change: dict[str, str | None]) -> None:
+    bad = {k: v for k, v in {**env, **change}.items() if v is not None}
     with pytest.raises(SystemExit):
-        WorkerSettings.from_env(env, [])
+        WorkerSettings.from_env(bad, [])

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -59,7 +60,7 @@ def test_identity_owner_and_selector() -> None:
     )
 
 
-def test_worker_env_contract_is_what_berth_worker_reads() -> None:
+def test_worker_env_contract_is_what_berth_worker_reads(tmp_path: Path) -> None:
     dep = build(concurrency=4, taskTimeoutSeconds=30)
     env = env_of(dep)
     assert container(dep)["command"] == ["berth-worker"]
@@ -77,8 +78,6 @@ def test_worker_env_contract_is_what_berth_worker_reads() -> None:
     assert env["BERTH_TASK_MASTER_KEY_FILE"] == "/var/run/berth/task-key/master"
     assert mounts["/var/run/berth/task-key"]["readOnly"] is True
     # The worker's own settings parser accepts exactly this environment.
-    if "workspaces_root" not in getattr(WorkerSettings, "__dataclass_fields__", {}):
-        pytest.skip("berth-worker does not read BERTH_WORKSPACES_ROOT yet (worker side)")
     resolved = {k: v for k, v in env.items() if isinstance(v, str)}
     resolved |= {
         "BERTH_NAMESPACE": "team-a",
@@ -86,6 +85,9 @@ def test_worker_env_contract_is_what_berth_worker_reads() -> None:
         "POD_IP": "10.0.0.1",
         "BERTH_REDIS_URL": "redis://r:6379/0",
     }
+    key_file = tmp_path / "master"  # the mounted berth-task-key, here a local file
+    key_file.write_bytes(b"k" * 32)
+    resolved["BERTH_TASK_MASTER_KEY_FILE"] = str(key_file)
     ws = WorkerSettings.from_env(resolved, argv=[])
     assert ws.task_stream == "berth:team-a:lw:exec:tasks"
     assert (ws.concurrency, ws.task_timeout_seconds) == (4, 30.0)

@@ -29,6 +29,7 @@ def test_families_and_zero_series_exist_from_the_start() -> None:
         "berth_session_llm_tokens": "counter",
         "berth_session_checkpoint_write_seconds": "histogram",
         "berth_session_passivations": "counter",
+        "berth_session_replies_rejected": "counter",
         "berth_session_state": "gauge",
     }
     s = samples(SessionMetrics())
