@@ -1,0 +1,182 @@
+"""Attacks on a session running as a real container, and on the LaneWorker serving it.
+
+On the dev cluster's real nodes, with the operator under its ServiceAccount:
+
+- the session's HTTP API refuses a call without its token (401) and with a wrong one (403), from
+  the pod network; the right token (from the session's own Secret) is accepted;
+- inside the session container the uid is not 0, the root filesystem is read-only, the LLM key
+  is not in the environment and no other session's workspace or any store is mounted;
+- Redis refuses a client without credentials;
+- a forged task written straight to the LaneWorker's stream (valid shape, naming another
+  session's workspace, signed with a key that is not the namespace's) is dropped and counted by
+  the worker, and its side effect never happens; a task of the same session signed with its real
+  key runs once.
+
+Waits are bounded only so that a hang fails.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+
+import pytest
+import redis
+
+from session_runtime.transport import TaskMessage, reply_stream, task_stream
+from session_runtime.transport.auth import derive_session_key, sign_fields
+from tests.cluster import DevCluster
+from tests.integration.operator.harness import (
+    SECRET,
+    apply_in,
+    kget,
+    operator,
+    scripted_model,
+    session_manifest,
+    wait,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+
+def _call(url: str, token: str | None) -> int:
+    req = urllib.request.Request(url, method="GET")
+    if token is not None:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def _secret(dc: DevCluster, ns: str, name: str) -> dict[str, bytes]:
+    raw = json.loads(dc.kubectl("-n", ns, "get", "secret", name, "-o", "json").stdout)
+    return {k: base64.b64decode(v) for k, v in raw["data"].items()}
+
+
+def _rejected(pod_ip: str, reason: str) -> float:
+    url = f"http://{pod_ip}:9090/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return 0.0
+    prefix = f'berth_worker_tasks_rejected_total{{reason="{reason}"}}'
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix))
+
+
+def test_session_and_worker_refuse_what_is_not_theirs(dev_cluster: DevCluster) -> None:
+    dc = dev_cluster
+    script = {"turns": [{"text": "ready"}], "on_exhausted": "repeat_last"}
+    with (
+        dc.namespace("iso", shared_pvc=True) as ns,
+        scripted_model(script) as llm,
+        operator(dc, ns),
+    ):
+        pool = {
+            "apiVersion": "berth.dev/v1alpha1",
+            "kind": "LaneWorker",
+            "metadata": {"name": "pool"},
+            "spec": {"lane": "execute", "minReplicas": 1, "maxReplicas": 1},
+        }
+        lanes = {"execute": {"mode": "external", "laneWorkerRef": {"name": "pool"}}}
+        victim = session_manifest("victim", llm.base_url, "wait", keepAlive=True, lanes=lanes)
+        apply_in(dc, ns, [SECRET, pool, victim])
+        obj = wait(
+            "session victim running with a pod IP",
+            lambda: (
+                (o := kget(dc, ns, "agentsession", "victim"))
+                and (o.get("status") or {}).get("podIP")
+                and (o["status"].get("phase") in ("Running", "Succeeded"))
+                and o
+            ),
+        )
+        pod_ip, pod_name = obj["status"]["podIP"], obj["status"]["podName"]
+        base = f"http://{pod_ip}:8080"
+
+        # --- the session API: token or nothing ------------------------------------------------
+        token = _secret(dc, ns, "victim-berth")["api-token"].decode().strip()
+        assert _call(f"{base}/healthz", None) == 200  # probes stay open
+        assert _call(f"{base}/v1/state", None) == 401
+        assert _call(f"{base}/v1/state", "not-the-token") == 403
+        assert _call(f"{base}/v1/state", token) == 200
+
+        # --- what the session container sees ---------------------------------------------------
+        probe = (
+            "id -u; touch /.probe 2>/dev/null && echo rw || echo ro; "
+            "env | grep -c -E 'OPENAI_API_KEY|sk-test' || true; ls /var/lib/berth; "
+            "ls /var/lib/berth/store"
+        )
+        out = dc.kubectl("-n", ns, "exec", pod_name, "--", "sh", "-c", probe).stdout.split()
+        assert out[0] != "0" and out[1] == "ro" and out[2] == "0", out
+        assert sorted(out[3:5]) == ["store", "workspace"], out  # no shared root, no other dirs
+        assert out[5:] == [ns], out  # only its own namespace's store path
+
+        # --- Redis: no credentials, no entry --------------------------------------------------
+        url = urllib.parse.urlsplit(dc.env["BERTH_REDIS_URL"])
+        anonymous = redis.Redis(host=url.hostname, port=url.port or 6379)
+        with pytest.raises(redis.exceptions.AuthenticationError):
+            anonymous.ping()
+
+        # --- a forged task for another session's workspace ------------------------------------
+        worker = wait(
+            "a worker pod of the pool Ready",
+            lambda: next(
+                (
+                    p
+                    for p in json.loads(
+                        dc.kubectl(
+                            "-n", ns, "get", "pods", "-l", "berth.dev/laneworker=pool", "-o", "json"
+                        ).stdout
+                    )["items"]
+                    if any(
+                        c["type"] == "Ready" and c["status"] == "True"
+                        for c in p["status"].get("conditions", [])
+                    )
+                ),
+                None,
+            ),
+        )
+        other = dc.make_dirs(dc.claim_dir(ns) / "workspaces" / ns / "other")
+        admin = redis.Redis.from_url(dc.env["BERTH_REDIS_URL"])
+        uid = obj["metadata"]["uid"]
+
+        def task(task_id: str, session: str, command: str) -> dict[str, str]:
+            return TaskMessage(
+                task_id=task_id,
+                session=f"{ns}/{session}",
+                session_uid=uid,
+                epoch=1,
+                run_id="r",
+                tool_call_id=f"c-{task_id}",
+                lane="execute",
+                command_type="bash",
+                payload={"command": command},
+                workspace=".",
+                deadline_ms=int(time.time() * 1000) + 600_000,
+                reply_to=reply_stream(ns, uid),
+            ).to_fields()
+
+        guessed = derive_session_key(b"g" * 32, ns, "other")  # the attacker has no master
+        forged = sign_fields(guessed, task(uuid.uuid4().hex, "other", "touch pwned"))
+        admin.xadd(task_stream(ns, "pool"), forged)  # type: ignore[arg-type]
+        worker_ip = worker["status"]["podIP"]
+        wait("the worker to count the forged task", lambda: _rejected(worker_ip, "mac") >= 1)
+        assert not (other / "pwned").exists()
+
+        # The namespace master is what makes a task valid: the same task signed with the real
+        # key of the session it names runs (once).
+        master = _secret(dc, ns, "berth-task-key")["master"]
+        real = derive_session_key(master, ns, "other")
+        signed = sign_fields(real, task(uuid.uuid4().hex, "other", "echo ran >> ran.txt"))
+        for _ in range(2):
+            admin.xadd(task_stream(ns, "pool"), signed)  # type: ignore[arg-type]
+        wait("the signed task to run", lambda: (other / "ran.txt").exists())
+        wait("the redelivery to be counted", lambda: _rejected(worker_ip, "duplicate") >= 1)
+        assert (other / "ran.txt").read_text().split() == ["ran"]
