@@ -89,8 +89,12 @@ def install_monitoring_crds(dc: DevCluster) -> None:
         )
 
 
-def fetch(url: str, timeout: float = 10) -> str:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
+def fetch(url: str, timeout: float = 10, token: str | None = None) -> str:
+    """GET ``url``; with ``token``, as a session API client (``Authorization: Bearer``)."""
+    req = urllib.request.Request(url)
+    if token is not None:
+        req.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
         return str(resp.read().decode())
 
 

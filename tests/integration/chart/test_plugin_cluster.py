@@ -9,6 +9,7 @@ the cluster's kubeconfig) and reaches the session pod at ``http://<status pod IP
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -49,8 +50,14 @@ def status(dc: DevCluster, ns: str, name: str) -> AgentSessionStatus:
     return AgentSessionStatus.model_validate(obj.get("status") or {})
 
 
-def pod_state(ip: str) -> dict[str, Any]:
-    body: dict[str, Any] = json.loads(fetch(f"http://{ip}:8080/v1/state"))
+def api_token(dc: DevCluster, ns: str, name: str) -> str:
+    """The session's API token, from its Secret ``<name>-berth`` (as the operator reads it)."""
+    raw = dc.kubectl("-n", ns, "get", "secret", f"{name}-berth", "-o", "jsonpath={.data.api-token}")
+    return base64.b64decode(raw.stdout).decode().strip()
+
+
+def pod_state(ip: str, token: str) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(fetch(f"http://{ip}:8080/v1/state", token=token))
     return body
 
 
@@ -62,7 +69,8 @@ def idle_pod(dc: DevCluster, ns: str, name: str, epoch: int) -> str:
         if st.epoch != epoch or not st.pod_ip:
             return None
         try:
-            return st.pod_ip if pod_state(st.pod_ip).get("state") == "idle" else None
+            state = pod_state(st.pod_ip, api_token(dc, ns, name))
+            return st.pod_ip if state.get("state") == "idle" else None
         except OSError:
             return None
 
@@ -93,7 +101,7 @@ def test_send_and_passivate_a_keepalive_session(dev_cluster: DevCluster) -> None
             lambda: any("second task" in json.dumps(r) for r in llm.requests),
         )
         ip = idle_pod(dc, ns, "chat", 1)
-        assert pod_state(ip)["resultText"] == "second done"
+        assert pod_state(ip, api_token(dc, ns, "chat"))["resultText"] == "second done"
 
         passivated = kubectl_berth(dc, "passivate", "chat", "-n", ns, "--deadline-seconds", "30")
         assert passivated.returncode == 0, passivated.stdout + passivated.stderr
