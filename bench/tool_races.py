@@ -1,6 +1,6 @@
 """Benchmark: symlink-swap races against the file tools (check-then-open escapes).
 
-    .venv/bin/python bench/tool_races.py [--attempts 1000] [--tools read,grep,write,edit,patch,environ]
+    .venv/bin/python bench/tool_races.py [--attempts 1000] [--tools read,grep,write,...]
 
 An attacker process (standing in for the agent's own bash) swaps, as fast as it can and atomically
 (``renameat2(RENAME_EXCHANGE)``), a real directory ``x`` of the workspace with a symlink to an
@@ -10,7 +10,8 @@ each tool ``--attempts`` times through :func:`session_runtime.tools.run_tool`, t
 session and the LaneWorkers use. An *escape* is: outside content in the output (read, grep,
 environ) or an outside file changed (write, edit, patch; it is restored after each escape).
 
-Printed: escapes per tool out of attempts, and calls per second. Run it against another checkout
+Printed: escapes per tool out of attempts, calls that succeeded inside the workspace (the
+rest were refused), and calls per second. Run it against another checkout
 with ``PYTHONPATH=<checkout> .venv/bin/python bench/tool_races.py`` to compare versions (the
 module path in use is printed first). Timing is printed, never asserted.
 """
@@ -92,17 +93,19 @@ CALLS = {
 
 async def race(
     ws: Path, outside: Path, inside_fd: int, tool: str, attempts: int
-) -> tuple[int, float]:
+) -> tuple[int, int, float]:
     name, args = CALLS[tool]
-    escapes = 0
+    escapes = ok = 0
     t0 = time.monotonic()
     for i in range(attempts):
         res = await run_tool(name, args, str(ws), f"c{i}")
         if escaped(tool, res.output, outside):
             escapes += 1
+        elif not res.is_error:
+            ok += 1
         if tool in ("edit", "patch"):
             reset_inside(inside_fd, "edit.txt")
-    return escapes, time.monotonic() - t0
+    return escapes, ok, time.monotonic() - t0
 
 
 def main() -> None:
@@ -120,9 +123,12 @@ def main() -> None:
             while len(seen) < 2:  # the attacker is flipping before the first attempt
                 seen.add((ws / "x").is_symlink())
             for tool in args.tools.split(","):
-                escapes, secs = asyncio.run(race(ws, outside, inside_fd, tool, args.attempts))
+                escapes, ok, secs = asyncio.run(race(ws, outside, inside_fd, tool, args.attempts))
                 rate = args.attempts / secs
-                print(f"{tool:8s} escapes {escapes:5d} / {args.attempts}  ({rate:7.0f} calls/s)")
+                print(
+                    f"{tool:8s} escapes {escapes:5d} / {args.attempts}, succeeded inside {ok:5d}"
+                    f"  ({rate:7.0f} calls/s)"
+                )
         finally:
             attacker.kill()
             attacker.wait()

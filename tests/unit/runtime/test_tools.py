@@ -68,15 +68,24 @@ async def test_path_escapes_are_refused(
     assert not (ws.parent / "ws-evil" / "x.txt").exists()
 
 
-def test_resolver_accepts_inside_paths(tree: tuple[Path, Path]) -> None:
+def test_resolver_accepts_inside_paths_and_refuses_dotdot(tree: tuple[Path, Path]) -> None:
+    # Lexical only (symlinks are followed race-free when opening); '..' is refused outright.
     ws, _ = tree
     real = os.path.realpath(ws)
     assert resolve_in_workspace(str(ws), None) == real
-    assert resolve_in_workspace(str(ws), "sub/../ok.txt") == os.path.join(real, "ok.txt")
+    assert resolve_in_workspace(str(ws), "./sub//ok.txt") == os.path.join(real, "sub", "ok.txt")
     assert resolve_in_workspace(str(ws), str(ws / "ok.txt")) == os.path.join(real, "ok.txt")
-    assert resolve_in_workspace(str(ws), "inner_link") == os.path.join(real, "ok.txt")
-    with pytest.raises(PathEscapeError):
-        resolve_in_workspace(str(ws), "a\x00b")
+    for bad in ("a\x00b", "sub/../ok.txt", "/etc/passwd", "x/" * 300):
+        with pytest.raises(PathEscapeError):
+            resolve_in_workspace(str(ws), bad)
+
+
+async def test_symlinks_inside_the_workspace_are_followed(tree: tuple[Path, Path]) -> None:
+    ws, _ = tree
+    (ws / "sub" / "up").symlink_to("../ok.txt")  # relative, with '..', stays inside
+    for path in ("inner_link", "sub/up"):
+        res = await run_tool("read", {"file_path": path}, str(ws), "c")
+        assert not res.is_error and "fine" in res.output, res.output
 
 
 async def test_glob_and_grep_skip_links_out_of_the_workspace(tree: tuple[Path, Path]) -> None:
