@@ -40,7 +40,9 @@ Fencing, and how a process reports it
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
@@ -53,7 +55,7 @@ from session_runtime.store import fence, journal, layout, shapes
 from session_runtime.store.atomic import atomic_write
 from session_runtime.store.base import LoopCheckpoint, PendingRound, WorkflowCheckpoint
 from session_runtime.store.ids import check_id
-from session_runtime.store.redact import strip_secrets
+from session_runtime.store.redact import redact_messages, redact_tool_result, strip_secrets
 from session_runtime.store.state import (
     SessionState,
     begin_record,
@@ -78,12 +80,14 @@ _LOAD_ATTEMPTS = 20
 
 @dataclass(slots=True)
 class LoadedState:
-    """A session state read from disk: the state, the snapshot it came from, torn tail bytes."""
+    """A session state read from disk: the state, the snapshot it came from, the bytes of a torn
+    tail that was ignored and the number of damaged complete records (see ``_settle_damaged``)."""
 
     state: SessionState
     epoch: int
     seq: int
     torn_bytes: int
+    damaged_records: int = 0
 
 
 @dataclass(slots=True)
@@ -126,6 +130,10 @@ class FileSessionStore:
         self.snapshot_min_bytes = snapshot_min_bytes
         self._writers: dict[str, _Writer] = {}
         self._lock = threading.RLock()
+        #: Damage found by loads of this store, by kind: ``torn_tail`` (an incomplete last record,
+        #: ignored) and ``damaged_record`` (a complete record with a bad checksum). Counted once
+        #: per load that meets it; the session server exports it as a Prometheus counter.
+        self.damage: collections.Counter[str] = collections.Counter()
 
     def __repr__(self) -> str:
         return f"FileSessionStore({str(self.root)!r}, epoch={self.epoch})"
@@ -152,6 +160,7 @@ class FileSessionStore:
             except OSError as exc:
                 raise StoreError(f"cannot list session '{session_id}' in {d}: {exc}") from exc
             newest = listing.newest_snapshot(self.epoch)
+            self._refuse_orphan_journals(session_id, d, listing, newest)
             if newest is None:
                 return None
             epoch, seq = newest
@@ -169,10 +178,73 @@ class FileSessionStore:
             state = self._state_from_snapshot(session_id, epoch, seq, snap)
             for payload in tail.payloads:
                 state.apply(check_record(session_id, _decode(session_id, payload)))
-            return LoadedState(state, epoch, seq, tail.torn_bytes)
+            jname = layout.journal_name(epoch, seq)
+            if tail.torn_bytes:
+                self.damage["torn_tail"] += 1
+                log.warning(
+                    "store: journal %s of session '%s' ends in a torn record (%d bytes: a write "
+                    "that never completed); it is ignored",
+                    jname,
+                    session_id,
+                    tail.torn_bytes,
+                )
+            for offset, line in tail.damaged:
+                self.damage["damaged_record"] += 1
+                self._settle_damaged(session_id, jname, state, offset, line)
+            return LoadedState(state, epoch, seq, tail.torn_bytes, len(tail.damaged))
         raise StoreError(
             f"session '{session_id}' kept changing while loading it ({_LOAD_ATTEMPTS} attempts)"
         )
+
+    def _refuse_orphan_journals(
+        self, session_id: str, d: Path, listing: layout.Listing, newest: tuple[int, int] | None
+    ) -> None:
+        """Raise ``CheckpointError`` if a journal this epoch may read is newer than the newest
+        snapshot: its snapshot was deleted, and loading would silently drop the journal (or
+        make the session look new, after which a writer would delete the journal)."""
+        orphans = sorted(
+            j for j in listing.journals if j[0] <= self.epoch and (newest is None or j > newest)
+        )
+        if orphans:
+            e, s = orphans[-1]
+            raise CheckpointError(
+                f"session '{session_id}' has journal {layout.journal_name(e, s)} in {d} but its "
+                f"snapshot {layout.snapshot_name(e, s)} is missing; refusing to load the session "
+                "or to start it afresh (that would lose or delete the journal). Restore the "
+                "snapshot, or move the session directory aside to start over; nothing was changed"
+            )
+
+    def _settle_damaged(
+        self, session_id: str, jname: str, state: SessionState, offset: int, line: bytes
+    ) -> None:
+        """A complete last record with a bad checksum: it was durable, so it is never dropped
+        silently. A readable round intent (``begin``) is applied, so the round stays pending and
+        resume reports its unrecorded calls as interrupted instead of asking the model again; a
+        readable record of another kind leaves the state safe without it (a lost result or
+        commit leaves the round pending) and is logged; an unreadable one refuses the load,
+        since it may have been an intent whose tools ran. Raises ``CheckpointError``."""
+        where = f"journal {jname} of session '{session_id}', byte {offset}"
+        try:
+            rec = check_record(session_id, shapes.decode(line[9:]))
+        except (ValueError, CheckpointError):
+            raise CheckpointError(
+                f"{where}: a complete record has a bad checksum and cannot be read; it may be the "
+                "intent of a round whose tools ran, so the session is not loaded (move the "
+                "journal aside to accept the loss)"
+            ) from None
+        if rec["t"] == "begin":
+            state.apply(rec)
+            log.error(
+                "store: %s: the intent of round %s of run %s has a bad checksum; kept as an "
+                "unfinished round (its calls are reported as interrupted, never re-run blindly)",
+                where,
+                rec["turn"],
+                rec["run"],
+            )
+        else:
+            log.error(
+                "store: %s: a %r record has a bad checksum and was not applied", where, rec["t"]
+            )
 
     @staticmethod
     def _state_from_snapshot(
@@ -354,21 +426,30 @@ class FileSessionStore:
     def record_tool_result(
         self, session_id: str, run_id: str, turn: int, tool_call_id: str, result: dict[str, Any]
     ) -> None:
-        """Durably journal one tool result; ``CheckpointError`` if the round was never begun."""
+        """Durably journal one tool result (credentials in its text masked, see :mod:`.redact`);
+        ``CheckpointError`` if the round was never begun."""
         check_id("run id", run_id)
-        self._write(session_id, result_record(run_id, turn, tool_call_id, result))
+        rec = result_record(run_id, turn, tool_call_id, redact_tool_result(result))
+        self._write(session_id, rec)
 
     def commit_round(self, checkpoint: LoopCheckpoint) -> None:
         """Durably journal ``checkpoint`` as a delta against the run's previous checkpoint.
 
         The message dicts handed over are kept by reference (for a cheap prefix check next
         round), so the caller must not edit them in place afterwards; the agent loop hands over
-        fresh shallow copies.
+        fresh shallow copies. Credentials in the new tool messages are masked (:mod:`.redact`);
+        a run whose history had one masked then pays a full record per round, since its live
+        messages no longer equal the stored ones. Raises ``CheckpointError`` for a schema version
+        this build cannot load (it would write a checkpoint nobody can resume).
         """
         check_id("run id", checkpoint.run_id)
+        checkpoint.ensure_loadable()
         sid = checkpoint.session_id
         with self._lock:
             keep, base = self._writer(sid).state.delta(checkpoint)
+            messages = redact_messages(checkpoint.messages, keep)
+            if messages is not checkpoint.messages:
+                checkpoint = dataclasses.replace(checkpoint, messages=messages)
             self._write(
                 sid, commit_record(checkpoint, keep, base), live_messages=checkpoint.messages
             )

@@ -5,9 +5,11 @@ Owned by ``session_runtime.store``; used by :mod:`.file`. Framing, one record pe
     <crc32 of payload, 8 lower-case hex digits> <space> <payload: canonical JSON, no newline> \\n
 
 A record is valid when its line is complete (ends with ``\\n``) and the checksum matches. Reading
-stops at the first invalid record; if nothing valid follows it, it and everything after it is a
-**torn tail** (the writer died mid-append) and is ignored. A valid record *after* an invalid one
-cannot come from a crash of a single appending writer, so it is reported as corruption.
+stops at the first invalid record. An incomplete last line is a **torn tail** (the writer died
+mid-append; that append never returned, so no tool ran on it). A *complete* last line with a bad
+checksum is a **damaged record**: it was durable once, so the caller must not drop it silently
+(see ``FileSessionStore.read_state``). A valid record *after* an invalid one cannot come from a
+crash of a single appending writer, so it is reported as corruption.
 
 Appends are ``write`` + ``fdatasync``: when :meth:`JournalWriter.append` returns the record is
 durable. A writer never appends to a file it did not create, so a torn tail is never followed by
@@ -42,33 +44,43 @@ def _valid(line: bytes) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ReadResult:
-    """Payloads of the valid records of a file, and the size of its ignored torn tail (bytes)."""
+    """What a record file holds: the payloads of its valid records; ``torn_bytes``, the size of
+    an incomplete last line (a writer died mid-append: that append never returned, so nobody acted
+    on it); ``damaged``, the complete last lines whose checksum does not match, as
+    ``(byte offset, line without its newline)`` (the record was durable, then damaged)."""
 
     payloads: list[bytes]
     torn_bytes: int
+    damaged: tuple[tuple[int, bytes], ...] = ()
 
 
 def parse(data: bytes, name: str) -> ReadResult:
-    """Split framed ``data`` into payloads; see the module doc for torn tails and corruption.
+    """Split framed ``data`` into payloads, a torn tail and damaged complete last records.
 
     Raises ``CheckpointError`` (``journal file <name> is corrupt at byte <n>: ...``) when a valid
-    record follows an invalid one.
+    record follows an invalid one (not something a crash of one appending writer can leave).
     """
     payloads: list[bytes] = []
     pos = 0
     while pos < len(data):
         end = data.find(b"\n", pos)
-        if end < 0 or not _valid(data[pos:end]):
-            # Torn tail unless some complete valid record follows.
-            rest = data[pos:].split(b"\n")
-            if any(_valid(line) for line in rest[1:-1]):
-                raise CheckpointError(
-                    f"journal file {name} is corrupt at byte {pos}: a damaged record is followed "
-                    "by valid ones (not a torn tail); refusing to load it"
-                )
+        if end < 0:
             return ReadResult(payloads, len(data) - pos)
-        payloads.append(data[pos + 9 : end])
-        pos = end + 1
+        if _valid(data[pos:end]):
+            payloads.append(data[pos + 9 : end])
+            pos = end + 1
+            continue
+        rest = data[pos:].split(b"\n")
+        if any(_valid(line) for line in rest[1:-1]):
+            raise CheckpointError(
+                f"journal file {name} is corrupt at byte {pos}: a damaged record is followed "
+                "by valid ones (not a torn tail); refusing to load it"
+            )
+        damaged: list[tuple[int, bytes]] = []
+        for line in rest[:-1]:
+            damaged.append((pos, line))
+            pos += len(line) + 1
+        return ReadResult(payloads, len(data) - pos, tuple(damaged))
     return ReadResult(payloads, 0)
 
 

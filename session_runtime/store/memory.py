@@ -9,13 +9,14 @@ fencing: one process owns the object.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
 from session_runtime.store import shapes
 from session_runtime.store.base import LoopCheckpoint, PendingRound, WorkflowCheckpoint
 from session_runtime.store.ids import check_id
-from session_runtime.store.redact import strip_secrets
+from session_runtime.store.redact import redact_messages, redact_tool_result, strip_secrets
 from session_runtime.store.state import (
     SessionState,
     begin_record,
@@ -77,11 +78,18 @@ class MemorySessionStore:
     ) -> None:
         """Record one result of the pending round; ``CheckpointError`` if it was never begun."""
         check_id("run id", run_id)
-        self._apply(session_id, result_record(run_id, turn, tool_call_id, result))
+        rec = result_record(run_id, turn, tool_call_id, redact_tool_result(result))
+        self._apply(session_id, rec)
 
     def commit_round(self, checkpoint: LoopCheckpoint) -> None:
-        """Store ``checkpoint`` as the run's last checkpoint (drops its pending round)."""
+        """Store ``checkpoint`` as the run's last checkpoint (drops its pending round); tool
+        output credentials masked. ``CheckpointError`` for a schema version this build cannot
+        load."""
         check_id("run id", checkpoint.run_id)
+        checkpoint.ensure_loadable()
+        messages = redact_messages(checkpoint.messages)
+        if messages is not checkpoint.messages:
+            checkpoint = dataclasses.replace(checkpoint, messages=messages)
         self._apply(checkpoint.session_id, commit_record(checkpoint, 0))  # whole: no aliasing
 
     def load_checkpoint(self, session_id: str, run_id: str) -> LoopCheckpoint | None:

@@ -1,13 +1,16 @@
 """Keeps credentials out of the store: nothing a store writes may contain an API key.
 
 Owned by ``session_runtime.store``; called by both stores on ``save_session`` (RUNTIME-CONTRACT,
-"Saved session data never contains API keys"). The agent is expected not to hand secrets to the
-store at all; this is the second line of defence: any mapping key that names a credential is
-dropped, at any depth, before the record is encoded.
+"Saved session data never contains API keys"), on every tool result and on the tool messages of
+every committed round. The agent is expected not to hand secrets to the store at all; this is the
+second line of defence: any mapping key that names a credential is dropped, at any depth, before
+the record is encoded, and credentials inside tool output (keys, tokens, ``NAME=secret`` lines,
+passwords in URLs such as ``redis://:pw@host``) are masked before they are journaled.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 #: Normalised key names (lower case, ``-`` and ``_`` removed) whose values are never written.
@@ -46,3 +49,75 @@ def strip_secrets(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [strip_secrets(v) for v in value]
     return value
+
+
+# ---- credentials inside text (tool output) ----------------------------------------------------
+
+#: Replacement for a credential found in text.
+MASK = "[REDACTED]"
+
+#: Patterns of credentials that tool output may carry (``env``, ``cat .env``, a URL in a log).
+#: Each is linear-time (no nested quantifiers). Group 1, when present, is kept.
+_TEXT_PATTERNS: tuple[re.Pattern[str], ...] = (
+    # scheme://user:password@host (redis, postgres, https ...): keep scheme and user
+    re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)[^@\s/]+(?=@)"),
+    # NAME=value where NAME names a credential (env output, .env files, shell traces)
+    re.compile(
+        r"(\b(?:[A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)[A-Z0-9_]*"
+        r"|(?:api|access|auth|client|secret)[_-]?(?:key|token|secret)|password|passwd|token)"
+        r"\s*[=:]\s*[\"']?)[^\s'\"]+"
+    ),
+    re.compile(r"(\bBearer\s+)[A-Za-z0-9._~+/=\-]{8,}", re.IGNORECASE),
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),  # OpenAI / Anthropic style keys
+    re.compile(r"\b(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"),
+    re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),  # Slack
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key id
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"),  # Google API key
+    re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),  # JWT
+)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every credential of :data:`_TEXT_PATTERNS` replaced by :data:`MASK`."""
+    for rx in _TEXT_PATTERNS:
+        text = rx.sub(lambda m: m.group(1) + MASK, text) if rx.groups else rx.sub(MASK, text)
+    return text
+
+
+def _redact_content(content: Any) -> Any:
+    if isinstance(content, str):
+        return redact_text(content)
+    if isinstance(content, list):
+        return [_redact_content(part) for part in content]
+    if isinstance(content, dict):
+        return {k: _redact_content(v) if k == "text" else v for k, v in content.items()}
+    return content
+
+
+def redact_tool_result(result: dict[str, Any]) -> dict[str, Any]:
+    """A tool result dict (``{"output", "exit_code", "is_error", ...}``) with credentials masked
+    in its ``output`` and ``error`` texts; other keys are kept as they are."""
+    return {
+        k: redact_text(v) if k in ("output", "error") and isinstance(v, str) else v
+        for k, v in result.items()
+    }
+
+
+def redact_messages(messages: list[dict[str, Any]], start: int = 0) -> list[dict[str, Any]]:
+    """Mask credentials in the ``content`` of ``role: tool`` messages from index ``start`` on.
+
+    Returns ``messages`` itself when nothing changed (so callers keep object identity and cheap
+    prefix checks); otherwise a new list whose changed entries are new dicts. Cost: one scan of
+    the messages from ``start``.
+    """
+    out: list[dict[str, Any]] | None = None
+    for i in range(start, len(messages)):
+        m = messages[i]
+        if m.get("role") != "tool" or "content" not in m:
+            continue
+        content = _redact_content(m["content"])
+        if content != m["content"]:
+            if out is None:
+                out = list(messages)
+            out[i] = {**m, "content": content}
+    return messages if out is None else out

@@ -14,7 +14,7 @@ import pytest
 from session_runtime import Agent, SessionOptions
 from session_runtime.errors import CheckpointError, ResumeError
 from session_runtime.llm.scripted import ScriptedServer
-from session_runtime.store import FileSessionStore, LoopCheckpoint, MemorySessionStore
+from session_runtime.store import FileSessionStore, MemorySessionStore
 from session_runtime.store.journal import frame
 
 SECRET = "sk-unit-secret-123"
@@ -68,11 +68,21 @@ def test_unknown_run(agent: Agent, tmp_path: Path, make_store: Any) -> None:
         session.resume_run("run-nope")
 
 
-def test_newer_schema_is_refused(agent: Agent, tmp_path: Path, make_store: Any) -> None:
-    store = make_store()
-    store.commit_round(
-        LoopCheckpoint("run-v2", "s1", 1, [], {"total_tokens": 1}, 1, 5, schema_version=2)
-    )
+def test_newer_schema_is_refused(agent: Agent, tmp_path: Path) -> None:
+    # This build refuses to write a v2 checkpoint, so a newer build wrote this one.
+    store = FileSessionStore(tmp_path / "store", epoch=1)
+    session = agent.session(tmp_path, opts(store, session_id="s1"))
+    session.save()
+    store.close()
+    (journal,) = (tmp_path / "store" / "s1").glob("journal-*.rec")
+    with journal.open("ab") as f:
+        f.write(
+            frame(
+                b'{"append":[],"keep":0,"ms":5,"run":"run-v2","session":"s1","t":"commit",'
+                b'"tool_calls":1,"turn":1,"usage":{"total_tokens":1},"v":2}'
+            )
+        )
+    store = FileSessionStore(tmp_path / "store", epoch=1)
     session = agent.session(tmp_path, opts(store, session_id="s1"))
     with pytest.raises(CheckpointError) as err:
         session.resume_run("run-v2")
