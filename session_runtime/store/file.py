@@ -130,6 +130,8 @@ class FileSessionStore:
         self.snapshot_min_bytes = snapshot_min_bytes
         self._writers: dict[str, _Writer] = {}
         self._lock = threading.RLock()
+        #: This store's writer id, held in ``lease/<epoch>`` of every session it writes.
+        self._writer_id = fence.new_writer_id(self)
         #: Damage found by loads of this store, by kind: ``torn_tail`` (an incomplete last record,
         #: ignored) and ``damaged_record`` (a complete record with a bad checksum). Counted once
         #: per load that meets it; the session server exports it as a Prometheus counter.
@@ -290,7 +292,7 @@ class FileSessionStore:
         d = self.session_dir(session_id)
         try:
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fence.claim(d, session_id, self.epoch, fsync=self._fsync)
+            fence.claim(d, session_id, self.epoch, writer=self._writer_id, fsync=self._fsync)
             listing = layout.scan(d)
             for epoch, tmp in listing.temps:  # left by a writer that died mid atomic write
                 if epoch <= self.epoch:  # never a newer epoch's write in progress
@@ -397,7 +399,7 @@ class FileSessionStore:
 
     def _check_fence(self, w: _Writer, d: Path, session_id: str) -> None:
         try:
-            fence.check(d, session_id, self.epoch)
+            fence.check(d, session_id, self.epoch, self._writer_id)
         except FencedError as exc:
             w.fenced = exc
             raise
@@ -525,12 +527,15 @@ class FileSessionStore:
         return owner is not None and owner > self.epoch
 
     def close(self) -> None:
-        """Close journal files; a later write reopens the session with a fresh snapshot."""
+        """Close journal files and give up this writer id (another store of this process may then
+        take the epoch over); a later write reopens the session under a new id."""
         with self._lock:
             for w in self._writers.values():
                 if w.journal is not None:
                     w.journal.close()
             self._writers.clear()
+            fence.release_writer_id(self._writer_id)
+            self._writer_id = fence.new_writer_id(self)
 
     def __enter__(self) -> FileSessionStore:
         return self

@@ -38,8 +38,12 @@ SCRIPT: dict[str, Any] = {
 
 
 def store_files(root: Path) -> dict[str, bytes]:
+    """The store's data files; lease files hold the id of the writer process, so their names are
+    compared but not their content."""
     return {
-        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+        str(p.relative_to(root)): b"" if p.parent.name == "lease" else p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
     }
 
 

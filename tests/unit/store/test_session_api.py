@@ -122,6 +122,8 @@ def test_resume_carries_counts_keeps_the_original_and_labels(
     original = store.load_checkpoint("s1", first.run_id)
     assert original is not None and original.turn == 2
     session.close()
+    if isinstance(store, FileSessionStore):
+        store.close()  # the writer is gone (a restart in place): its epoch may be taken over
 
     resumed_session = agent.resume_session("s1", opts(make_store(), tenant_id="t-new"))
     assert resumed_session.tenant_id == "t-new"  # caller labels win on resume
