@@ -62,13 +62,13 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError, ResponseError, WatchError
 
 from session_runtime.lanes.config import LANES
 from session_runtime.tools import ToolResult, run_tool
@@ -85,6 +85,8 @@ ToolRunner = Callable[[str, dict[str, Any], str, str], Awaitable[ToolResult]]
 OUTCOMES = ("ok", "tool_error", "timeout", "expired", "refused", "malformed", "lost", "error")
 WORKER_LOST = "worker lost"
 DEAD_LETTER_MAXLEN = 10_000
+RECLAIM_PAGE = 200
+"""Pending entries read per XPENDING call of a reclaim scan (the scan pages through all)."""
 
 
 def _now_ms() -> int:
@@ -275,6 +277,12 @@ class WorkerMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self.undeliverable = Counter(
+            "berth_worker_replies_undeliverable",
+            "Replies that could not be written because the reply key is not a stream (kept on "
+            "the dead-letter stream).",
+            registry=self.registry,
+        )
         self.busy = Gauge("berth_worker_busy", "Tasks running now.", registry=self.registry)
         self.capacity = Gauge(
             "berth_worker_capacity", "Tasks this worker runs at once.", registry=self.registry
@@ -456,6 +464,10 @@ class LaneWorker:
         if (ns, uid) != (self.settings.namespace, task.session_uid):
             await self._reject(entry_id, fields, TaskRejected("reply_to", "not its session's"))
             return
+        kind = _s(await self.redis.type(task.reply_to))
+        if kind not in ("stream", "none"):  # its reply could never be delivered: do not run it
+            await self._reject(entry_id, fields, TaskRejected("reply_to", f"is a {kind}"))
+            return
         claim = names.task_claim_key(ns, task.session_uid, task.task_id)
         ttl = self.settings.reply_ttl_seconds
         if not await self.redis.set(claim, entry_id, nx=True, ex=ttl):
@@ -521,14 +533,34 @@ class LaneWorker:
     async def _answer(
         self, entry_id: str, reply_to: str, message: ReplyMessage, key: bytes
     ) -> None:
-        """Reply (signed with the session's key) and acknowledge atomically (MULTI/EXEC): a
-        reply is never sent twice by this worker and an acknowledged task always has its reply."""
+        """Reply (signed with the session's key) and acknowledge atomically (MULTI/EXEC under
+        WATCH of the reply stream): a reply is never sent twice by this worker and an
+        acknowledged task always has its reply. Redis does not roll a transaction back when one
+        command fails, so a reply stream turned into another type would take the XACK but drop
+        the reply; that case is seen before EXEC, counted in
+        ``berth_worker_replies_undeliverable_total`` and the signed reply kept on the
+        dead-letter stream instead."""
         fields = sign_fields(key, message.to_fields())
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(reply_to, fields)  # type: ignore[arg-type,unused-ignore]
-            pipe.expire(reply_to, self.settings.reply_ttl_seconds)
-            pipe.xack(self._stream, names.GROUP, entry_id)
-            await pipe.execute()
+            while True:
+                try:
+                    await pipe.watch(reply_to)
+                    kind = _s(await pipe.type(reply_to))
+                    if kind not in ("stream", "none"):
+                        await pipe.reset()
+                        break
+                    pipe.multi()
+                    pipe.xadd(reply_to, fields)  # type: ignore[arg-type,unused-ignore]
+                    pipe.expire(reply_to, self.settings.reply_ttl_seconds)
+                    pipe.xack(self._stream, names.GROUP, entry_id)
+                    await pipe.execute()
+                    return
+                except WatchError:
+                    continue  # the stream changed between WATCH and EXEC: check again
+        self.metrics.undeliverable.inc()
+        await self._dead_letter(
+            entry_id, fields, f"reply not delivered: {reply_to} is a {kind}, not a stream", {}
+        )
 
     async def _dead_letter(
         self,
@@ -607,46 +639,74 @@ class LaneWorker:
         also taken from a live holder once it is idle longer than the task timeout plus two
         heartbeats (the holder's own deadline enforcement failed).
         """
-        pending = await self.redis.xpending_range(
-            self._stream, names.GROUP, min="-", max="+", count=200
-        )
         answered = 0
         alive: dict[str, bool] = {}
-        hung_ms = (self.settings.task_timeout_seconds + 2 * self.settings.heartbeat_seconds) * 1000
-        for entry in pending:
-            entry_id = _s(entry["message_id"])
-            holder = _s(entry["consumer"])
-            idle = int(entry["time_since_delivered"])
-            if holder == self._me:
-                # Ours, but delivered to an earlier process with this pod name (a restarted
-                # container)? Entries delivered to this process are in _inflight, or were
-                # delivered after it started (a read not yet handed to _spawn).
-                incarnation_ms = _now_ms() - self._started_ms
-                dead = entry_id not in self._inflight and idle > incarnation_ms + 1000
-            else:
-                if holder not in alive:
-                    key = names.alive_key(self.settings.namespace, self.settings.laneworker, holder)
-                    alive[holder] = bool(await self.redis.exists(key))
-                dead = not alive[holder] or idle > hung_ms
-            if not dead:
-                continue
-            untyped: Any = self.redis  # XCLAIM/XACK are untyped in the redis stubs
-            claimed = await untyped.xclaim(
-                self._stream,
-                names.GROUP,
-                self._me,
-                min_idle_time=max(1, idle // 2),
-                message_ids=[entry_id],
-            )
-            for claimed_id, fields in claimed or []:
-                if fields is None:  # deleted from the stream meanwhile
-                    await untyped.xack(self._stream, names.GROUP, claimed_id)
-                    continue
-                await self._answer_lost(_s(claimed_id), fields, holder)
-                answered += 1
+        async for entry in self._pending_entries():
+            try:
+                answered += await self._reclaim_entry(entry, alive)
+            except (ValueError, KeyError, TypeError) as exc:  # one odd entry never stops the scan
+                log.warning("reclaim: skipping pending entry %r: %s", entry, exc)
         for holder, is_alive in alive.items():
             if not is_alive:
                 await self._forget_consumer(holder)
+        return answered
+
+    async def _pending_entries(self) -> AsyncIterator[dict[str, Any]]:
+        """Every entry of the group's pending list, oldest first, read in pages of
+        ``RECLAIM_PAGE`` (exclusive ranges, Redis >= 6.2), so old entries never hide newer ones."""
+        start = "-"
+        while True:
+            page = await self.redis.xpending_range(
+                self._stream, names.GROUP, min=start, max="+", count=RECLAIM_PAGE
+            )
+            for entry in page:
+                yield entry
+            if len(page) < RECLAIM_PAGE:
+                return
+            start = "(" + _s(page[-1]["message_id"])
+
+    async def _reclaim_entry(self, entry: Mapping[str, Any], alive: dict[str, bool]) -> int:
+        """Answer one pending entry if its holder is dead or hung; returns 1 if answered.
+
+        ``alive`` caches liveness per holder for one scan. A holder whose name is not a valid
+        consumer name cannot be a Berth worker and is treated as dead.
+        """
+        entry_id = _s(entry["message_id"])
+        holder = _s(entry["consumer"])
+        idle = int(entry["time_since_delivered"])
+        hung_ms = (self.settings.task_timeout_seconds + 2 * self.settings.heartbeat_seconds) * 1000
+        if holder == self._me:
+            # Ours, but delivered to an earlier process with this pod name (a restarted
+            # container)? Entries delivered to this process are in _inflight, or were
+            # delivered after it started (a read not yet handed to _spawn).
+            incarnation_ms = _now_ms() - self._started_ms
+            dead = entry_id not in self._inflight and idle > incarnation_ms + 1000
+        else:
+            if holder not in alive:
+                try:
+                    key = names.alive_key(self.settings.namespace, self.settings.laneworker, holder)
+                except ValueError:
+                    alive[holder] = False
+                else:
+                    alive[holder] = bool(await self.redis.exists(key))
+            dead = not alive[holder] or idle > hung_ms
+        if not dead:
+            return 0
+        untyped: Any = self.redis  # XCLAIM/XACK are untyped in the redis stubs
+        claimed = await untyped.xclaim(
+            self._stream,
+            names.GROUP,
+            self._me,
+            min_idle_time=max(1, idle // 2),
+            message_ids=[entry_id],
+        )
+        answered = 0
+        for claimed_id, fields in claimed or []:
+            if fields is None:  # deleted from the stream meanwhile
+                await untyped.xack(self._stream, names.GROUP, claimed_id)
+                continue
+            await self._answer_lost(_s(claimed_id), fields, holder)
+            answered += 1
         return answered
 
     async def _forget_consumer(self, consumer: str) -> None:

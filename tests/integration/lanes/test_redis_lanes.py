@@ -23,6 +23,7 @@ from session_runtime.transport import (
     GROUP,
     RedisTaskTransport,
     TaskMessage,
+    alive_key,
     dead_letter_stream,
     stream_pressure,
     task_stream,
@@ -461,4 +462,63 @@ async def test_expired_task_is_answered_not_run(
     [result] = await pending
     assert result.is_error and "deadline passed" in result.output
     assert not (s.workspace / "count.txt").exists()
+    await s.queue.close()
+
+
+async def test_reclaim_reaches_lost_tasks_behind_many_live_ones(
+    redis: Redis[Any], shared_root: Path, workers_factory: Any
+) -> None:
+    """The reclaimer pages through the whole pending list: 250 older entries held by a live
+    consumer and one held by a consumer whose name no worker can have do not hide 5 tasks of a
+    lost worker, which are answered "worker lost" and never run."""
+    stream = task_stream(NS, "pool-reclaim")
+    await redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    s = Session(redis, shared_root, "pool-reclaim")
+    await redis.xadd(stream, {"junk": "odd holder"})
+    await redis.xreadgroup(GROUP, "Not A Pod Name!", {stream: ">"}, count=1)
+    await redis.set(alive_key(NS, "pool-reclaim", "busy-pod"), "1", ex=600)
+    for i in range(250):
+        await redis.xadd(stream, sign_fields(s.key, task_fields(s, f"old{i}", "sleep 600")))
+    await redis.xreadgroup(GROUP, "busy-pod", {stream: ">"}, count=250)
+    lost = [f"lost{i}" for i in range(5)]
+    for task_id in lost:
+        await redis.xadd(stream, sign_fields(s.key, task_fields(s, task_id, "echo x >> ran.txt")))
+    await redis.xreadgroup(GROUP, "gone-pod", {stream: ">"}, count=5)  # no liveness key: lost
+
+    workers: Workers = workers_factory(NS, "pool-reclaim")
+    workers.start("w-reclaim")
+    reply_stream = s.transport.reply_stream
+    await until(lambda: _xlen_is(redis, reply_stream, 5), "the lost worker's tasks answered")
+    replies = {f[b"task_id"].decode(): f for _, f in await redis.xrange(reply_stream)}
+    assert sorted(replies) == sorted(lost)
+    assert all(b"worker lost" in f[b"error"] for f in replies.values())
+    assert not (s.workspace / "ran.txt").exists()  # answered, never re-run
+    pending = await redis.xpending(stream, GROUP)
+    assert pending["pending"] == 250  # the live holder keeps its tasks
+    await s.queue.close()
+
+
+async def test_task_whose_reply_key_is_not_a_stream_is_refused_unrun(
+    redis: Redis[Any], shared_root: Path, workers_factory: Any
+) -> None:
+    """A reply key turned into another Redis type would swallow the reply while the task is
+    acknowledged: the worker refuses such a task before running it, counts it and keeps it on
+    the dead-letter stream."""
+    port = free_port()
+    workers: Workers = workers_factory(NS, "pool-wrongtype")
+    workers.start("w-wt", metrics_port=port)
+    await until(lambda: consumers(redis, "pool-wrongtype", 1), "the worker is up")
+    s = Session(redis, shared_root, "pool-wrongtype")
+    await redis.set(s.transport.reply_stream, "not a stream")
+    stream = task_stream(NS, "pool-wrongtype")
+    await redis.xadd(stream, sign_fields(s.key, task_fields(s, "wt", "echo ran >> count.txt")))
+
+    async def refused() -> bool:
+        return await rejected(workers, "w-wt", port, "reply_to") == 1
+
+    await until(refused, "the task refused")
+    assert not (s.workspace / "count.txt").exists()
+    [(_, dead)] = await redis.xrange(dead_letter_stream(NS, "pool-wrongtype"))
+    assert b"is a string" in dead[b"reason"]
+    assert (await redis.xpending(stream, GROUP))["pending"] == 0  # settled, not left hanging
     await s.queue.close()

@@ -249,11 +249,17 @@ def test_worker_command_sequence_passes(server: Server) -> None:
     assert w.exists(ALIVE) == 1
     assert w.set(DEDUPE, "1", nx=True, ex=3600)  # task-id dedupe
     assert w.set(DEDUPE, "1", nx=True, ex=3600) is None
-    pipe = w.pipeline(transaction=True)  # _answer: MULTI/EXEC
+    assert w.type(REPLIES) in (b"stream", b"none")  # a reply key of another type is refused
+    pipe = w.pipeline(transaction=True)  # _answer: WATCH, TYPE, MULTI/EXEC
+    pipe.watch(REPLIES)
+    assert pipe.type(REPLIES) in (b"stream", b"none")
+    pipe.multi()
     pipe.xadd(REPLIES, {"task_id": "t-1"})
     pipe.expire(REPLIES, 3600)
     pipe.xack(OTHER_TASKS, "workers", entry_id)
     assert pipe.execute()[2] == 1
+    pipe.watch(REPLIES)  # and an abandoned WATCH (UNWATCH on reset)
+    pipe.reset()
     w.xadd(DEAD, {"reason": "bad"}, maxlen=1000, approximate=True)  # _dead_letter
     s.xadd(OTHER_TASKS, {"task_id": "t-2"})
     w.xreadgroup("workers", "pool-gone", {OTHER_TASKS: ">"}, count=1)
