@@ -464,7 +464,7 @@ class LaneWorker:
         if (ns, uid) != (self.settings.namespace, task.session_uid):
             await self._reject(entry_id, fields, TaskRejected("reply_to", "not its session's"))
             return
-        kind = _s(await self.redis.type(task.reply_to))
+        kind = _s(await self.redis.type(task.reply_to))  # type: ignore[no-untyped-call,unused-ignore]
         if kind not in ("stream", "none"):  # its reply could never be delivered: do not run it
             await self._reject(entry_id, fields, TaskRejected("reply_to", f"is a {kind}"))
             return
