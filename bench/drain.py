@@ -5,8 +5,9 @@ B; kubelet + containerd, pods are containers of Berth's image), ``berth-operator
 subprocess with its PDBs and its pods/eviction webhook, N AgentSessions (default 20) running a
 scripted conversation of bash rounds against the scripted model, all placed on A. Then
 ``kubectl drain A --ignore-daemonsets --delete-emptydir-data`` and, once every session finished
-on B, the same drain of a Deployment of N plain pods (``sleep`` in Berth's image; no Berth, no
-PDB) placed on A the same way.
+on B, the same drain of a Deployment of N plain pods (a shell in Berth's image; no Berth, no
+PDB) placed on A the same way; their shell exits on SIGTERM, so the baseline is the drain itself,
+not a 30 s grace period.
 
 Prints, from each session's ``status.passivation`` (operator clock, millisecond timestamps):
 p50/p99 of the passivation latency (request → pod ended) and of the resume latency (pod ended →
@@ -157,7 +158,7 @@ def berth_drain(dc: DevCluster, nodes: PrivateNodes) -> dict[str, Any]:
 
 
 def plain_drain(dc: DevCluster, nodes: PrivateNodes) -> float:
-    """A Deployment of N ``sleep`` pods on A (no Berth, no PDB), drain A; seconds."""
+    """A Deployment of N pods on A that exit on SIGTERM (no Berth, no PDB), drain A; seconds."""
     with dc.namespace("bench-plain") as ns:
         deployment = {
             "apiVersion": "apps/v1",
@@ -175,7 +176,9 @@ def plain_drain(dc: DevCluster, nodes: PrivateNodes) -> float:
                                 "name": "c",
                                 "image": dc.image,
                                 "imagePullPolicy": "Never",
-                                "command": ["sleep", "3600"],
+                                # Exits on SIGTERM like a well-behaved server would (a bare
+                                # ``sleep`` as PID 1 ignores it and waits out the grace period).
+                                "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
                             }
                         ],
                     },

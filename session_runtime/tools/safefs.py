@@ -125,7 +125,9 @@ class Workspace:
                 name = todo.popleft()
                 if name == "..":
                     if len(stack) == 1:
-                        raise PathEscapeError("a symlink leads outside the workspace (..)")
+                        raise PathEscapeError(
+                            "a symlink leads outside the workspace (..); access refused"
+                        )
                     os.close(stack.pop())
                     names.pop()
                     continue

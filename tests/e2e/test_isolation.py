@@ -180,3 +180,91 @@ def test_session_and_worker_refuse_what_is_not_theirs(dev_cluster: DevCluster) -
         wait("the signed task to run", lambda: (other / "ran.txt").exists())
         wait("the redelivery to be counted", lambda: _rejected(worker_ip, "duplicate") >= 1)
         assert (other / "ran.txt").read_text().split() == ["ran"]
+
+
+def _tool_outputs(llm: object, prompt: str) -> list[str]:
+    """Every tool result the scripted model received in the conversation started by ``prompt``."""
+    outputs: list[str] = []
+    for req in getattr(llm, "requests", []):
+        messages = req["messages"]
+        if any(m.get("role") == "user" and m.get("content") == prompt for m in messages):
+            outputs = [str(m.get("content", "")) for m in messages if m.get("role") == "tool"]
+    return outputs
+
+
+def test_agent_tools_cannot_reach_another_session(dev_cluster: DevCluster) -> None:
+    """An agent told to walk out of its workspace (``..``, absolute paths, the store, ``/proc``,
+    its environment) gets nothing of another session's files, can write nothing there and sees
+    no credential; both where its bash runs in the session pod and where it runs on a LaneWorker.
+    Every refusal is a tool result the model sees, and both runs still complete."""
+    dc = dev_cluster
+    secret = uuid.uuid4().hex
+    probe = (
+        "for p in ../victim/secret.txt ../../workspaces/{ns}/victim/secret.txt "
+        "/var/lib/berth/workspaces/{ns}/victim/secret.txt /var/lib/berth/store/{ns}/victim "
+        '/proc/1/environ /var/run/berth; do echo "== $p"; cat $p; ls $p; done > leak.txt 2>&1; '
+        "echo x > ../victim/pwned 2>> leak.txt; ln -s ../victim/secret.txt link 2>> leak.txt; "
+        "cat link >> leak.txt 2>&1; env > env.txt"
+    )
+    reads = [
+        {"name": "read", "arguments": {"file_path": "../victim/secret.txt"}},
+        {
+            "name": "read",
+            "arguments": {"file_path": "/var/lib/berth/workspaces/{ns}/victim/secret.txt"},
+        },
+        {"name": "read", "arguments": {"file_path": "link"}},
+        {"name": "write", "arguments": {"file_path": "../victim/pwned", "content": "x"}},
+    ]
+    with (
+        dc.namespace("iso2", shared_pvc=True) as ns,
+        operator(dc, ns),
+    ):
+        turns = [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": probe.format(ns=ns)}}]},
+            *({"tool_calls": [json.loads(json.dumps(r).replace("{ns}", ns))]} for r in reads),
+            {"text": "done"},
+        ]
+        victim_dir = dc.make_dirs(dc.claim_dir(ns) / "workspaces" / ns / "victim")
+        (victim_dir / "secret.txt").write_text(secret)
+        pool = {
+            "apiVersion": "berth.dev/v1alpha1",
+            "kind": "LaneWorker",
+            "metadata": {"name": "pool"},
+            "spec": {"lane": "execute", "minReplicas": 1, "maxReplicas": 1},
+        }
+        remote = {"execute": {"mode": "external", "laneWorkerRef": {"name": "pool"}}}
+        with scripted_model({"turns": turns}) as llm:
+            local_prompt, remote_prompt = "walk out (local)", "walk out (remote)"
+            apply_in(
+                dc,
+                ns,
+                [
+                    SECRET,
+                    pool,
+                    session_manifest("local", llm.base_url, local_prompt),
+                    session_manifest("remote", llm.base_url, remote_prompt, lanes=remote),
+                ],
+            )
+            for name in ("local", "remote"):
+                obj = wait(
+                    f"session {name} to finish",
+                    lambda name=name: (
+                        (o := kget(dc, ns, "agentsession", name))
+                        and (o.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+                        and o
+                    ),
+                )
+                assert obj["status"]["phase"] == "Succeeded", json.dumps(obj["status"], indent=1)
+            for name, prompt in (("local", local_prompt), ("remote", remote_prompt)):
+                workspace = dc.claim_dir(ns) / "workspaces" / ns / name
+                leak = (workspace / "leak.txt").read_text()
+                env = (workspace / "env.txt").read_text()
+                outputs = _tool_outputs(llm, prompt)
+                assert len(outputs) == 1 + len(reads), (name, outputs)
+                assert "== ../victim/secret.txt" in leak  # the probe really ran
+                for seen in (leak, env, *outputs):
+                    assert secret not in seen, (name, seen)
+                    assert "sk-test" not in seen and "redis://" not in seen, (name, seen)
+                assert all("refused" in o for o in outputs[1:]), (name, "\n".join(outputs))
+        assert not (victim_dir / "pwned").exists()
+        assert (victim_dir / "secret.txt").read_text() == secret
