@@ -134,6 +134,10 @@ class Workers:
             "BERTH_METRICS_PORT": str(metrics_port),
             "BERTH_WORKER_HEARTBEAT_SECONDS": "1",
             "BERTH_RECLAIM_INTERVAL_SECONDS": "0.2",
+            # What a worker image's PATH looks like: tools run under Landlock with only the
+            # system directories and the Python prefix visible, so a developer's PATH entries
+            # under $HOME (a pyenv shim for ``python3``) cannot run there.
+            "PATH": os.pathsep.join((str(Path(sys.executable).parent), "/usr/bin", "/bin")),
             **env,
         }
         self.logs[name] = log
