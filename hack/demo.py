@@ -3,7 +3,7 @@
 Run by ``make demo`` (through hack/demo.sh, after ``make cluster-up``) and by the e2e test
 ``tests/e2e/test_demo.py``. Steps, each printed as it happens:
 
-1. Berth is installed with Helm from ``charts/berth`` (the operator runs as pods on process node B).
+1. Berth is installed with Helm from ``charts/berth`` (the operator runs as pods on a real node).
 2. The workspace on the shared volume gets the sdist of ``inflection`` 0.5.1 from PyPI with the bug
    of ``examples/demo/inflection-ordinal-bug.patch`` applied (``ordinal()`` tests ``% 10`` where it
    must test ``% 100``, so 11/12/13 get "st"/"nd"/"rd").

@@ -3,7 +3,7 @@
 source "$(dirname "$0")/lib.sh"
 LOG_TAG=demo
 t0=$(date +%s)
-log "step 1/2: dev cluster (control plane, process nodes, Redis, Prometheus)"
+log "step 1/2: dev cluster (control plane, two real nodes (kubelet + containerd), Redis, Prometheus)"
 bash "$ROOT/hack/cluster-up.sh"
 t1=$(date +%s)
 log "dev cluster ready in $((t1 - t0))s; step 2/2: install Berth and run the session"
