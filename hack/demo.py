@@ -1,4 +1,4 @@
-"""The main job end to end (issue 10): an agent fixes a real bug in a real project on a cluster.
+"""The main job end to end: an agent fixes a real bug in a real project on a cluster.
 
 Run by ``make demo`` (through hack/demo.sh, after ``make cluster-up``) and by the e2e test
 ``tests/e2e/test_demo.py``. Steps, each printed as it happens:
@@ -17,8 +17,8 @@ Run by ``make demo`` (through hack/demo.sh, after ``make cluster-up``) and by th
    passivation and resume latency, and the project's test suite run in the workspace. The exit
    code is 0 only if every check holds.
 
-Process nodes run pods as local processes (there is no container runtime here): "the shared
-volume" is a host directory, which is how the driver can seed and inspect the workspace.
+Pods are containers on the dev cluster's real nodes; "the shared volume" is a hostPath
+PersistentVolume, so the driver seeds and inspects the workspace through that host directory.
 """
 
 from __future__ import annotations
