@@ -191,12 +191,16 @@ def pod_proxy_path(body: dict[str, Any], path: str) -> str:
     return f"/api/v1/namespaces/{ns}/pods/{st.pod_name}:{SESSION_PORT}/proxy{path}"
 
 
-def passivate_body(body: dict[str, Any], deadline_seconds: int | None) -> dict[str, Any]:
-    """``POST /v1/passivate`` body: reason manual, deadline from the flag or the spec."""
+def passivate_body(
+    body: dict[str, Any], deadline_seconds: int | None, now_ms: int
+) -> dict[str, Any]:
+    """``POST /v1/passivate`` body: reason manual, ``deadlineMs`` an absolute epoch time in
+    milliseconds (ARCHITECTURE §5, as the operator sends it): ``now_ms`` plus the grace window
+    from the flag, else ``spec.passivation.deadlineSeconds``, else 120 s."""
     if deadline_seconds is None:
         passivation = (body.get("spec") or {}).get("passivation") or {}
         deadline_seconds = int(passivation.get("deadlineSeconds") or DEFAULT_DEADLINE_SECONDS)
-    return {"reason": "manual", "deadlineMs": deadline_seconds * 1000}
+    return {"reason": "manual", "deadlineMs": now_ms + deadline_seconds * 1000}
 
 
 def post_json(url: str, payload: dict[str, Any], token: str = "") -> tuple[int, Any]:
@@ -326,12 +330,14 @@ def passivate(
     try:
         api = _client(kubeconfig, context, namespace)
         body = api.get_session(name)
-        payload = passivate_body(body, deadline_seconds)
+        now_ms = int(time.time() * 1000)
+        payload = passivate_body(body, deadline_seconds, now_ms)
         code, answer = _call_session(api, name, body, "/v1/passivate", payload, endpoint)
         if code >= 300:
             raise PluginError(f"session pod refused to passivate: {_describe(code, answer)}")
         out.print(
-            f"passivation of {name} requested (deadline {payload['deadlineMs'] // 1000}s, "
+            f"passivation of {name} requested (deadline in "
+            f"{(payload['deadlineMs'] - now_ms) // 1000}s, "
             f"HTTP {code})",
             highlight=False,
         )

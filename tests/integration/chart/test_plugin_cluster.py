@@ -105,7 +105,7 @@ def test_send_and_passivate_a_keepalive_session(dev_cluster: DevCluster) -> None
 
         passivated = kubectl_berth(dc, "passivate", "chat", "-n", ns, "--deadline-seconds", "30")
         assert passivated.returncode == 0, passivated.stdout + passivated.stderr
-        assert "passivation of chat requested (deadline 30s" in passivated.stdout
+        assert "passivation of chat requested (deadline in 30s" in passivated.stdout
         resumed = wait(
             "the operator to resume the passivated session on epoch 2",
             lambda: (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -170,7 +171,9 @@ def test_session_endpoint_without_pod() -> None:
     ],
 )
 def test_passivate_body(spec: dict[str, Any], flag: int | None, ms: int) -> None:
-    assert plugin.passivate_body({"spec": spec}, flag) == {"reason": "manual", "deadlineMs": ms}
+    now = 1_790_000_000_000  # deadlineMs is an epoch time, not a duration
+    body = plugin.passivate_body({"spec": spec}, flag, now)
+    assert body == {"reason": "manual", "deadlineMs": now + ms}
 
 
 # --- the CLI against a real HTTP server ---------------------------------------------------------
@@ -263,9 +266,12 @@ def test_passivate_posts_reason_and_deadline(monkeypatch: pytest.MonkeyPatch, po
     result = CliRunner().invoke(
         plugin.app, ["passivate", "demo", "--endpoint", pod_api, "--deadline-seconds", "9"]
     )
+    after = int(time.time() * 1000)
     assert result.exit_code == 0, result.output
-    assert Recorder.calls == [("/v1/passivate", {"reason": "manual", "deadlineMs": 9000})]
-    assert "deadline 9s" in result.output
+    [(path, sent)] = Recorder.calls
+    assert path == "/v1/passivate" and sent["reason"] == "manual"
+    assert after + 9000 - 5000 <= sent["deadlineMs"] <= after + 9000  # epoch ms, 9 s from now
+    assert "deadline in 9s" in result.output
 
 
 def test_unreachable_pod_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
