@@ -208,7 +208,7 @@ app.kubernetes.io/component: redis
 - name: BERTH_LEASE_RENEW_SECONDS
   value: {{ .Values.operator.leaderElection.renewSeconds | quote }}
 - name: BERTH_HTTP_HOST
-  value: {{ ternary "$(POD_IP)" "0.0.0.0" .Values.operator.bindPodIP | quote }}
+  value: "0.0.0.0"
 - name: BERTH_HTTP_PORT
   value: {{ .Values.operator.metricsPort | quote }}
 {{- if .Values.webhook.enabled }}
@@ -217,7 +217,7 @@ app.kubernetes.io/component: redis
 - name: BERTH_WEBHOOK_PORT
   value: {{ .Values.webhook.port | quote }}
 - name: BERTH_WEBHOOK_LISTEN_HOST
-  value: {{ ternary "$(POD_IP)" "0.0.0.0" .Values.operator.bindPodIP | quote }}
+  value: "0.0.0.0"
 - name: BERTH_WEBHOOK_HOST
   value: {{ include "berth.webhookHost" . | quote }}
 - name: BERTH_WEBHOOK_CERT_DIR
