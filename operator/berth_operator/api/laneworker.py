@@ -178,7 +178,15 @@ class LaneWorkerSpec(K8sModel):
                     "rule": "self.minReplicas <= self.maxReplicas",
                     "message": "minReplicas must not exceed maxReplicas",
                     "fieldPath": ".minReplicas",
-                }
+                },
+                {
+                    # With scaling, Berth owns the replica count and would silently ignore
+                    # spec.replicas (and every `kubectl scale` or HPA write to /scale).
+                    "rule": "!has(self.replicas) || !has(self.scaling)",
+                    "message": "set either replicas (driven by kubectl scale or an HPA) or "
+                    "scaling (Berth scales on queue pressure), not both",
+                    "fieldPath": ".replicas",
+                },
             ]
         }
     }

@@ -245,6 +245,13 @@ CASES: list[tuple[str, dict[str, Any], Mutation, tuple[str, ...], bool]] = [
         False,
     ),
     (
+        "lw-replicas-and-scaling",
+        WORKER,
+        lambda obj: obj["spec"].update(replicas=2, scaling={"targetTasksPerReplica": 4}),
+        ("spec.replicas", "not both"),
+        False,
+    ),
+    (
         "lw-privileged",
         WORKER,
         spec_set("template.securityContext", {"privileged": True}),

@@ -77,6 +77,11 @@ def test_cel_rules_present_for_cross_field_and_immutable_fields() -> None:
         assert rule in text
 
 
+def test_laneworker_refuses_replicas_together_with_scaling() -> None:
+    text = yaml.safe_dump(crdgen.laneworker_crd())
+    assert "'!has(self.replicas) || !has(self.scaling)'" in text
+
+
 def test_integers_have_formats() -> None:
     text = yaml.safe_dump(crdgen.agentsession_crd())
     assert "maxTotalTokens:\n" in text
