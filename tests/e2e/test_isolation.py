@@ -10,7 +10,11 @@ On the dev cluster's real nodes, with the operator under its ServiceAccount:
 - a forged task written straight to the LaneWorker's stream (valid shape, naming another
   session's workspace, signed with a key that is not the namespace's) is dropped and counted by
   the worker, and its side effect never happens; a task of the same session signed with its real
-  key runs once.
+  key runs once;
+- an agent scripted to walk out of its workspace (``..``, absolute paths, a planted symlink, the
+  store, ``/proc``, its environment) reaches nothing of another session and sees no credential,
+  both with bash in the session pod and on a LaneWorker (which mounts every workspace of the
+  namespace, so there the tool sandbox is what stops it).
 
 Waits are bounded only so that a hang fails.
 """
