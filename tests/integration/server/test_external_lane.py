@@ -1,7 +1,8 @@
 """``berth-session`` with its execute lane on a LaneWorker pool over Redis (ARCHITECTURE §7).
 
-Real processes only: Debian's ``redis-server``, one ``berth-worker`` and ``berth-session``. The
-bash tool records ``$POD_NAME``, so the workspace shows which process ran it.
+Real processes only: Debian's ``redis-server``, one ``berth-worker`` and ``berth-session``. Tool
+processes get a scrubbed environment (no ``$POD_NAME``), so where a tool ran is read from Redis:
+a task on the pool's stream, delivered to the worker's consumer group, and one side effect.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 import redis as redis_lib
 
+from session_runtime.transport import GROUP
 from tests.integration.server.harness import bash, pod_world, wait_for
 
 Workers = pytest.importorskip("tests.integration.lanes.conftest").Workers
@@ -19,12 +21,24 @@ Workers = pytest.importorskip("tests.integration.lanes.conftest").Workers
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
 
 
+def delivered_bash_tasks(redis_url: str, stream: str) -> tuple[int, int]:
+    """(bash tasks published on ``stream``, entries the worker group read and acknowledged).
+    Only LaneWorkers consume that group, and each test runs a single named worker."""
+    client = redis_lib.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        tasks = [f for _, f in client.xrange(stream) if f.get("command_type") == "bash"]
+        [group] = [g for g in client.xinfo_groups(stream) if g["name"] == GROUP]
+        return len(tasks), int(group["entries-read"]) - int(group["pending"])
+    finally:
+        client.close()
+
+
 def test_execute_lane_runs_on_the_lane_worker(tmp_path: Path, redis_url: str) -> None:
     script = {
         "turns": [
             {
                 "tool_calls": [
-                    bash('echo "$POD_NAME" >> who.txt'),
+                    bash("echo ran >> who.txt"),
                     {"name": "ls", "arguments": {}},
                 ]
             },
@@ -50,7 +64,9 @@ def test_execute_lane_runs_on_the_lane_worker(tmp_path: Path, redis_url: str) ->
             workers.stop_all()
         msg = pod.termination()
         assert (msg["outcome"], msg["resultText"]) == ("completed", "done remotely")
-        assert world.lines("who.txt") == ["worker-1"]  # not the session pod (fix-bug-a)
+        assert world.lines("who.txt") == ["ran"]  # once
+        # On the worker, not in the session pod: published to the pool and delivered to it.
+        assert delivered_bash_tasks(redis_url, "berth:team-a:lw:pool:tasks") == (1, 1)
 
 
 def test_reply_delivered_while_passivated_is_used_on_resume(tmp_path: Path, redis_url: str) -> None:
@@ -61,7 +77,7 @@ def test_reply_delivered_while_passivated_is_used_on_resume(tmp_path: Path, redi
             {
                 "tool_calls": [
                     bash(
-                        'echo "$POD_NAME" >> who.txt; '
+                        "echo ran >> who.txt; "
                         "while [ ! -f go ]; do sleep 0.05; done; echo remote-finished"
                     )
                 ]
@@ -106,7 +122,9 @@ def test_reply_delivered_while_passivated_is_used_on_resume(tmp_path: Path, redi
             "completed",
             "resumed with the worker's answer",
         )
-        assert world.lines("who.txt") == ["worker-9"]  # ran once, on the worker
+        assert world.lines("who.txt") == ["ran"]  # ran once, on the worker:
+        stream = f"berth:{world.namespace}:lw:p2:tasks"
+        assert delivered_bash_tasks(redis_url, stream) == (1, 1)
         last = world.model_requests()[-1]["messages"]
         tool_outputs = [m["content"] for m in last if m.get("role") == "tool"]
         assert len(tool_outputs) == 1 and "remote-finished" in tool_outputs[0]
