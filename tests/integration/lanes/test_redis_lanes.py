@@ -382,9 +382,10 @@ async def test_forged_tasks_never_run_and_a_task_id_runs_once(
         for reason in ("mac", "namespace", "duplicate"):
             total += await rejected(workers, "w-a", port_a, reason)
             total += await rejected(workers, "w-b", port_b, reason)
-        return total >= 5 and lines(s.workspace / "count.txt") >= 1
+        replied = int(await redis.xlen(s.transport.reply_stream)) >= 1  # after the tool's run
+        return total >= 5 and lines(s.workspace / "count.txt") >= 1 and replied
 
-    await until(settled, "forged tasks rejected and the valid one run")
+    await until(settled, "forged tasks rejected and the valid one run and answered")
     assert not (s.workspace / "pwned.txt").exists()  # no forged side effect
     assert lines(s.workspace / "count.txt") == 1  # three deliveries, one run
     replies = await redis.xrange(s.transport.reply_stream)
