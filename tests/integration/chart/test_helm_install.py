@@ -162,6 +162,28 @@ def test_helm_install_runs_a_session_to_succeeded_and_uninstall_is_clean(
             )
             assert holder in {p["metadata"]["name"] for p in pods}
 
+            # --- 1b. the built-in roles cover Berth's resources (ClusterRole aggregation) ------
+            for user, role in (("alice", "edit"), ("bob", "view")):
+                dc.kubectl(
+                    "-n", ns, "create", "rolebinding", f"{user}-{role}",
+                    f"--clusterrole={role}", f"--user={user}",
+                )  # fmt: skip
+
+            def can(user: str, verb: str, resource: str, *extra: str) -> str:
+                res = dc.kubectl(
+                    "auth", "can-i", verb, resource, "-n", ns, "--as", user, *extra, check=False
+                )
+                return res.stdout.strip()
+
+            wait(
+                "the aggregation controller to add AgentSessions to edit",
+                lambda: can("alice", "create", "agentsessions.berth.dev") == "yes" or None,
+            )
+            assert can("alice", "patch", "laneworkers.berth.dev", "--subresource=scale") == "yes"
+            assert can("bob", "list", "agentsessions.berth.dev") == "yes"
+            assert can("bob", "create", "agentsessions.berth.dev") == "no"
+            assert can("bob", "get", "secrets") == "no"
+
             # --- 2. a LaneWorker pool and a session using it ----------------------------------
             pool = {
                 "apiVersion": "berth.dev/v1alpha1",

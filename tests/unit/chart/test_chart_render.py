@@ -207,3 +207,24 @@ def test_webhook_wiring() -> None:
     assert mount["mountPath"] == env["BERTH_WEBHOOK_CERT_DIR"]["value"] and mount["readOnly"]
     volumes = deploy["spec"]["template"]["spec"]["volumes"]
     assert {"name": "webhook-certs", "secret": {"secretName": "berth-webhook-tls"}} in volumes
+
+
+def test_berth_resources_are_aggregated_into_the_builtin_roles() -> None:
+    """ClusterRole aggregation: `admin`/`edit` manage AgentSessions and LaneWorkers (and scale
+    LaneWorkers), `view` reads them; switched off, no such roles render."""
+    docs = documents(render(None))
+    edit = one(docs, "ClusterRole", "-edit")
+    view = one(docs, "ClusterRole", "-view")
+    labels = edit["metadata"]["labels"]
+    assert labels["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert labels["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    grants = {r: set(rule["verbs"]) for rule in edit["rules"] for r in rule["resources"]}
+    assert {"create", "delete", "patch"} <= grants["agentsessions"] & grants["laneworkers"]
+    assert grants["laneworkers/scale"] == {"get", "update", "patch"}
+    for rule in view["rules"]:
+        assert set(rule["verbs"]) == {"get", "list", "watch"}
+    assert "agentsessions/status" in {r for rule in view["rules"] for r in rule["resources"]}
+    off = documents(render({"rbac": {"aggregateToDefaultRoles": False}}))
+    names = [d["metadata"]["name"] for d in by_kind(off, "ClusterRole")]
+    assert not [n for n in names if n.endswith(("-edit", "-view"))], names
