@@ -208,6 +208,13 @@ def agentsession_crd() -> dict[str, Any]:
                 "type": "string",
                 "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
             },
+            {
+                # Why it is (not) Ready, in the condition's CamelCase reason (e.g. Unschedulable,
+                # BudgetExhausted), so `kubectl get ags` explains itself.
+                "name": "Reason",
+                "type": "string",
+                "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+            },
             {"name": "Node", "type": "string", "jsonPath": ".status.nodeName"},
             {"name": "Run", "type": "string", "jsonPath": ".status.runId"},
             {"name": "Turn", "type": "integer", "jsonPath": ".status.checkpoint.turn"},

@@ -121,8 +121,12 @@ def test_example_session_runs_tools_on_the_shared_volume_and_succeeds(
 
         table = dc.kubectl("-n", ns, "get", "ags").stdout
         header = table.splitlines()[0].split()
-        assert header == ["NAME", "PHASE", "READY", "NODE", "RUN", "TURN", "TOKENS", "AGE"]
+        assert header == [
+            "NAME", "PHASE", "READY", "REASON", "NODE", "RUN", "TURN", "TOKENS", "AGE"
+        ]  # fmt: skip
         assert "Succeeded" in table and st["runId"] in table
+        row = table.splitlines()[1].split()
+        assert row[3] == condition(obj, "Ready")["reason"]  # type: ignore[index]
         print("\n" + table)
 
         # Deleting the session removes its pod and ConfigMap and keeps the store.

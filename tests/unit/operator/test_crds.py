@@ -56,8 +56,10 @@ def test_agentsession_names_columns_and_subresources() -> None:
     version = crd["spec"]["versions"][0]
     assert version["subresources"] == {"status": {}}
     columns = [c["name"] for c in version["additionalPrinterColumns"]]
-    for wanted in ("Phase", "Ready", "Node", "Run", "Turn", "Tokens", "Age"):
+    for wanted in ("Phase", "Ready", "Reason", "Node", "Run", "Turn", "Tokens", "Age"):
         assert wanted in columns
+    paths = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert paths["Reason"] == '.status.conditions[?(@.type=="Ready")].reason'
 
 
 def test_laneworker_has_scale_subresource() -> None:
