@@ -47,6 +47,16 @@ from tests.integration.operator.harness import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
+POOL = {
+    "apiVersion": "berth.dev/v1alpha1",
+    "kind": "LaneWorker",
+    "metadata": {"name": "pool"},
+    "spec": {"lane": "execute", "minReplicas": 1, "maxReplicas": 1},
+}
+"""One LaneWorker pod serving the execute lane."""
+REMOTE = {"execute": {"mode": "external", "laneWorkerRef": {"name": "pool"}}}
+"""``spec.lanes`` sending bash/write/edit to :data:`POOL`."""
+
 
 def _call(url: str, token: str | None) -> int:
     req = urllib.request.Request(url, method="GET")
@@ -83,15 +93,8 @@ def test_session_and_worker_refuse_what_is_not_theirs(dev_cluster: DevCluster) -
         scripted_model(script) as llm,
         operator(dc, ns),
     ):
-        pool = {
-            "apiVersion": "berth.dev/v1alpha1",
-            "kind": "LaneWorker",
-            "metadata": {"name": "pool"},
-            "spec": {"lane": "execute", "minReplicas": 1, "maxReplicas": 1},
-        }
-        lanes = {"execute": {"mode": "external", "laneWorkerRef": {"name": "pool"}}}
-        victim = session_manifest("victim", llm.base_url, "wait", keepAlive=True, lanes=lanes)
-        apply_in(dc, ns, [SECRET, pool, victim])
+        victim = session_manifest("victim", llm.base_url, "wait", keepAlive=True, lanes=REMOTE)
+        apply_in(dc, ns, [SECRET, POOL, victim])
         obj = wait(
             "session victim running with a pod IP",
             lambda: (
@@ -230,13 +233,6 @@ def test_agent_tools_cannot_reach_another_session(dev_cluster: DevCluster) -> No
         ]
         victim_dir = dc.make_dirs(dc.claim_dir(ns) / "workspaces" / ns / "victim")
         (victim_dir / "secret.txt").write_text(secret)
-        pool = {
-            "apiVersion": "berth.dev/v1alpha1",
-            "kind": "LaneWorker",
-            "metadata": {"name": "pool"},
-            "spec": {"lane": "execute", "minReplicas": 1, "maxReplicas": 1},
-        }
-        remote = {"execute": {"mode": "external", "laneWorkerRef": {"name": "pool"}}}
         with scripted_model({"turns": turns}) as llm:
             local_prompt, remote_prompt = "walk out (local)", "walk out (remote)"
             apply_in(
@@ -244,9 +240,9 @@ def test_agent_tools_cannot_reach_another_session(dev_cluster: DevCluster) -> No
                 ns,
                 [
                     SECRET,
-                    pool,
+                    POOL,
                     session_manifest("local", llm.base_url, local_prompt),
-                    session_manifest("remote", llm.base_url, remote_prompt, lanes=remote),
+                    session_manifest("remote", llm.base_url, remote_prompt, lanes=REMOTE),
                 ],
             )
             for name in ("local", "remote"):
