@@ -31,7 +31,7 @@ from berth_operator.errors import SettingsError
 from berth_operator.handlers import laneworker as _laneworker  # noqa: F401  (registers handlers)
 from berth_operator.handlers import nodes as _nodes  # noqa: F401  (registers handlers)
 from berth_operator.handlers import webhook
-from berth_operator.handlers.context import OperatorContext
+from berth_operator.handlers.context import LaneClients, OperatorContext
 from berth_operator.k8s.client import KubeClient, make_api_client
 from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.lease import LeaderElector
@@ -106,6 +106,7 @@ async def run(settings: OperatorSettings) -> int:
     )
     if settings.pdb_enabled:
         ctx.disruption = DisruptionClient.from_kube(kube)
+    ctx.lanes = LaneClients.create(settings, kube)
     webhook.register(settings)
     health = _Health()
     runner = await _serve(settings, health)
@@ -172,6 +173,7 @@ async def run(settings: OperatorSettings) -> int:
         if elector is not None and code == 0:
             await elector.release()
         await runtime.close()
+        await ctx.lanes.close()
         await runner.cleanup()
         kube.close()
     return code

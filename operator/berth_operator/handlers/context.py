@@ -11,6 +11,7 @@
 - ``disruption``: PodDisruptionBudget calls (k8s.disruption), None when PDBs are disabled.
 - ``secrets``: Secret calls (k8s.secrets); ``tokens``: session uid → the API token of its
   ``<name>-berth`` Secret, read once and cached (never logged, never in status or Events).
+- ``lanes``: the LaneWorker handlers' clients (:class:`LaneClients`), built once by ``main``.
 """
 
 from __future__ import annotations
@@ -18,13 +19,49 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from redis.asyncio import Redis
 
 from berth_operator.k8s.client import KubeClient
 from berth_operator.k8s.disruption import DisruptionClient
+from berth_operator.k8s.laneworker import LaneWorkerApi
 from berth_operator.k8s.secrets import SecretApi
 from berth_operator.metrics import INFLIGHT, PhaseTracker
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
+
+
+@dataclass
+class LaneClients:
+    """The clients of the LaneWorker handlers: Deployments and pods (``api``), Secrets, the
+    operator's Redis connection (broker pressure) and an HTTP session (Prometheus pressure).
+    Built once per process by :meth:`create` (inside the running event loop); :meth:`close`
+    at shutdown."""
+
+    settings: OperatorSettings
+    api: LaneWorkerApi
+    secrets: SecretApi
+    redis: Redis[Any]
+    http: aiohttp.ClientSession
+
+    @classmethod
+    def create(cls, settings: OperatorSettings, kube: KubeClient) -> LaneClients:
+        """Share ``kube``'s connection pool; Redis from ``settings.operator_redis_url``."""
+        return cls(
+            settings=settings,
+            api=LaneWorkerApi(kube.api_client),
+            secrets=SecretApi.from_kube(kube),
+            redis=Redis.from_url(settings.operator_redis_url),
+            http=aiohttp.ClientSession(),
+        )
+
+    async def close(self) -> None:
+        """Close the HTTP session and the Redis connection pool."""
+        await self.http.close()
+        client: Any = self.redis  # aclose() is newer than the redis stubs
+        await client.aclose()
 
 
 @dataclass
@@ -42,6 +79,7 @@ class OperatorContext:
     disruption: DisruptionClient | None = None
     secrets: SecretApi | None = None
     tokens: dict[str, str] = field(default_factory=dict, repr=False)
+    lanes: LaneClients | None = None
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""

@@ -1,4 +1,4 @@
-"""kopf handlers of LaneWorker: the worker Deployment and the scaling loop (issue 8).
+"""kopf handlers of LaneWorker: the worker Deployment and the scaling loop.
 
 Thin: they read (spec, Deployment, pods, pressure), call the pure builders and decisions
 (:mod:`berth_operator.builders.laneworker`, :mod:`berth_operator.reconcile.scaling`) and apply the
@@ -35,10 +35,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 import kopf
 from pydantic import ValidationError
-from redis.asyncio import Redis
 
 from berth_operator import metrics
 from berth_operator.api.common import Condition
@@ -58,9 +56,7 @@ from berth_operator.errors import (
     NotFound,
     SpecError,
 )
-from berth_operator.k8s.client import make_api_client
-from berth_operator.k8s.laneworker import LaneWorkerApi
-from berth_operator.k8s.secrets import SecretApi
+from berth_operator.handlers.context import LaneClients, OperatorContext
 from berth_operator.pressure import (
     BrokerPressure,
     PressureUnavailable,
@@ -81,45 +77,17 @@ from berth_operator.reconcile.scaling import (
     scaling_conditions,
     seed_history,
 )
-from berth_operator.settings import OperatorSettings
 
 UNSCALED_REFRESH_SECONDS = 5.0
 """Status refresh period of a LaneWorker without ``spec.scaling`` (seconds)."""
 
 
-@dataclass
-class _Context:
-    """Clients shared by every LaneWorker handler of this process (created on first use)."""
-
-    settings: OperatorSettings
-    api: LaneWorkerApi
-    secrets: SecretApi
-    redis: Redis[Any]
-    http: aiohttp.ClientSession
-
-
-_context: _Context | None = None
-_context_lock = asyncio.Lock()
-
-
-async def _ctx(memo: Any = None) -> _Context:
-    """The shared clients; settings from ``memo.ctx`` (``berth-operator``) or the environment."""
-    global _context
-    async with _context_lock:
-        if _context is None:
-            shared = getattr(memo, "ctx", None)
-            settings = getattr(shared, "settings", None)
-            if not isinstance(settings, OperatorSettings):
-                settings = OperatorSettings.from_env()
-            api_client = make_api_client(settings.kube_connection_pool)
-            _context = _Context(
-                settings=settings,
-                api=LaneWorkerApi(api_client),
-                secrets=SecretApi(api_client),
-                redis=Redis.from_url(settings.operator_redis_url),
-                http=aiohttp.ClientSession(),
-            )
-        return _context
+def _lanes(memo: Any) -> LaneClients:
+    """The LaneWorker clients of this operator process (built by ``berth_operator.main``)."""
+    ctx: OperatorContext = memo.ctx
+    if ctx.lanes is None:
+        raise kopf.PermanentError("the operator was started without LaneWorker clients")
+    return ctx.lanes
 
 
 def _now() -> datetime:
@@ -134,7 +102,7 @@ def _parse(spec: Mapping[str, Any]) -> LaneWorkerSpec:
 
 
 async def _ensure_deployment(
-    ctx: _Context, ref: LaneWorkerRef, spec: LaneWorkerSpec, logger: logging.Logger | Any
+    ctx: LaneClients, ref: LaneWorkerRef, spec: LaneWorkerSpec, logger: logging.Logger | Any
 ) -> dict[str, Any] | None:
     """Create the Deployment, or replace its template when the built one changed.
 
@@ -195,7 +163,7 @@ async def laneworker_apply(
     if namespace is None:
         raise kopf.PermanentError("LaneWorker is namespaced")
     parsed = _parse(spec)
-    ctx = await _ctx(memo)
+    ctx = _lanes(memo)
     try:
         await _ensure_deployment(ctx, LaneWorkerRef(namespace, name, uid), parsed, logger)
     except SpecError as exc:
@@ -215,7 +183,7 @@ class _LoopState:
 
 
 async def _read_pressure(
-    ctx: _Context, namespace: str, name: str, spec: LaneWorkerSpec
+    ctx: LaneClients, namespace: str, name: str, spec: LaneWorkerSpec
 ) -> tuple[int | None, BrokerPressure | None, str]:
     """(pressure, broker reading or None, error text) for this tick."""
     scaling = spec.scaling
@@ -241,7 +209,7 @@ async def _read_pressure(
 
 
 async def _tick(
-    ctx: _Context,
+    ctx: LaneClients,
     ref: LaneWorkerRef,
     spec: LaneWorkerSpec,
     generation: int | None,
@@ -349,7 +317,7 @@ async def laneworker_scaler(
         state.conditions = list(previous.conditions or [])
     except ValidationError:
         pass
-    ctx = await _ctx(memo)
+    ctx = _lanes(memo)
     try:
         loop = asyncio.get_running_loop()
         while not stopped:
@@ -368,14 +336,3 @@ async def laneworker_scaler(
             await stopped.wait(max(0.0, interval - (loop.time() - started)))
     finally:
         metrics.forget_laneworker(namespace, name)
-
-
-@kopf.on.cleanup()
-async def laneworker_cleanup(**_: Any) -> None:
-    """Close the shared Redis and HTTP clients when the operator stops."""
-    global _context
-    ctx, _context = _context, None
-    if ctx is not None:
-        await ctx.http.close()
-        client: Any = ctx.redis  # aclose() is newer than the redis stubs
-        await client.aclose()

@@ -9,42 +9,20 @@ Called by ``berth_operator.handlers`` and ``berth_operator.main``.
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from berth_operator.api.constants import GROUP, LANEWORKER_PLURAL, SESSION_PLURAL, VERSION
-from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound
+from berth_operator.errors import AlreadyExists, Conflict, NotFound
+from berth_operator.k8s import calls
 
 T = TypeVar("T")
 
 _load_kube_config: Callable[..., None] = config.load_kube_config
 _load_incluster_config: Callable[[], None] = config.load_incluster_config
-
-
-def _translate(exc: ApiException, what: str) -> KubeError:
-    status = int(exc.status or 0)
-    reason = ""
-    message = str(exc.reason or "")
-    try:
-        body = json.loads(exc.body or "{}")
-        reason = str(body.get("reason", ""))
-        message = str(body.get("message", message))
-    except (ValueError, TypeError):
-        pass
-    text = f"{what}: {status} {reason} {message}".strip()
-    if status == 404:
-        return NotFound(text, status=status, reason=reason)
-    if status == 409 and reason == "AlreadyExists":
-        return AlreadyExists(text, status=status, reason=reason)
-    if status == 409:
-        return Conflict(text, status=status, reason=reason)
-    return KubeError(text, status=status, reason=reason)
 
 
 def make_api_client(pool_size: int = 32) -> Any:
@@ -69,6 +47,11 @@ class KubeClient:
         self.batch = client.BatchV1Api(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
 
+    @property
+    def api_client(self) -> Any:
+        """The shared ``ApiClient`` (one connection pool for every k8s/ client)."""
+        return self._api
+
     def _json(self, obj: Any) -> dict[str, Any]:
         if isinstance(obj, dict):
             return obj
@@ -76,12 +59,7 @@ class KubeClient:
         return out
 
     async def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        try:
-            return await asyncio.to_thread(fn, *args, **kwargs)
-        except ApiException as exc:
-            raise _translate(exc, what) from exc
-        except OSError as exc:  # urllib3 connection errors
-            raise KubeError(f"{what}: cannot reach the Kubernetes API: {exc}") from exc
+        return await calls.call(what, fn, *args, **kwargs)
 
     async def _json_call(
         self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
@@ -92,10 +70,7 @@ class KubeClient:
 
         def run() -> dict[str, Any]:
             response = fn(*args, _preload_content=False, **kwargs)
-            data = json.loads(response.data or b"{}")
-            if not isinstance(data, dict):
-                raise KubeError(f"{what}: unexpected (non-object) answer from the API")
-            return data
+            return calls.decode_object(what, response.data)
 
         return await self._call(what, run)
 

@@ -1,22 +1,21 @@
 """API calls of passivation before eviction (ARCHITECTURE.md §8): session PodDisruptionBudgets.
 
-``DisruptionClient`` shares the operator's ``ApiClient`` (one connection pool) and translates
-``ApiException`` like ``k8s.client`` (404 NotFound, 409 AlreadyExists/Conflict, else KubeError).
+``DisruptionClient`` shares the operator's ``ApiClient`` (one connection pool); errors are
+translated by :mod:`.calls`.
 Called by ``handlers.agentsession`` before a pod create. Pod deletes with a grace period go through
 ``KubeClient.delete_pod(grace_seconds=...)``.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from berth_operator.errors import AlreadyExists
-from berth_operator.k8s.client import KubeClient, _translate
+from berth_operator.k8s import calls
+from berth_operator.k8s.client import KubeClient
 
 T = TypeVar("T")
 
@@ -30,13 +29,10 @@ class DisruptionClient:
     @classmethod
     def from_kube(cls, kube: KubeClient) -> DisruptionClient:
         """Share ``kube``'s ApiClient."""
-        return cls(kube._api)
+        return cls(kube.api_client)
 
     async def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        try:
-            return await asyncio.to_thread(fn, *args, **kwargs)
-        except ApiException as exc:
-            raise _translate(exc, what) from exc
+        return await calls.call(what, fn, *args, **kwargs)
 
     async def ensure_pdb(self, body: dict[str, Any]) -> bool:
         """Create the PDB unless it exists (its spec never changes). True when created.

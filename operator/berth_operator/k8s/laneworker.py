@@ -24,17 +24,15 @@ Errors: ``kubernetes.client.ApiException`` and connection errors are translated 
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from berth_operator.api.constants import GROUP, LANEWORKER_PLURAL, VERSION
-from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound
+from berth_operator.errors import NotFound
+from berth_operator.k8s import calls
 
 T = TypeVar("T")
 
@@ -42,28 +40,8 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
 
-def _translate(exc: ApiException, what: str) -> KubeError:
-    status = int(exc.status or 0)
-    reason = ""
-    try:
-        reason = str(json.loads(exc.body or "{}").get("reason") or "")
-    except (ValueError, AttributeError):
-        reason = str(exc.reason or "")
-    message = f"{what}: {status} {reason or exc.reason}"
-    if status == 404:
-        return NotFound(message, status=status, reason=reason)
-    if status == 409 and reason == "AlreadyExists":
-        return AlreadyExists(message, status=status, reason=reason)
-    if status == 409:
-        return Conflict(message, status=status, reason=reason)
-    return KubeError(message, status=status, reason=reason)
-
-
 def _decode(response: Any) -> dict[str, Any]:
-    data = json.loads(response.data or b"{}")
-    if not isinstance(data, dict):
-        raise KubeError("unexpected (non-object) answer from the API")
-    return data
+    return calls.decode_object("LaneWorker API call", response.data)
 
 
 @dataclass(frozen=True)
@@ -73,15 +51,7 @@ class LaneWorkerApi:
     api: client.ApiClient
 
     async def _call(self, what: str, fn: Callable[[], T]) -> T:
-        def run() -> T:
-            try:
-                return fn()
-            except ApiException as exc:
-                raise _translate(exc, what) from exc
-            except OSError as exc:  # urllib3 connection errors
-                raise KubeError(f"{what}: cannot reach the Kubernetes API: {exc}") from exc
-
-        return await asyncio.to_thread(run)
+        return await calls.call(what, fn)
 
     # -- Deployments ---------------------------------------------------------------------------
 

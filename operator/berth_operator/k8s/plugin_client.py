@@ -12,8 +12,8 @@ credentials to the apiserver). So the caller needs ``get`` on ``secrets`` and ``
 The chart's post-delete hook (``kubectl-berth cleanup-lease``) also lists
 the operator's pods and deletes its leader-election Lease.
 
-API errors are translated to :mod:`berth_operator.errors` here, so the plugin never sees
-``kubernetes.client.ApiException``.
+API errors are translated to :mod:`berth_operator.errors` by :mod:`.calls`, so the plugin never
+sees ``kubernetes.client.ApiException``.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from berth_operator.api.constants import (
     VERSION,
 )
 from berth_operator.errors import KubeError, NotFound
+from berth_operator.k8s import calls
 
 # The config loaders are untyped in the kubernetes package; give them a typed seam.
 _new_client_from_config: Callable[..., Any] = config.new_client_from_config
@@ -54,25 +55,18 @@ class PluginClient:
     def get_session(self, name: str) -> dict[str, Any]:
         """Return the AgentSession ``name`` as a dict. Raises NotFound or KubeError."""
         objects = client.CustomObjectsApi(self.api)
-        try:
-            body: Any = objects.get_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, SESSION_PLURAL, name
-            )
-        except ApiException as exc:
-            status = int(exc.status or 0)
-            if status == 404:
-                raise NotFound(
-                    f"agentsession {self.namespace}/{name} not found", status=404
-                ) from exc
-            raise KubeError(
-                f"reading agentsession {self.namespace}/{name} failed: {exc.status} {exc.reason}",
-                status=status,
-                reason=str(exc.reason or ""),
-            ) from exc
-        except OSError as exc:  # urllib3 connection errors are OSError subclasses
-            raise KubeError(f"cannot reach the Kubernetes API: {exc}") from exc
+        what = f"get agentsession {self.namespace}/{name}"
+        body: Any = calls.call_sync(
+            what,
+            objects.get_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            SESSION_PLURAL,
+            name,
+        )
         if not isinstance(body, dict):
-            raise KubeError(f"unexpected answer reading agentsession {self.namespace}/{name}")
+            raise KubeError(f"{what}: unexpected (non-object) answer from the API")
         return body
 
     def session_token(self, name: str) -> str:
@@ -82,23 +76,21 @@ class PluginClient:
 
         secret_name = f"{name}-berth"
         core = client.CoreV1Api(self.api)
+        what = f"get secret {self.namespace}/{secret_name}"
         try:
-            secret = core.read_namespaced_secret(secret_name, self.namespace)
-        except ApiException as exc:
-            status = int(exc.status or 0)
-            if status == 404:
-                raise NotFound(
-                    f"secret {self.namespace}/{secret_name} not found (the session has no API "
-                    "token yet)",
-                    status=404,
+            secret = calls.call_sync(
+                what, core.read_namespaced_secret, secret_name, self.namespace, secret=True
+            )
+        except NotFound as exc:
+            raise NotFound(f"{exc} (the session has no API token yet)", status=404) from None
+        except KubeError as exc:
+            if exc.status in (401, 403):
+                raise KubeError(
+                    f"{exc} (the plugin needs get on secrets to call the session)",
+                    status=exc.status,
+                    reason=exc.reason,
                 ) from None
-            raise KubeError(
-                f"reading secret {self.namespace}/{secret_name} failed: {exc.status} {exc.reason}"
-                " (the plugin needs get on secrets to call the session)",
-                status=status,
-            ) from None
-        except OSError as exc:
-            raise KubeError(f"cannot reach the Kubernetes API: {exc}") from exc
+            raise
         raw = (secret.data or {}).get(SECRET_API_TOKEN_KEY)
         try:
             token = base64.b64decode(str(raw or ""), validate=True).decode().strip()
@@ -153,31 +145,26 @@ class PluginClient:
     def count_pods(self, selector: str) -> int:
         """Pods in the namespace matching the label ``selector``. Raises KubeError."""
         core = client.CoreV1Api(self.api)
-        try:
-            pods = core.list_namespaced_pod(self.namespace, label_selector=selector)
-        except ApiException as exc:
-            raise KubeError(
-                f"listing pods {selector!r} in {self.namespace} failed: {exc.status} {exc.reason}",
-                status=int(exc.status or 0),
-            ) from exc
-        except OSError as exc:
-            raise KubeError(f"cannot reach the Kubernetes API: {exc}") from exc
+        pods = calls.call_sync(
+            f"list pods {selector!r} in {self.namespace}",
+            core.list_namespaced_pod,
+            self.namespace,
+            label_selector=selector,
+        )
         return len(pods.items)
 
     def delete_lease(self, name: str) -> bool:
         """Delete the Lease ``name``; False when it did not exist. Raises KubeError."""
         coordination = client.CoordinationV1Api(self.api)
         try:
-            coordination.delete_namespaced_lease(name, self.namespace)
-        except ApiException as exc:
-            if int(exc.status or 0) == 404:
-                return False
-            raise KubeError(
-                f"deleting lease {self.namespace}/{name} failed: {exc.status} {exc.reason}",
-                status=int(exc.status or 0),
-            ) from exc
-        except OSError as exc:
-            raise KubeError(f"cannot reach the Kubernetes API: {exc}") from exc
+            calls.call_sync(
+                f"delete lease {self.namespace}/{name}",
+                coordination.delete_namespaced_lease,
+                name,
+                self.namespace,
+            )
+        except NotFound:
+            return False
         return True
 
 

@@ -19,14 +19,11 @@ Needs RBAC ``secrets: get, create, update`` (config/rbac).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from berth_operator.api.constants import TASK_MASTER_SECRET, WORKER_REDIS_SECRET
 from berth_operator.builders.names import SessionRef, session_secret_name
@@ -43,7 +40,7 @@ from berth_operator.builders.secrets import (
     session_secret_update,
 )
 from berth_operator.errors import AlreadyExists, KubeError, NotFound
-from berth_operator.k8s.client import _translate
+from berth_operator.k8s import calls
 
 T = TypeVar("T")
 
@@ -58,24 +55,14 @@ class SecretApi:
     @classmethod
     def from_kube(cls, kube: Any) -> SecretApi:
         """Share the ApiClient of a :class:`berth_operator.k8s.client.KubeClient`."""
-        return cls(kube._api)
+        return cls(kube.api_client)
 
     async def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        def run() -> T:
-            try:
-                return fn(*args, **kwargs)
-            except ApiException as exc:
-                raise _translate(exc, what) from None  # the body may echo data: not chained
-            except OSError as exc:
-                raise KubeError(f"{what}: cannot reach the Kubernetes API: {exc}") from None
-
-        return await asyncio.to_thread(run)
+        # secret=True: an answer about a Secret may echo its data, so errors are not chained.
+        return await calls.call(what, fn, *args, secret=True, **kwargs)
 
     def _decoded(self, response: Any) -> dict[str, Any]:
-        data = json.loads(response.data or b"{}")
-        if not isinstance(data, dict):
-            raise KubeError("unexpected (non-object) answer from the API")
-        return data
+        return calls.decode_object("Secret API call", response.data)
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The Secret as a dict, or None when it does not exist."""

@@ -1,0 +1,88 @@
+"""The one place where ``kubernetes`` client errors become :mod:`berth_operator.errors`.
+
+Every module of ``berth_operator.k8s`` makes its API calls through :func:`call_sync` (the
+short-lived plugin) or :func:`call` (the operator: the synchronous client in a worker thread), so
+the rest of the operator never sees ``ApiException`` and every error reads the same way:
+
+- 404 → ``NotFound``; 409 with reason ``AlreadyExists`` → ``AlreadyExists``; other 409 →
+  ``Conflict``; any other status → ``KubeError`` (``status`` and ``reason`` set from the
+  apiserver's ``Status`` body, as in the Kubernetes API conventions);
+- urllib3 connection failures (``OSError``) → ``KubeError`` "cannot reach the Kubernetes API".
+
+``secret=True`` drops the exception chain: an apiserver answer about a Secret may echo its data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kubernetes.client.exceptions import ApiException
+
+from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound
+
+T = TypeVar("T")
+
+
+def translate(exc: ApiException, what: str) -> KubeError:
+    """The ``berth_operator.errors`` exception for ``exc``; ``what`` names the call
+    (e.g. ``"create pod ns/name"``) and starts the message."""
+    status = int(exc.status or 0)
+    reason = ""
+    message = str(exc.reason or "")
+    try:
+        body = json.loads(exc.body or "{}")
+        reason = str(body.get("reason") or "")
+        message = str(body.get("message") or message)
+    except (ValueError, TypeError, AttributeError):
+        pass
+    text = f"{what}: {status} {reason} {message}".strip()
+    if status == 404:
+        return NotFound(text, status=status, reason=reason)
+    if status == 409 and reason == "AlreadyExists":
+        return AlreadyExists(text, status=status, reason=reason)
+    if status == 409:
+        return Conflict(text, status=status, reason=reason)
+    return KubeError(text, status=status, reason=reason)
+
+
+def call_sync(
+    what: str, fn: Callable[..., T], *args: Any, secret: bool = False, **kwargs: Any
+) -> T:
+    """``fn(*args, **kwargs)`` with its errors translated (module docstring)."""
+    try:
+        return fn(*args, **kwargs)
+    except ApiException as exc:
+        if secret:
+            raise translate(exc, what) from None
+        raise translate(exc, what) from exc
+    except OSError as exc:  # urllib3 connection errors
+        error = KubeError(f"{what}: cannot reach the Kubernetes API: {exc}")
+        if secret:
+            raise error from None
+        raise error from exc
+
+
+async def call(
+    what: str, fn: Callable[..., T], *args: Any, secret: bool = False, **kwargs: Any
+) -> T:
+    """:func:`call_sync` in a worker thread (the default executor, sized like the pool)."""
+
+    def run() -> T:
+        return call_sync(what, fn, *args, secret=secret, **kwargs)
+
+    return await asyncio.to_thread(run)
+
+
+def decode_object(what: str, data: bytes | str | None) -> dict[str, Any]:
+    """The JSON object of a raw answer (``_preload_content=False``). Raises ``KubeError`` when
+    the answer is not a JSON object."""
+    try:
+        out = json.loads(data or b"{}")
+    except ValueError as exc:
+        raise KubeError(f"{what}: answer is not JSON: {exc}") from exc
+    if not isinstance(out, dict):
+        raise KubeError(f"{what}: unexpected (non-object) answer from the API")
+    return out
