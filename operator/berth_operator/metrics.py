@@ -12,9 +12,8 @@ from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from berth_operator.api.agentsession import Phase
-from berth_operator.reconcile.passivation import OUTCOMES, TRIGGERS
-from berth_operator.reconcile.replacement import PlacementReason
+from berth_operator.api.agentsession import OUTCOMES, TRIGGERS, Phase
+from berth_operator.api.conditions import PlacementReason
 
 PHASES: Final[tuple[Phase, ...]] = (
     "Pending",
@@ -123,7 +122,7 @@ def forget_laneworker(namespace: str, laneworker: str) -> None:
 
 
 # --- Passivation before eviction (issue 7, ARCHITECTURE.md §8) ---------------------------------
-# Labels: reason ∈ reconcile.passivation.TRIGGERS, outcome ∈ reconcile.passivation.OUTCOMES.
+# Labels: reason ∈ api.agentsession.TRIGGERS, outcome ∈ api.agentsession.OUTCOMES.
 
 _PASSIVATION_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 8, 13, 20, 30, 60, 120, 300, 600)
 

@@ -10,7 +10,7 @@ bad manifest with a message naming the field. The operator parses objects it rea
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field
 
@@ -41,6 +41,15 @@ PassivationTrigger = Literal["node_drain", "eviction", "manual", "suspend"]
 disruption taint), an eviction request for its pod, a manual request (``kubectl berth passivate``),
 or ``spec.suspend``. Also the ``reason`` sent in ``POST /v1/passivate`` and a metric label."""
 PassivationOutcome = Literal["passivating", "passivated", "deadline", "completed", "failed"]
+
+NODE_DRAIN: Final = "node_drain"
+EVICTION: Final = "eviction"
+MANUAL: Final = "manual"
+SUSPEND: Final = "suspend"
+TRIGGERS: Final[tuple[PassivationTrigger, ...]] = (NODE_DRAIN, EVICTION, MANUAL, SUSPEND)
+"""All passivation reasons (metric label values)."""
+OUTCOMES: Final[tuple[PassivationOutcome, ...]] = ("passivated", "deadline", "completed", "failed")
+"""Final outcomes of a passivation (metric label values)."""
 
 MODEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"
 THRESHOLD_PATTERN = r"^((0(\.[0-9]+)?|1(\.0+)?)|(100|[1-9]?[0-9])(\.[0-9]+)?%)$"
@@ -371,6 +380,13 @@ class AgentSessionSpec(K8sModel):
             ]
         }
     }
+
+    def passivation_deadline_seconds(self, default: int) -> int:
+        """``passivation.deadlineSeconds``, else ``default`` (the operator's
+        ``BERTH_PASSIVATION_DEADLINE_SECONDS``); seconds."""
+        if self.passivation is not None and self.passivation.deadline_seconds is not None:
+            return self.passivation.deadline_seconds
+        return default
 
 
 class RunRecord(K8sModel):

@@ -7,6 +7,7 @@ null. Attribute docstrings become the OpenAPI ``description`` that ``kubectl exp
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -48,7 +49,6 @@ PreservedList = Annotated[
     ),
 ]
 
-DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 LABEL_KEY_CEL = (  # no backslashes: it is embedded in a CEL string literal
@@ -134,3 +134,18 @@ class Toleration(K8sModel):
     """Taint effect to match; empty matches all effects."""
     toleration_seconds: Int64 | None = None
     """For NoExecute: how long the pod stays bound after the taint appears (seconds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRef:
+    """Identity of one AgentSession object."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int = 0
+
+    @property
+    def key(self) -> str:
+        """``<namespace>/<name>`` (BERTH_SESSION)."""
+        return f"{self.namespace}/{self.name}"

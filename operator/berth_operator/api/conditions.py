@@ -142,3 +142,29 @@ def get_condition(conditions: list[Condition] | None, type_: str) -> Condition |
         if cond.type == type_:
             return cond
     return None
+
+
+class PlacementReason:
+    """Why a pod was placed (pod annotation berth.dev/placement-reason, metric label)."""
+
+    INITIAL: Final = "Initial"
+    CRASHED: Final = Reason.POD_CRASHED
+    NODE_LOST: Final = Reason.NODE_LOST
+    EVICTED: Final = Reason.POD_EVICTED
+    DELETED: Final = Reason.POD_DELETED
+    RUN_FAILED: Final = Reason.RUN_FAILED
+    PASSIVATED: Final = "Passivated"
+    FENCED: Final = "Fenced"
+    INTERRUPTED: Final = "PlacementInterrupted"
+
+    ALL: Final = (
+        INITIAL,
+        CRASHED,
+        NODE_LOST,
+        EVICTED,
+        DELETED,
+        RUN_FAILED,
+        PASSIVATED,
+        FENCED,
+        INTERRUPTED,
+    )

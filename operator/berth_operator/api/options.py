@@ -51,7 +51,7 @@ from berth_operator.api.common import K8sModel
 OPTIONS_SCHEMA_VERSION: Literal[1] = 1
 
 
-class SessionRef(K8sModel):
+class SessionIdentity(K8sModel):
     """Which AgentSession the pod serves."""
 
     namespace: str
@@ -107,7 +107,7 @@ class SessionPodOptions(K8sModel):
 
     schema_version: Literal[1] = OPTIONS_SCHEMA_VERSION
     """Version of this document (1)."""
-    session: SessionRef
+    session: SessionIdentity
     """The AgentSession."""
     prompt: str
     """The task (spec.prompt)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from berth_operator.api.agentsession import AgentSessionSpec
+from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import (
     COMPONENT_STORE_CLEANUP,
     LABEL_COMPONENT,
@@ -23,7 +24,7 @@ from berth_operator.api.constants import (
     MANAGED_BY,
     SHARED_MOUNT_PATH,
 )
-from berth_operator.builders.names import SessionRef, session_store_path, workspace_root_subpath
+from berth_operator.builders.names import session_store_path, workspace_root_subpath
 from berth_operator.settings import OperatorSettings
 
 CLEANUP_TTL_SECONDS = 300

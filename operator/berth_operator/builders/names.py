@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from berth_operator.api.agentsession import AgentSessionSpec
+from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import (
     API_VERSION,
     COMPONENT_SESSION,
@@ -28,21 +28,6 @@ from berth_operator.api.constants import (
 from berth_operator.errors import SpecError
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
-
-@dataclass(frozen=True, slots=True)
-class SessionRef:
-    """Identity of one AgentSession object."""
-
-    namespace: str
-    name: str
-    uid: str
-    generation: int = 0
-
-    @property
-    def key(self) -> str:
-        """``<namespace>/<name>`` (BERTH_SESSION)."""
-        return f"{self.namespace}/{self.name}"
 
 
 def pod_name(session: str, epoch: int) -> str:

@@ -23,8 +23,9 @@ from __future__ import annotations
 from typing import Any
 
 from berth_operator.api.agentsession import AgentSessionSpec
+from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import LABEL_SESSION_UID
-from berth_operator.builders.names import SessionRef, owner_reference, session_labels
+from berth_operator.builders.names import owner_reference, session_labels
 
 
 def pdb_name(session: str) -> str:

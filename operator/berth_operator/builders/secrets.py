@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from berth_operator.api.agentsession import AgentSessionSpec
+from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import (
     LABEL_LLM_CREDENTIALS,
     LABEL_MANAGED_BY,
@@ -36,7 +37,7 @@ from berth_operator.api.constants import (
     WORKER_REDIS_SECRET,
     WORKER_REDIS_URL_KEY,
 )
-from berth_operator.builders.names import SessionRef, owner_reference, session_secret_name
+from berth_operator.builders.names import owner_reference, session_secret_name
 from session_runtime.transport.auth import derive_session_key
 
 MASTER_KEY_BYTES: Final = 32

@@ -33,6 +33,7 @@ import json
 from typing import Any
 
 from berth_operator.api.agentsession import AgentSessionSpec
+from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import (
     ANNOTATION_REPLACED_REASON,
     ANNOTATION_RESUME_RUN_ID,
@@ -58,11 +59,10 @@ from berth_operator.api.options import (
     LaneWorkerTarget,
     LLMOptions,
     PassivationOptions,
+    SessionIdentity,
     SessionPodOptions,
 )
-from berth_operator.api.options import SessionRef as OptionsSessionRef
 from berth_operator.builders.names import (
-    SessionRef,
     options_configmap_name,
     owner_reference,
     pod_name,
@@ -82,13 +82,6 @@ SHUTDOWN_MARGIN_SECONDS = 15
 def result_stream(ref: SessionRef) -> str:
     """Reply stream of the session: ``berth:{ns}:s:{uid}:results`` (ARCHITECTURE.md §7)."""
     return f"berth:{ref.namespace}:s:{ref.uid}:results"
-
-
-def passivation_deadline(spec: AgentSessionSpec, settings: OperatorSettings) -> int:
-    """spec.passivation.deadlineSeconds or the operator default (seconds)."""
-    if spec.passivation is not None and spec.passivation.deadline_seconds is not None:
-        return spec.passivation.deadline_seconds
-    return settings.passivation_deadline_seconds
 
 
 def build_options(
@@ -112,7 +105,7 @@ def build_options(
                 lane_worker=target,
             )
     return SessionPodOptions(
-        session=OptionsSessionRef(namespace=ref.namespace, name=ref.name, uid=ref.uid),
+        session=SessionIdentity(namespace=ref.namespace, name=ref.name, uid=ref.uid),
         prompt=spec.prompt,
         model=spec.model,
         llm=LLMOptions(base_url=spec.llm.base_url if spec.llm else None),
@@ -123,7 +116,11 @@ def build_options(
         lanes=lanes,
         result_stream=result_stream(ref),
         keep_alive=bool(spec.keep_alive),
-        passivation=PassivationOptions(deadline_seconds=passivation_deadline(spec, settings)),
+        passivation=PassivationOptions(
+            deadline_seconds=spec.passivation_deadline_seconds(
+                settings.passivation_deadline_seconds
+            )
+        ),
     )
 
 
@@ -315,7 +312,9 @@ def build_session_pod(
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": passivation_deadline(spec, settings)
+        "terminationGracePeriodSeconds": spec.passivation_deadline_seconds(
+            settings.passivation_deadline_seconds
+        )
         + SHUTDOWN_MARGIN_SECONDS,
         "securityContext": {
             "runAsNonRoot": True,

@@ -34,6 +34,7 @@ import kopf
 from pydantic import ValidationError
 
 from berth_operator.api.agentsession import AgentSessionSpec, AgentSessionStatus
+from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import (
     ANNOTATION_DELETE_STORE,
     COMPONENT_SESSION,
@@ -44,7 +45,6 @@ from berth_operator.api.constants import (
     VERSION,
 )
 from berth_operator.builders.cleanup_job import build_store_cleanup_job
-from berth_operator.builders.names import SessionRef
 from berth_operator.builders.pdb import build_session_pdb
 from berth_operator.builders.secrets import llm_credentials_problem, needs_task_master
 from berth_operator.builders.session_pod import (

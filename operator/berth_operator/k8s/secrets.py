@@ -25,8 +25,9 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
+from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import TASK_MASTER_SECRET, WORKER_REDIS_SECRET
-from berth_operator.builders.names import SessionRef, session_secret_name
+from berth_operator.builders.names import session_secret_name
 from berth_operator.builders.secrets import (
     api_token_of,
     build_session_secret,

@@ -43,27 +43,19 @@ from datetime import datetime, timedelta
 from typing import Final, Literal
 
 from berth_operator.api.agentsession import (
+    EVICTION,
+    MANUAL,
+    NODE_DRAIN,
+    SUSPEND,
+    TRIGGERS,
     PassivationOutcome,
     PassivationStatus,
     PassivationTrigger,
 )
+from berth_operator.api.conditions import PlacementReason
 from berth_operator.api.options import RuntimeState
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod
-from berth_operator.reconcile.replacement import PlacementReason, Verdict
-
-NODE_DRAIN: Final = "node_drain"
-EVICTION: Final = "eviction"
-MANUAL: Final = "manual"
-SUSPEND: Final = "suspend"
-TRIGGERS: Final[tuple[PassivationTrigger, ...]] = (NODE_DRAIN, EVICTION, MANUAL, SUSPEND)
-"""All passivation reasons (metric label values)."""
-OUTCOMES: Final[tuple[PassivationOutcome, ...]] = (
-    "passivated",
-    "deadline",
-    "completed",
-    "failed",
-)
-"""Final outcomes of a passivation (metric label values)."""
+from berth_operator.reconcile.replacement import Verdict
 
 DISRUPTION_TAINTS: Final[Mapping[str, str]] = {
     "node.kubernetes.io/unschedulable": "is cordoned",

@@ -25,41 +25,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, Literal
+from typing import Literal
 
 from pydantic import ValidationError
 
-from berth_operator.api.conditions import Reason
+from berth_operator.api.conditions import PlacementReason, Reason
 from berth_operator.api.options import TerminationMessage
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod
 
 VerdictKind = Literal["alive", "completed", "budget_exhausted", "replace"]
-
-
-class PlacementReason:
-    """Why a pod was placed (pod annotation berth.dev/placement-reason, metric label)."""
-
-    INITIAL: Final = "Initial"
-    CRASHED: Final = Reason.POD_CRASHED
-    NODE_LOST: Final = Reason.NODE_LOST
-    EVICTED: Final = Reason.POD_EVICTED
-    DELETED: Final = Reason.POD_DELETED
-    RUN_FAILED: Final = Reason.RUN_FAILED
-    PASSIVATED: Final = "Passivated"
-    FENCED: Final = "Fenced"
-    INTERRUPTED: Final = "PlacementInterrupted"
-
-    ALL: Final = (
-        INITIAL,
-        CRASHED,
-        NODE_LOST,
-        EVICTED,
-        DELETED,
-        RUN_FAILED,
-        PASSIVATED,
-        FENCED,
-        INTERRUPTED,
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,15 +39,20 @@ from berth_operator.api.agentsession import (
     RunRecord,
     Usage,
 )
-from berth_operator.api.common import Condition, ConditionStatus
-from berth_operator.api.conditions import CondType, Reason, get_condition, set_condition
+from berth_operator.api.common import Condition, ConditionStatus, SessionRef
+from berth_operator.api.conditions import (
+    CondType,
+    PlacementReason,
+    Reason,
+    get_condition,
+    set_condition,
+)
 from berth_operator.api.constants import MAX_RESULT_TEXT, MAX_RUNS_IN_STATUS
 from berth_operator.api.options import RuntimeState, TerminationMessage, UsageView
-from berth_operator.builders.names import SessionRef, pod_name
-from berth_operator.builders.session_pod import passivation_deadline
+from berth_operator.builders.names import pod_name
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod
-from berth_operator.reconcile.replacement import PlacementReason, Verdict, classify
+from berth_operator.reconcile.replacement import Verdict, classify
 from berth_operator.settings import OperatorSettings
 
 NOT_RUNNING_REQUEUE = 1.0
@@ -665,7 +670,9 @@ def _passivation_alive(
         pod,
         trigger,
         now,
-        deadline_seconds=passivation_deadline(obs.spec, settings),
+        deadline_seconds=obs.spec.passivation_deadline_seconds(
+            settings.passivation_deadline_seconds
+        ),
         state=obs.state,
     )
     if decision.kind == "none" or decision.record is None:

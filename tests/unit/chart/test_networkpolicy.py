@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from berth_operator.api.agentsession import AgentSessionSpec
+from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import LABEL_MANAGED_BY, MANAGED_BY, SESSION_PORT
 from berth_operator.builders import laneworker
-from berth_operator.builders.names import SessionRef, session_labels
+from berth_operator.builders.names import session_labels
 
 from tests.unit.chart.helm import by_kind, documents, one, render
 from tests.unit.chart.netpol import Endpoint, allowed, selects

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from berth_operator.api.agentsession import AgentSessionSpec, AgentSessionStatus
+from berth_operator.api.common import SessionRef
 from berth_operator.api.options import RuntimeState
-from berth_operator.builders.names import SessionRef
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node, observe_pod
 from berth_operator.reconcile.session import Observation
 

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 from berth_operator.api.agentsession import PassivationStatus
-from berth_operator.api.conditions import get_condition
+from berth_operator.api.conditions import PlacementReason, get_condition
 from berth_operator.api.options import RuntimeState
 from berth_operator.builders.pdb import build_session_pdb
 from berth_operator.builders.session_pod import build_session_pod, with_avoided_nodes
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile.observe import observe_node
-from berth_operator.reconcile.replacement import PlacementReason, Verdict
+from berth_operator.reconcile.replacement import Verdict
 from berth_operator.reconcile.session import Plan, decide
 from berth_operator.settings import OperatorSettings
 
