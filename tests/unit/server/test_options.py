@@ -116,7 +116,7 @@ def test_reads_what_the_operator_writes() -> None:
     op = pytest.importorskip("berth_operator.api.options")
     spec = pytest.importorskip("berth_operator.api.agentsession")
     written = op.SessionPodOptions(
-        session=op.SessionRef(namespace="team-a", name="fix", uid="u-1"),
+        session=op.SessionIdentity(namespace="team-a", name="fix", uid="u-1"),
         prompt="fix it",
         model="openai/gpt-4o-mini",
         llm=op.LLMOptions(base_url="http://127.0.0.1:9/v1"),
