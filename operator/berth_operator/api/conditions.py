@@ -7,6 +7,7 @@ constants documented here; the whole list is written at once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
@@ -168,3 +169,32 @@ class PlacementReason:
         FENCED,
         INTERRUPTED,
     )
+
+
+class ConditionSet:
+    """Accumulates condition updates of one decision (:func:`set_condition` semantics:
+    ``lastTransitionTime`` moves only when a status changes; ``observedGeneration`` set)."""
+
+    def __init__(
+        self, existing: Sequence[Condition] | None, now: datetime, generation: int | None
+    ) -> None:
+        self.items = list(existing or [])
+        self.now = now
+        self.generation = generation
+
+    def set(self, type_: str, status: ConditionStatus, reason: str, message: str = "") -> None:
+        self.items = set_condition(
+            self.items, type_, status, reason, message, now=self.now, generation=self.generation
+        )
+
+    def get(self, type_: str) -> Condition | None:
+        return get_condition(self.items, type_)
+
+    def is_true(self, type_: str) -> bool:
+        cond = self.get(type_)
+        return cond is not None and cond.status == "True"
+
+    def ensure(self, type_: str, status: ConditionStatus, reason: str) -> None:
+        """Set only when absent (keeps the message of an earlier decision)."""
+        if self.get(type_) is None:
+            self.set(type_, status, reason)

@@ -27,6 +27,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -44,6 +45,7 @@ from berth_operator.api.constants import (
     SESSION_PLURAL,
     VERSION,
 )
+from berth_operator.api.options import RuntimeState
 from berth_operator.builders.cleanup_job import build_store_cleanup_job
 from berth_operator.builders.pdb import build_session_pdb
 from berth_operator.builders.secrets import llm_credentials_problem, needs_task_master
@@ -61,22 +63,25 @@ from berth_operator.errors import (
     RuntimeUnreachable,
 )
 from berth_operator.handlers.context import OperatorContext
+from berth_operator.handlers.status_writes import write_status
 from berth_operator.metrics import (
     PLACEMENTS,
     RECONCILE_ERRORS,
     RECONCILE_SECONDS,
     STATE_REFRESH_FAILURES,
-    STATUS_WRITES,
     observe_passivation,
 )
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node, observe_pod
-from berth_operator.reconcile.passivation import Trigger, node_disruption, pdb_wanted
-from berth_operator.reconcile.session import Observation, Plan, decide
+from berth_operator.reconcile.passivation import Trigger, node_disruption
+from berth_operator.reconcile.plan import CreatePod, Observation, PassivateCall, Plan
+from berth_operator.reconcile.session import decide
 
 log = logging.getLogger("berth.operator")
 
 POD_LABELS = {LABEL_SESSION_UID: kopf.PRESENT, LABEL_COMPONENT: COMPONENT_SESSION}
 ERROR_RETRY_SECONDS = 5.0
+UNPARSEABLE_RETRY_SECONDS = 60.0
+"""Seconds before an object that does not parse is read again (an edit wakes it sooner)."""
 
 
 @kopf.index("pods", labels=POD_LABELS)  # type: ignore[arg-type]
@@ -272,6 +277,9 @@ async def reconcile_session(
         RECONCILE_ERRORS.labels(kind="api").inc()
         log.warning("reconcile %s/%s: %s", namespace, name, exc)
         return ERROR_RETRY_SECONDS
+    except ValidationError as exc:
+        log.error("AgentSession %s/%s does not parse: %s", namespace, name, exc)
+        return UNPARSEABLE_RETRY_SECONDS
     except Exception:
         RECONCILE_ERRORS.labels(kind="unexpected").inc()
         log.exception("reconcile %s/%s failed", namespace, name)
@@ -288,7 +296,7 @@ async def _reconcile(
     cached: list[ObservedPod],
     disruptions: dict[str, Trigger],
 ) -> float | None:
-    settings = ctx.settings
+    """Observe, ``decide`` (pure), apply."""
     try:
         body = await ctx.kube.get_session(namespace, name)
     except NotFound:
@@ -296,158 +304,178 @@ async def _reconcile(
     meta = body["metadata"]
     if meta.get("uid") != uid or meta.get("deletionTimestamp"):
         return None
-    try:
-        spec = AgentSessionSpec.model_validate(body.get("spec") or {})
-        status = AgentSessionStatus.model_validate(body.get("status") or {})
-    except ValidationError as exc:
-        log.error("AgentSession %s/%s does not parse: %s", namespace, name, exc)
-        return 60.0
-    ref = SessionRef(namespace, name, uid, int(meta.get("generation") or 0))
+    obs = await _observe(ctx, body, cached, disruptions)
+    return await _apply(ctx, body, obs, decide(obs, ctx.settings))
+
+
+async def _observe(
+    ctx: OperatorContext,
+    body: dict[str, Any],
+    cached: list[ObservedPod],
+    disruptions: dict[str, Trigger],
+) -> Observation:
+    """Everything ``decide`` looks at: the object, the cached pods and the pod created but not yet
+    cached, the nodes of pods that are not obviously healthy, the runtime's /v1/state, eviction
+    requests, and — only when a pod may have to be placed — missing LaneWorkers and the LLM
+    credentials check. Raises ``ValidationError`` for an object that does not parse."""
+    meta = body["metadata"]
+    namespace, uid = meta["namespace"], meta["uid"]
+    spec = AgentSessionSpec.model_validate(body.get("spec") or {})
+    status = AgentSessionStatus.model_validate(body.get("status") or {})
+    ref = SessionRef(namespace, meta["name"], uid, int(meta.get("generation") or 0))
     inflight = ctx.inflight_for(uid, {p.name for p in cached})
     nodes = await _nodes_for(ctx, cached, status)
-
     current = next((p for p in cached if p.epoch == (status.epoch or 0)), None)
-    state = None
-    state_error = None
-    if (
-        current is not None
-        and current.phase == "Running"
-        and current.pod_ip
-        and not current.deleting
-        and current.terminated is None
-    ):
-        try:
-            state = await ctx.runtime.state(current.pod_ip, await _api_token(ctx, ref))
-        except RuntimeUnreachable as exc:
-            if isinstance(exc, RuntimeUnauthorized):
-                ctx.tokens.pop(uid, None)  # re-read the Secret next time
-            STATE_REFRESH_FAILURES.inc()
-            state_error = str(exc)
-            if current.node_name and current.node_name not in nodes:
-                node = await ctx.kube.get_node(current.node_name)
-                nodes[current.node_name] = observe_node(node, current.node_name)
+    state, state_error = await _runtime_state(ctx, ref, current, nodes)
     evictions = frozenset(ctx.evictions.get(uid, ()))
-    if (
-        current is not None
-        and current.name in evictions
-        and current.node_name
-        and current.node_name not in disruptions
-    ):
-        # Read the node fresh: a drain cordons before it evicts, and the eviction request
-        # (webhook) can arrive before the node watch event; the reason is then node_drain.
-        trigger = node_disruption(
-            observe_node(await ctx.kube.get_node(current.node_name), current.node_name)
-        )
-        if trigger is not None:
-            disruptions = {**disruptions, current.node_name: trigger}
+    if current is not None and current.name in evictions:
+        disruptions = await _with_eviction_node(ctx, current, disruptions)
     missing: list[str] = []
     credentials = None
     alive = [p for p in cached if not p.deleting and p.terminated is None]
     if not alive and inflight is None:
         missing = await _missing_laneworkers(ctx, namespace, spec)
         credentials = await _credentials_problem(ctx, namespace, spec)
-
-    plan = decide(
-        Observation(
-            ref=ref,
-            spec=spec,
-            status=status,
-            pods=tuple(cached),
-            nodes=nodes,
-            inflight=inflight,
-            state=state,
-            state_error=state_error,
-            missing_laneworkers=tuple(missing),
-            credentials_problem=credentials,
-            now=datetime.now(UTC).replace(microsecond=0),
-            node_disruptions=disruptions,
-            evictions=evictions,
-            precise_now=_now_ms(),
-        ),
-        settings,
+    return Observation(
+        ref=ref,
+        spec=spec,
+        status=status,
+        pods=tuple(cached),
+        nodes=nodes,
+        inflight=inflight,
+        state=state,
+        state_error=state_error,
+        missing_laneworkers=tuple(missing),
+        credentials_problem=credentials,
+        now=datetime.now(UTC).replace(microsecond=0),
+        node_disruptions=disruptions,
+        evictions=evictions,
+        precise_now=_now_ms(),
     )
 
-    # 1. status first: the bumped epoch is durable before any pod of that epoch exists.
-    new_status = plan.status.wire()
-    if new_status != status.wire():
-        body["status"] = new_status
-        try:
-            body = await ctx.kube.replace_session_status(body)
-        except Conflict:
-            STATUS_WRITES.labels(result="conflict").inc()
-            raise
-        STATUS_WRITES.labels(result="written").inc()
-    else:
-        STATUS_WRITES.labels(result="unchanged").inc()
-    ctx.phases.set(uid, plan.status.phase)
 
+async def _runtime_state(
+    ctx: OperatorContext,
+    ref: SessionRef,
+    current: ObservedPod | None,
+    nodes: dict[str, ObservedNode],
+) -> tuple[RuntimeState | None, str | None]:
+    """(/v1/state of the current pod, the error reading it). An unreachable runtime makes its
+    node worth a look (added to ``nodes``); a refused token is re-read from its Secret next time."""
+    if (
+        current is None
+        or current.phase != "Running"
+        or not current.pod_ip
+        or current.deleting
+        or current.terminated is not None
+    ):
+        return None, None
+    try:
+        return await ctx.runtime.state(current.pod_ip, await _api_token(ctx, ref)), None
+    except RuntimeUnreachable as exc:
+        if isinstance(exc, RuntimeUnauthorized):
+            ctx.tokens.pop(ref.uid, None)
+        STATE_REFRESH_FAILURES.inc()
+        if current.node_name and current.node_name not in nodes:
+            node = await ctx.kube.get_node(current.node_name)
+            nodes[current.node_name] = observe_node(node, current.node_name)
+        return None, str(exc)
+
+
+async def _with_eviction_node(
+    ctx: OperatorContext, current: ObservedPod, disruptions: dict[str, Trigger]
+) -> dict[str, Trigger]:
+    """``disruptions`` plus the node of a pod whose eviction was requested, read fresh: a drain
+    cordons before it evicts, and the eviction request (webhook) can arrive before the node watch
+    event; the reason is then ``node_drain``."""
+    if not current.node_name or current.node_name in disruptions:
+        return disruptions
+    node = observe_node(await ctx.kube.get_node(current.node_name), current.node_name)
+    trigger = node_disruption(node)
+    return disruptions if trigger is None else {**disruptions, current.node_name: trigger}
+
+
+async def _apply(
+    ctx: OperatorContext,
+    body: dict[str, Any],
+    obs: Observation,
+    plan: Plan,
+    *,
+    may_create: bool = True,
+) -> float:
+    """Carry out ``plan`` in order: status (the bumped epoch is durable before any pod of that
+    epoch exists), deletes, the passivate call, the create, Events. Returns the requeue delay."""
+    body = await write_status(ctx.kube, body, obs.status, plan.status)
+    ctx.phases.set(obs.ref.uid, plan.status.phase)
     for metric in plan.metrics:
         observe_passivation(metric.kind, metric.reason, metric.outcome, metric.seconds)
-
-    # 2. deletes
     for d in plan.delete:
         await ctx.kube.delete_pod(
-            namespace, d.name, uid=d.uid, force=d.force, grace_seconds=d.grace_seconds
+            obs.ref.namespace, d.name, uid=d.uid, force=d.force, grace_seconds=d.grace_seconds
         )
     if plan.passivate is not None:
-        try:
-            await ctx.runtime.passivate(
-                plan.passivate.pod_ip,
-                plan.passivate.reason,
-                plan.passivate.deadline_ms,
-                await _api_token(ctx, ref),
-            )
-        except RuntimeUnreachable as exc:
-            # The deadline in status still applies: the pod is deleted at the latest then.
-            log.info("%s/%s: passivate not delivered yet: %s", namespace, name, exc)
-
-    # 3. create (the direct LIST is the guard against a stale cache and a restarted operator)
-    if plan.create is not None:
-        pod = build_session_pod(
-            ref,
-            spec,
-            settings,
-            epoch=plan.create.epoch,
-            resume_run_id=plan.create.resume_run_id,
-            reason=plan.create.reason,
-            avoid_nodes=plan.create.avoid_nodes,
-        )
-        target = pod["metadata"]["name"]
-        existing = await ctx.kube.list_pods(namespace, f"{LABEL_SESSION_UID}={uid}")
-        others = [p for p in existing if p["metadata"]["name"] != target]
-        if any(p["metadata"]["name"] == target for p in existing):
-            ctx.mark_inflight(uid, target)
-        elif others:
-            log.info(
-                "%s/%s: %d old pod(s) still exist; not creating %s",
-                namespace,
-                name,
-                len(others),
-                target,
-            )
-            for other in others:
-                if not other["metadata"].get("deletionTimestamp"):
-                    await ctx.kube.delete_pod(
-                        namespace, other["metadata"]["name"], uid=other["metadata"]["uid"]
-                    )
-            _post_events(body, plan)
-            return 1.0
-        else:
-            if ctx.disruption is not None and pdb_wanted(settings.pdb_enabled, False):
-                await ctx.disruption.ensure_pdb(build_session_pdb(ref, spec))
-            await _ensure_secrets(ctx, ref, spec)
-            if ctx.configmap_generation.get(uid) != ref.generation:
-                options = build_options(ref, spec, settings)
-                await ctx.kube.apply_configmap(build_options_configmap(ref, spec, options))
-                ctx.configmap_generation[uid] = ref.generation
-            try:
-                await ctx.kube.create_pod(pod)
-                PLACEMENTS.labels(reason=plan.create.reason).inc()
-            except AlreadyExists:
-                pass
-            ctx.mark_inflight(uid, target)
+        await _passivate(ctx, obs.ref, plan.passivate)
     _post_events(body, plan)
-    return plan.requeue_after if plan.requeue_after is not None else settings.status_refresh_seconds
+    if plan.create is not None and may_create:
+        listed = await _create(ctx, obs, plan.create)
+        if listed:
+            # The cache was stale: other pods exist. Decide again with what the apiserver
+            # listed (never two pods of one session); that decision waits for them to go.
+            log.info("%s: %d other pod(s) exist; deciding again", obs.ref.key, len(listed))
+            again = replace(obs, status=plan.status, pods=listed, inflight=None)
+            return await _apply(ctx, body, again, decide(again, ctx.settings), may_create=False)
+    if plan.requeue_after is not None:
+        return plan.requeue_after
+    return ctx.settings.status_refresh_seconds
+
+
+async def _passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall) -> None:
+    """POST /v1/passivate; an undelivered request is retried by the next decision (the deadline
+    in status still applies: the pod is deleted at the latest then)."""
+    try:
+        token = await _api_token(ctx, ref)
+        await ctx.runtime.passivate(call.pod_ip, call.reason, call.deadline_ms, token)
+    except RuntimeUnreachable as exc:
+        log.info("%s: passivate not delivered yet: %s", ref.key, exc)
+
+
+async def _create(
+    ctx: OperatorContext, obs: Observation, create: CreatePod
+) -> tuple[ObservedPod, ...]:
+    """Create the pod of ``create.epoch`` unless the apiserver (listed directly: the guard
+    against a stale cache and a restarted operator) shows other pods of the session; return
+    those pods (empty when the pod was created or already exists)."""
+    ref, spec, settings = obs.ref, obs.spec, ctx.settings
+    pod = build_session_pod(
+        ref,
+        spec,
+        settings,
+        epoch=create.epoch,
+        resume_run_id=create.resume_run_id,
+        reason=create.reason,
+        avoid_nodes=create.avoid_nodes,
+    )
+    target = pod["metadata"]["name"]
+    existing = await ctx.kube.list_pods(ref.namespace, f"{LABEL_SESSION_UID}={ref.uid}")
+    if any(p["metadata"]["name"] == target for p in existing):
+        ctx.mark_inflight(ref.uid, target)
+        return ()
+    if existing:
+        return tuple(observe_pod(p) for p in existing)
+    if ctx.disruption is not None:  # PDBs enabled
+        await ctx.disruption.ensure_pdb(build_session_pdb(ref, spec))
+    await _ensure_secrets(ctx, ref, spec)
+    if ctx.configmap_generation.get(ref.uid) != ref.generation:
+        options = build_options(ref, spec, settings)
+        await ctx.kube.apply_configmap(build_options_configmap(ref, spec, options))
+        ctx.configmap_generation[ref.uid] = ref.generation
+    try:
+        await ctx.kube.create_pod(pod)
+        PLACEMENTS.labels(reason=create.reason).inc()
+    except AlreadyExists:
+        pass
+    ctx.mark_inflight(ref.uid, target)
+    return ()
 
 
 def _now_ms() -> datetime:

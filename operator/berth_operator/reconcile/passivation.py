@@ -281,32 +281,3 @@ def seconds_between(start: datetime, end: datetime | None) -> float | None:
     if end is None:
         return None
     return max(0.0, (end - start).total_seconds())
-
-
-def pdb_wanted(enabled: bool, terminal: bool) -> bool:
-    """Whether the session's PodDisruptionBudget should exist before the next pod is created.
-
-    Only while the session can still run a pod; a finished session's pod is terminal and the
-    eviction API lets terminal pods go regardless of budgets.
-    """
-    return enabled and not terminal
-
-
-@dataclass(frozen=True, slots=True)
-class PassivateCall:
-    """``POST http://<pod_ip>:8080/v1/passivate {reason, deadlineMs}`` for the handler to make."""
-
-    pod_ip: str
-    reason: str
-    deadline_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class PassivationMetric:
-    """A latency for the handler to observe: ``passivation`` (requested → pod ended, labelled by
-    outcome) or ``resume`` (pod ended → resumed run seen running). Seconds."""
-
-    kind: Literal["passivation", "resume"]
-    reason: str
-    outcome: str
-    seconds: float

@@ -45,7 +45,7 @@ from datetime import datetime, timedelta
 from typing import Final, Literal
 
 from berth_operator.api.common import Condition, ConditionStatus
-from berth_operator.api.conditions import set_condition
+from berth_operator.api.conditions import ConditionSet
 from berth_operator.api.laneworker import LaneWorkerSpec, LaneWorkerStatus, Pressure
 
 DELETION_COST_ANNOTATION: Final = "controller.kubernetes.io/pod-deletion-cost"
@@ -339,10 +339,10 @@ def scaling_conditions(
 ) -> list[Condition]:
     """The LaneWorker's ``Ready``, ``ScalingActive`` and ``ScalingLimited`` conditions.
 
-    Pure; ``lastTransitionTime`` moves only when a status changes (:func:`set_condition`).
+    Pure; ``lastTransitionTime`` moves only when a status changes (:class:`ConditionSet`).
     ``ScalingLimited`` is kept unchanged when this tick has no recommendation.
     """
-    out = list(conditions)
+    conds = ConditionSet(conditions, now, generation)
     if not obs.deployment_exists:
         ready: tuple[ConditionStatus, str, str] = (
             "False",
@@ -361,7 +361,7 @@ def scaling_conditions(
             LaneWorkerReason.PODS_NOT_READY,
             f"{obs.ready_replicas}/{obs.spec_replicas} pods ready",
         )
-    out = set_condition(out, LaneWorkerCondType.READY, *ready, now=now, generation=generation)
+    conds.set(LaneWorkerCondType.READY, *ready)
 
     if not obs.scaling_enabled:
         active: tuple[ConditionStatus, str, str] = (
@@ -381,9 +381,7 @@ def scaling_conditions(
             LaneWorkerReason.VALID_PRESSURE,
             f"pressure {obs.pressure} from {obs.source}",
         )
-    out = set_condition(
-        out, LaneWorkerCondType.SCALING_ACTIVE, *active, now=now, generation=generation
-    )
+    conds.set(LaneWorkerCondType.SCALING_ACTIVE, *active)
 
     rec = obs.recommendation
     if obs.scaling_enabled and rec is not None:
@@ -405,10 +403,8 @@ def scaling_conditions(
                 LaneWorkerReason.DESIRED_WITHIN_RANGE,
                 f"recommended {rec.replicas} is within [minReplicas, maxReplicas]",
             )
-        out = set_condition(
-            out, LaneWorkerCondType.SCALING_LIMITED, *limited, now=now, generation=generation
-        )
-    return out
+        conds.set(LaneWorkerCondType.SCALING_LIMITED, *limited)
+    return conds.items
 
 
 # ------------------------------------------------------------------------------ observations

@@ -20,119 +20,42 @@ States (status.phase is derived, conditions carry the detail)::
         Resuming (no backoff, replacement avoids the node) ──► Running (Passivated=False Resumed)
         or, with spec.suspend, Passivated (no pod, Passivated=True)
 
-Passivation decisions live in ``reconcile.passivation``; ``_passivation_*`` below apply them.
+Passivation decisions live in ``reconcile.passivation``; ``reconcile.session_passivation`` applies
+them. The input and output types are in ``reconcile.plan``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from berth_operator.api.agentsession import (
-    AgentSessionSpec,
     AgentSessionStatus,
     Checkpoint,
-    PassivationOutcome,
     Phase,
     Result,
     RunRecord,
     Usage,
 )
-from berth_operator.api.common import Condition, ConditionStatus, SessionRef
-from berth_operator.api.conditions import (
-    CondType,
-    PlacementReason,
-    Reason,
-    get_condition,
-    set_condition,
-)
+from berth_operator.api.conditions import ConditionSet, CondType, PlacementReason, Reason
 from berth_operator.api.constants import MAX_RESULT_TEXT, MAX_RUNS_IN_STATUS
 from berth_operator.api.options import RuntimeState, TerminationMessage, UsageView
 from berth_operator.builders.names import pod_name
 from berth_operator.reconcile import passivation as pv
-from berth_operator.reconcile.observe import ObservedNode, ObservedPod
+from berth_operator.reconcile import session_passivation as sp
+from berth_operator.reconcile.observe import ObservedPod
+from berth_operator.reconcile.plan import (
+    LANEWORKER_REQUEUE,
+    NOT_RUNNING_REQUEUE,
+    TERMINAL_REQUEUE,
+    CreatePod,
+    DeletePod,
+    Event,
+    Observation,
+    Plan,
+    finish,
+)
 from berth_operator.reconcile.replacement import Verdict, classify
 from berth_operator.settings import OperatorSettings
-
-NOT_RUNNING_REQUEUE = 1.0
-"""Seconds between looks while a pod is starting or being removed."""
-TERMINAL_REQUEUE = 300.0
-"""Seconds between looks at a finished session (object and pod events still wake it)."""
-LANEWORKER_REQUEUE = 10.0
-"""Seconds between looks while a referenced LaneWorker is missing."""
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """Everything ``decide`` looks at."""
-
-    ref: SessionRef
-    spec: AgentSessionSpec
-    status: AgentSessionStatus
-    pods: tuple[ObservedPod, ...] = ()
-    nodes: dict[str, ObservedNode] = field(default_factory=dict)
-    inflight: str | None = None
-    """Name of a pod this process created that the watch cache has not shown yet."""
-    state: RuntimeState | None = None
-    state_error: str | None = None
-    missing_laneworkers: tuple[str, ...] = ()
-    credentials_problem: tuple[str, str] | None = None
-    """(reason, message) when the LLM Secret or baseURL must not be used (no pod is placed)."""
-    now: datetime = field(default_factory=lambda: datetime.now(UTC))
-    node_disruptions: Mapping[str, pv.Trigger] = field(default_factory=dict)
-    """Disrupted nodes (cordoned / disruption taint) by name (handlers.nodes index)."""
-    evictions: frozenset[str] = frozenset()
-    """Names of this session's pods for which an eviction was requested (handlers.webhook)."""
-    precise_now: datetime | None = None
-    """``now`` with milliseconds, for the passivation timestamps (default ``now``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class CreatePod:
-    """Create the pod of ``epoch`` (after the status with that epoch was written)."""
-
-    epoch: int
-    reason: str
-    resume_run_id: str | None
-    avoid_nodes: tuple[str, ...] = ()
-    """Nodes the pod must not be scheduled to (the node a passivation moved it away from)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DeletePod:
-    """Delete a pod (``uid`` as precondition; ``force`` = gracePeriodSeconds 0)."""
-
-    name: str
-    uid: str
-    force: bool = False
-    grace_seconds: int | None = None
-    """gracePeriodSeconds override (passivation deadline: a short SIGTERM→SIGKILL window)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """A Kubernetes Event to post on the AgentSession."""
-
-    type: str
-    reason: str
-    message: str
-
-
-@dataclass(slots=True)
-class Plan:
-    """What the handler does, in order: status, deletes, create, events."""
-
-    status: AgentSessionStatus
-    delete: list[DeletePod] = field(default_factory=list)
-    create: CreatePod | None = None
-    events: list[Event] = field(default_factory=list)
-    requeue_after: float | None = None
-    passivate: pv.PassivateCall | None = None
-    """POST /v1/passivate to make after the status write (idempotent; repeated while waiting)."""
-    metrics: list[pv.PassivationMetric] = field(default_factory=list)
-    """Passivation and resume latencies to observe."""
-
 
 # ---------------------------------------------------------------------------------------------
 # helpers (pure)
@@ -243,61 +166,6 @@ def _absorb_state(
         st.last_error = state.last_error[:4096]
 
 
-class _Conds:
-    """Accumulates condition updates for one decision."""
-
-    def __init__(self, existing: list[Condition] | None, now: datetime, generation: int) -> None:
-        self.items = list(existing or [])
-        self.now = now
-        self.generation = generation
-
-    def set(self, type_: str, status: ConditionStatus, reason: str, message: str = "") -> None:
-        self.items = set_condition(
-            self.items, type_, status, reason, message, now=self.now, generation=self.generation
-        )
-
-    def get(self, type_: str) -> Condition | None:
-        return get_condition(self.items, type_)
-
-    def is_true(self, type_: str) -> bool:
-        cond = self.get(type_)
-        return cond is not None and cond.status == "True"
-
-    def ensure(self, type_: str, status: ConditionStatus, reason: str) -> None:
-        """Set only when absent (keeps the message of an earlier decision)."""
-        if self.get(type_) is None:
-            self.set(type_, status, reason)
-
-
-_READY_BY_PHASE: dict[str, tuple[ConditionStatus, str]] = {
-    "Running": ("True", Reason.RUNNING),
-    "Succeeded": ("True", Reason.SUCCEEDED),
-    "Pending": ("False", Reason.PENDING),
-    "Resuming": ("False", Reason.RESUMING),
-    "Passivating": ("False", Reason.PASSIVATING),
-    "Passivated": ("False", Reason.PASSIVATED),
-    "Failed": ("False", "Failed"),
-}
-
-
-def _finish(st: AgentSessionStatus, conds: _Conds, phase: Phase, message: str = "") -> None:
-    for type_, status, reason in (
-        (CondType.PLACED, "False", Reason.WAITING_FOR_POD),
-        (CondType.RUNNING, "False", Reason.NOT_RUNNING),
-        (CondType.PASSIVATED, "False", Reason.NOT_PASSIVATED),
-        (CondType.COMPLETED, "False", Reason.IN_PROGRESS),
-        (CondType.BUDGET_EXHAUSTED, "False", Reason.WITHIN_BUDGET),
-        (CondType.DEGRADED, "False", Reason.AS_EXPECTED),
-        (CondType.FAILED, "False", Reason.NOT_FAILED),
-    ):
-        conds.ensure(type_, status, reason)  # type: ignore[arg-type]
-    ready_status, ready_reason = _READY_BY_PHASE[phase]
-    conds.set(CondType.READY, ready_status, ready_reason, message)
-    order = {t: i for i, t in enumerate(CondType.ALL)}
-    st.conditions = sorted(conds.items, key=lambda c: order.get(c.type, len(order)))
-    st.phase = phase
-
-
 # ---------------------------------------------------------------------------------------------
 
 
@@ -306,7 +174,7 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
     now = obs.now
     st = obs.status.model_copy(deep=True)
     st.observed_generation = obs.ref.generation
-    conds = _Conds(st.conditions, now, obs.ref.generation)
+    conds = ConditionSet(st.conditions, now, obs.ref.generation)
     plan = Plan(status=st)
     epoch = st.epoch or 0
 
@@ -326,14 +194,14 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
     terminal = conds.is_true(CondType.COMPLETED) or conds.is_true(CondType.FAILED)
     if terminal:
         phase: Phase = "Succeeded" if conds.is_true(CondType.COMPLETED) else "Failed"
-        _finish(st, conds, phase)
+        finish(st, conds, phase)
         plan.requeue_after = TERMINAL_REQUEUE
         return plan
 
     # ---- a pod we created is not in the cache yet: it exists, wait for the watch event
     if current is None and obs.inflight and obs.inflight == st.pod_name:
         conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"pod {obs.inflight} created")
-        _finish(st, conds, "Pending" if epoch <= 1 else "Resuming")
+        finish(st, conds, "Pending" if epoch <= 1 else "Resuming")
         plan.requeue_after = NOT_RUNNING_REQUEUE
         return plan
 
@@ -348,7 +216,7 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
         if verdict.force_delete:
             plan.delete.append(DeletePod(current.name, current.uid, force=True))
         conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, f"pod {current.name} terminating")
-        _finish(st, conds, "Resuming" if epoch > 1 else "Pending")
+        finish(st, conds, "Resuming" if epoch > 1 else "Pending")
         plan.requeue_after = NOT_RUNNING_REQUEUE
         return plan
 
@@ -361,7 +229,7 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
         st.node_name = current.node_name or None
         if verdict.kind == "alive":
             _handle_alive(obs, st, conds, plan, current, settings)
-            _passivation_alive(obs, st, conds, plan, current, settings)
+            sp.on_alive(obs, st, conds, plan, current, settings)
         elif verdict.kind == "completed":
             _absorb_termination(st, current, verdict.termination, now)
             if obs.state is not None:
@@ -378,24 +246,24 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
             st.result = Result(text=text, truncated=truncated or None, finished_at=now)
             st.restarts = 0
             st.next_attempt_at = None
-            _passivation_settle(obs, st, conds, plan, "completed")
+            sp.on_run_ended(obs, st, conds, plan, "completed")
             conds.set(CondType.COMPLETED, "True", Reason.RUN_COMPLETED, "the task finished")
             conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, "pod finished")
             conds.set(CondType.DEGRADED, "False", Reason.AS_EXPECTED)
             plan.events.append(Event("Normal", Reason.RUN_COMPLETED, f"run {st.run_id} completed"))
-            _finish(st, conds, "Succeeded")
+            finish(st, conds, "Succeeded")
         elif verdict.kind == "budget_exhausted":
             _absorb_termination(st, current, verdict.termination, now)
             st.runs = _end_run(
                 list(st.runs or []), current, st.run_id, "failed", verdict.detail, now
             )
             st.last_error = verdict.detail[:4096]
-            _passivation_settle(obs, st, conds, plan, "failed")
+            sp.on_run_ended(obs, st, conds, plan, "failed")
             conds.set(CondType.BUDGET_EXHAUSTED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
             conds.set(CondType.FAILED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
             conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, "pod finished")
             plan.events.append(Event("Warning", Reason.BUDGET_EXHAUSTED, verdict.detail))
-            _finish(st, conds, "Failed", verdict.detail)
+            finish(st, conds, "Failed", verdict.detail)
         else:
             _handle_death(obs, st, conds, plan, current, verdict, settings)
         return plan
@@ -441,7 +309,7 @@ def verdict_or_deleted(verdict: Verdict) -> Verdict:
 def _handle_alive(
     obs: Observation,
     st: AgentSessionStatus,
-    conds: _Conds,
+    conds: ConditionSet,
     plan: Plan,
     pod: ObservedPod,
     settings: OperatorSettings,
@@ -473,12 +341,12 @@ def _handle_alive(
         ):
             st.restarts = 0
         st.next_attempt_at = None
-        _finish(st, conds, "Running")
+        finish(st, conds, "Running")
         plan.requeue_after = settings.status_refresh_seconds
     else:
         why = obs.state_error or f"pod phase {pod.phase}"
         conds.set(CondType.RUNNING, "False", Reason.STARTING, why[:1024])
-        _finish(st, conds, "Pending" if (st.epoch or 0) <= 1 else "Resuming")
+        finish(st, conds, "Pending" if (st.epoch or 0) <= 1 else "Resuming")
         # Pod changes (scheduled, started, ready) wake the session through the pod watch; the
         # runtime's /v1/state is polled at the refresh interval like for running sessions.
         plan.requeue_after = settings.status_refresh_seconds
@@ -487,7 +355,7 @@ def _handle_alive(
 def _handle_death(
     obs: Observation,
     st: AgentSessionStatus,
-    conds: _Conds,
+    conds: ConditionSet,
     plan: Plan,
     pod: ObservedPod,
     verdict: Verdict,
@@ -527,15 +395,15 @@ def _handle_death(
     if verdict.reason == PlacementReason.PASSIVATED:
         st.passivations = (st.passivations or 0) + 1
         st.next_attempt_at = None
-        _passivation_ended(obs, st, conds, plan, pod, verdict)
+        sp.on_pod_ended(obs, st, conds, plan, pod, verdict)
         plan.events.append(Event("Normal", "Passivated", f"pod {pod.name} passivated; resuming"))
-        _finish(st, conds, "Resuming")
+        finish(st, conds, "Resuming")
         plan.requeue_after = 0
         return
     if not verdict.counts_as_failure:
         st.next_attempt_at = None
         plan.events.append(Event("Normal", verdict.reason, f"{verdict.detail}; replacing"))
-        _finish(st, conds, "Resuming")
+        finish(st, conds, "Resuming")
         plan.requeue_after = 0
         return
     st.restarts = (st.restarts or 0) + 1
@@ -548,7 +416,7 @@ def _handle_death(
         st.last_error = msg
         conds.set(CondType.FAILED, "True", Reason.RETRIES_EXHAUSTED, msg)
         plan.events.append(Event("Warning", Reason.RETRIES_EXHAUSTED, msg))
-        _finish(st, conds, "Failed", msg)
+        finish(st, conds, "Failed", msg)
         return
     delay = settings.backoff_seconds(st.restarts)
     st.next_attempt_at = now + timedelta(seconds=delay)
@@ -560,14 +428,14 @@ def _handle_death(
             f"(attempt {st.restarts}/{settings.max_placement_retries})",
         )
     )
-    _finish(st, conds, "Resuming")
+    finish(st, conds, "Resuming")
     plan.requeue_after = delay
 
 
 def _maybe_place(
     obs: Observation,
     st: AgentSessionStatus,
-    conds: _Conds,
+    conds: ConditionSet,
     plan: Plan,
     settings: OperatorSettings,
     epoch: int,
@@ -577,12 +445,12 @@ def _maybe_place(
     resuming = epoch > 0
     if obs.spec.suspend:
         conds.set(CondType.PASSIVATED, "True", Reason.PASSIVATED, "spec.suspend is true")
-        _finish(st, conds, "Passivated")
+        finish(st, conds, "Passivated")
         return
     if obs.missing_laneworkers:
         msg = "LaneWorker not found: " + ", ".join(obs.missing_laneworkers)
         conds.set(CondType.PLACED, "False", Reason.LANE_WORKER_NOT_FOUND, msg)
-        _finish(st, conds, "Resuming" if resuming else "Pending", msg)
+        finish(st, conds, "Resuming" if resuming else "Pending", msg)
         plan.requeue_after = LANEWORKER_REQUEUE
         return
     if obs.credentials_problem is not None:
@@ -591,19 +459,19 @@ def _maybe_place(
         if before is None or (before.reason, before.message) != (reason, msg):
             plan.events.append(Event("Warning", reason, msg))  # once per new problem
         conds.set(CondType.PLACED, "False", reason, msg)
-        _finish(st, conds, "Resuming" if resuming else "Pending", msg)
+        finish(st, conds, "Resuming" if resuming else "Pending", msg)
         plan.requeue_after = LANEWORKER_REQUEUE
         return
     if obs.pods or plan.delete:
         # Old pods still exist (being deleted): never two pods of one session at once.
         conds.set(CondType.PLACED, "False", Reason.WAITING_FOR_POD, "waiting for old pods to go")
-        _finish(st, conds, "Resuming" if resuming else "Pending")
+        finish(st, conds, "Resuming" if resuming else "Pending")
         plan.requeue_after = NOT_RUNNING_REQUEUE
         return
     if st.next_attempt_at is not None and st.next_attempt_at > now:
         wait = (st.next_attempt_at - now).total_seconds()
         conds.set(CondType.PLACED, "False", Reason.BACKOFF, f"next attempt in {wait:.0f}s")
-        _finish(st, conds, "Resuming")
+        finish(st, conds, "Resuming")
         plan.requeue_after = wait
         return
     new_epoch = epoch + 1
@@ -629,127 +497,5 @@ def _maybe_place(
         f", resuming run {resume}" if resume else ""
     )
     plan.events.append(Event("Normal", "Placing", msg))
-    _finish(st, conds, "Resuming" if resuming else "Pending")
+    finish(st, conds, "Resuming" if resuming else "Pending")
     plan.requeue_after = NOT_RUNNING_REQUEUE
-
-
-# ---------------------------------------------------------------------------------------------
-# passivation (ARCHITECTURE.md §8; the decisions are in reconcile.passivation)
-
-
-def _passivation_alive(
-    obs: Observation,
-    st: AgentSessionStatus,
-    conds: _Conds,
-    plan: Plan,
-    pod: ObservedPod,
-    settings: OperatorSettings,
-) -> None:
-    """After ``_handle_alive``: request, wait for or cut off a passivation; notice a resume."""
-    now = obs.precise_now or obs.now
-    done = pv.resumed(st.passivation, pod, obs.state.run_id if obs.state else None, now)
-    if done is not None:
-        st.passivation = done
-        wait = pv.seconds_between(done.passivated_at or done.requested_at, now) or 0.0
-        plan.metrics.append(pv.PassivationMetric("resume", done.reason, done.outcome, wait))
-        msg = f"run {done.resumed_run_id} resumed on pod {pod.name}" + (
-            f" (node {pod.node_name})" if pod.node_name else ""
-        )
-        conds.set(CondType.PASSIVATED, "False", Reason.RESUMED, msg)
-        plan.events.append(Event("Normal", Reason.RESUMED, msg))
-        _finish(st, conds, st.phase or "Running")
-    trigger = pv.trigger_for(
-        suspend=bool(obs.spec.suspend),
-        pod=pod,
-        node=obs.node_disruptions.get(pod.node_name) if pod.node_name else None,
-        eviction_requested=pod.name in obs.evictions,
-        state=obs.state,
-    )
-    decision = pv.step(
-        st.passivation,
-        pod,
-        trigger,
-        now,
-        deadline_seconds=obs.spec.passivation_deadline_seconds(
-            settings.passivation_deadline_seconds
-        ),
-        state=obs.state,
-    )
-    if decision.kind == "none" or decision.record is None:
-        return
-    rec = decision.record
-    st.passivation = rec
-    detail = f"{rec.reason}: {rec.message}"
-    if decision.kind == "request":
-        plan.events.append(
-            Event(
-                "Normal",
-                Reason.PASSIVATING,
-                f"asking pod {pod.name} to passivate ({detail}); deadline "
-                f"{rec.deadline.isoformat(timespec='seconds')}",
-            )
-        )
-    if decision.kind == "delete_now":
-        plan.delete.append(DeletePod(pod.name, pod.uid))
-        detail += f"; pod {pod.name} had not started, deleting it"
-    elif decision.kind == "deadline":
-        grace = settings.passivation_kill_grace_seconds
-        plan.delete.append(DeletePod(pod.name, pod.uid, grace_seconds=grace))
-        detail += f"; deadline passed, deleting pod {pod.name} (grace {grace}s)"
-        plan.events.append(
-            Event(
-                "Warning",
-                Reason.PASSIVATION_DEADLINE_EXCEEDED,
-                f"pod {pod.name} did not passivate by {rec.deadline.isoformat(timespec='seconds')}"
-                "; deleting it, the run resumes from the last durable round",
-            )
-        )
-    if decision.post and pod.pod_ip:
-        plan.passivate = pv.PassivateCall(pod.pod_ip, rec.reason, pv.deadline_ms(rec))
-    conds.set(CondType.PASSIVATED, "False", Reason.PASSIVATING, detail[:1024])
-    _finish(st, conds, "Passivating", detail[:1024])
-    refresh = settings.status_refresh_seconds
-    plan.requeue_after = min(refresh, decision.requeue) if decision.requeue else NOT_RUNNING_REQUEUE
-
-
-def _passivation_ended(
-    obs: Observation,
-    st: AgentSessionStatus,
-    conds: _Conds,
-    plan: Plan,
-    pod: ObservedPod,
-    verdict: Verdict,
-) -> None:
-    """The pod of an active passivation ended: close the record, observe the latency."""
-    now = obs.precise_now or obs.now
-    rec = st.passivation
-    if rec is None or not pv.active_for(rec, pod.name):
-        return
-    clean = verdict.termination is not None and verdict.termination.outcome == "passivated"
-    outcome: PassivationOutcome = "passivated" if clean else "deadline"
-    rec = pv.finish(rec, outcome, now)
-    st.passivation = rec
-    seconds = pv.seconds_between(rec.requested_at, rec.passivated_at) or 0.0
-    plan.metrics.append(pv.PassivationMetric("passivation", rec.reason, outcome, seconds))
-    msg = f"{rec.reason}: pod {pod.name} " + (
-        "passivated" if clean else "deleted before passivating (last durable round stands)"
-    )
-    conds.set(CondType.PASSIVATED, "False", Reason.PASSIVATED, msg)
-
-
-def _passivation_settle(
-    obs: Observation,
-    st: AgentSessionStatus,
-    conds: _Conds,
-    plan: Plan,
-    outcome: PassivationOutcome,
-) -> None:
-    """The run ended (completed/failed) while a passivation was pending: close the record."""
-    rec = st.passivation
-    if rec is None or rec.outcome != "passivating":
-        return
-    now = obs.precise_now or obs.now
-    st.passivation = pv.finish(rec, outcome, now)
-    seconds = pv.seconds_between(rec.requested_at, now) or 0.0
-    plan.metrics.append(pv.PassivationMetric("passivation", rec.reason, outcome, seconds))
-    conds.set(CondType.PASSIVATED, "False", Reason.NOT_PASSIVATED, f"run {outcome} first")

@@ -6,7 +6,8 @@ from datetime import timedelta
 
 import pytest
 from berth_operator.api.conditions import get_condition
-from berth_operator.reconcile.session import Plan, decide
+from berth_operator.reconcile.plan import Plan
+from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings
 
 from tests.unit.operator.fixtures import (
@@ -206,6 +207,21 @@ def test_interrupted_create_is_replaced_at_once_with_a_new_epoch() -> None:
     plan = decide(observation(session), SETTINGS)
     assert plan.create is not None and plan.create.epoch == 2
     assert plan.status.restarts is None
+
+
+def test_stale_cache_decided_again_with_listed_pods_waits_and_never_creates() -> None:
+    """The handler's guard: status already says epoch 3 is being placed, but the direct LIST
+    shows a pod of epoch 2 the cache had lost. Deciding again with that list deletes the old pod
+    and places nothing until it is gone."""
+    first = decide(observation(make_session().with_status(epoch=2, podName=None)), SETTINGS)
+    assert first.create is not None and first.create.epoch == 3
+    session = make_session().with_status(**first.status.wire())
+    listed = make_pod(2).on("proc-a").running()
+    again = decide(observation(session, listed, nodes=(make_node("proc-a"),)), SETTINGS)
+    assert again.create is None
+    assert [d.name for d in again.delete] == ["demo-e2"]
+    assert again.status.phase == "Resuming"
+    assert cond(again, "Placed") == ("False", "WaitingForPod")
 
 
 def test_pod_of_higher_epoch_than_status_is_adopted() -> None:

@@ -13,8 +13,9 @@ from berth_operator.builders.pdb import build_session_pdb
 from berth_operator.builders.session_pod import build_session_pod, with_avoided_nodes
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile.observe import observe_node
+from berth_operator.reconcile.plan import PassivateCall, Plan
 from berth_operator.reconcile.replacement import Verdict
-from berth_operator.reconcile.session import Plan, decide
+from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings
 
 from tests.unit.operator.fixtures import T0, make_pod, make_session, observation
@@ -240,7 +241,7 @@ def test_cordoned_node_requests_passivation_with_condition_event_and_post() -> N
     assert plan.status.phase == "Passivating"
     assert cond(plan, "Passivated") == ("False", "Passivating")
     assert cond(plan, "Ready") == ("False", "Passivating")
-    assert plan.passivate == pv.PassivateCall("127.0.1.5", "node_drain", pv.deadline_ms(_rec(plan)))
+    assert plan.passivate == PassivateCall("127.0.1.5", "node_drain", pv.deadline_ms(_rec(plan)))
     assert _rec(plan).deadline == T0 + timedelta(seconds=30)
     assert [e.reason for e in plan.events] == ["Passivating"]
     assert "node_drain" in (get_condition(plan.status.conditions, "Passivated") or _x()).message

@@ -1,0 +1,150 @@
+"""The AgentSession decision's input and output: :class:`Observation` in, :class:`Plan` out.
+
+Owned by ``berth_operator.reconcile``: :func:`berth_operator.reconcile.session.decide` reads an
+Observation and fills a Plan; :mod:`.session_passivation` adds the passivation steps to it; the
+handler (``handlers.agentsession``) applies the Plan in order: status, deletes, passivate call,
+create, Events. Pure data, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from berth_operator.api.agentsession import AgentSessionSpec, AgentSessionStatus, Phase
+from berth_operator.api.common import ConditionStatus, SessionRef
+from berth_operator.api.conditions import ConditionSet, CondType, Reason
+from berth_operator.api.options import RuntimeState
+from berth_operator.reconcile.observe import ObservedNode, ObservedPod
+from berth_operator.reconcile.passivation import Trigger
+
+NOT_RUNNING_REQUEUE = 1.0
+"""Seconds between looks while a pod is starting or being removed."""
+TERMINAL_REQUEUE = 300.0
+"""Seconds between looks at a finished session (object and pod events still wake it)."""
+LANEWORKER_REQUEUE = 10.0
+"""Seconds between looks while a referenced LaneWorker is missing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """Everything ``decide`` looks at."""
+
+    ref: SessionRef
+    spec: AgentSessionSpec
+    status: AgentSessionStatus
+    pods: tuple[ObservedPod, ...] = ()
+    nodes: dict[str, ObservedNode] = field(default_factory=dict)
+    inflight: str | None = None
+    """Name of a pod this process created that the watch cache has not shown yet."""
+    state: RuntimeState | None = None
+    state_error: str | None = None
+    missing_laneworkers: tuple[str, ...] = ()
+    credentials_problem: tuple[str, str] | None = None
+    """(reason, message) when the LLM Secret or baseURL must not be used (no pod is placed)."""
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    node_disruptions: Mapping[str, Trigger] = field(default_factory=dict)
+    """Disrupted nodes (cordoned / disruption taint) by name (handlers.nodes index)."""
+    evictions: frozenset[str] = frozenset()
+    """Names of this session's pods for which an eviction was requested (handlers.webhook)."""
+    precise_now: datetime | None = None
+    """``now`` with milliseconds, for the passivation timestamps (default ``now``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePod:
+    """Create the pod of ``epoch`` (after the status with that epoch was written)."""
+
+    epoch: int
+    reason: str
+    resume_run_id: str | None
+    avoid_nodes: tuple[str, ...] = ()
+    """Nodes the pod must not be scheduled to (the node a passivation moved it away from)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeletePod:
+    """Delete a pod (``uid`` as precondition; ``force`` = gracePeriodSeconds 0)."""
+
+    name: str
+    uid: str
+    force: bool = False
+    grace_seconds: int | None = None
+    """gracePeriodSeconds override (passivation deadline: a short SIGTERM→SIGKILL window)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A Kubernetes Event to post on the AgentSession."""
+
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(slots=True)
+class Plan:
+    """What the handler does, in order: status, deletes, create, events."""
+
+    status: AgentSessionStatus
+    delete: list[DeletePod] = field(default_factory=list)
+    create: CreatePod | None = None
+    events: list[Event] = field(default_factory=list)
+    requeue_after: float | None = None
+    passivate: PassivateCall | None = None
+    """POST /v1/passivate to make after the status write (idempotent; repeated while waiting)."""
+    metrics: list[PassivationMetric] = field(default_factory=list)
+    """Passivation and resume latencies to observe."""
+
+
+@dataclass(frozen=True, slots=True)
+class PassivateCall:
+    """``POST http://<pod_ip>:8080/v1/passivate {reason, deadlineMs}`` for the handler to make."""
+
+    pod_ip: str
+    reason: str
+    deadline_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class PassivationMetric:
+    """A latency for the handler to observe: ``passivation`` (requested → pod ended, labelled by
+    outcome) or ``resume`` (pod ended → resumed run seen running). Seconds."""
+
+    kind: Literal["passivation", "resume"]
+    reason: str
+    outcome: str
+    seconds: float
+
+
+_READY_BY_PHASE: dict[str, tuple[ConditionStatus, str]] = {
+    "Running": ("True", Reason.RUNNING),
+    "Succeeded": ("True", Reason.SUCCEEDED),
+    "Pending": ("False", Reason.PENDING),
+    "Resuming": ("False", Reason.RESUMING),
+    "Passivating": ("False", Reason.PASSIVATING),
+    "Passivated": ("False", Reason.PASSIVATED),
+    "Failed": ("False", "Failed"),
+}
+
+
+def finish(st: AgentSessionStatus, conds: ConditionSet, phase: Phase, message: str = "") -> None:
+    """Fill the conditions still absent with their defaults, set ``Ready`` from ``phase``
+    (Kubernetes convention: Ready summarises), order them like ``CondType.ALL``, set the phase."""
+    for type_, status, reason in (
+        (CondType.PLACED, "False", Reason.WAITING_FOR_POD),
+        (CondType.RUNNING, "False", Reason.NOT_RUNNING),
+        (CondType.PASSIVATED, "False", Reason.NOT_PASSIVATED),
+        (CondType.COMPLETED, "False", Reason.IN_PROGRESS),
+        (CondType.BUDGET_EXHAUSTED, "False", Reason.WITHIN_BUDGET),
+        (CondType.DEGRADED, "False", Reason.AS_EXPECTED),
+        (CondType.FAILED, "False", Reason.NOT_FAILED),
+    ):
+        conds.ensure(type_, status, reason)  # type: ignore[arg-type]
+    ready_status, ready_reason = _READY_BY_PHASE[phase]
+    conds.set(CondType.READY, ready_status, ready_reason, message)
+    order = {t: i for i, t in enumerate(CondType.ALL)}
+    st.conditions = sorted(conds.items, key=lambda c: order.get(c.type, len(order)))
+    st.phase = phase

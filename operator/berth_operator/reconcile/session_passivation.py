@@ -1,0 +1,144 @@
+"""The passivation steps of an AgentSession decision (ARCHITECTURE.md §8).
+
+Called by :func:`berth_operator.reconcile.session.decide` at three points: the current pod is
+alive (:func:`on_alive`: request, wait for or cut off a passivation; notice the resume), the pod of
+a passivation ended (:func:`on_pod_ended`), the run ended first (:func:`on_run_ended`). Each applies
+a decision of :mod:`.passivation` to the status, conditions and :class:`~.plan.Plan`. Pure.
+"""
+
+from __future__ import annotations
+
+from berth_operator.api.agentsession import AgentSessionStatus, PassivationOutcome
+from berth_operator.api.conditions import ConditionSet, CondType, Reason
+from berth_operator.reconcile import passivation as pv
+from berth_operator.reconcile.observe import ObservedPod
+from berth_operator.reconcile.plan import (
+    NOT_RUNNING_REQUEUE,
+    DeletePod,
+    Event,
+    Observation,
+    PassivateCall,
+    PassivationMetric,
+    Plan,
+    finish,
+)
+from berth_operator.reconcile.replacement import Verdict
+from berth_operator.settings import OperatorSettings
+
+
+def on_alive(
+    obs: Observation,
+    st: AgentSessionStatus,
+    conds: ConditionSet,
+    plan: Plan,
+    pod: ObservedPod,
+    settings: OperatorSettings,
+) -> None:
+    """After ``_handle_alive``: request, wait for or cut off a passivation; notice a resume."""
+    now = obs.precise_now or obs.now
+    done = pv.resumed(st.passivation, pod, obs.state.run_id if obs.state else None, now)
+    if done is not None:
+        st.passivation = done
+        wait = pv.seconds_between(done.passivated_at or done.requested_at, now) or 0.0
+        plan.metrics.append(PassivationMetric("resume", done.reason, done.outcome, wait))
+        msg = f"run {done.resumed_run_id} resumed on pod {pod.name}" + (
+            f" (node {pod.node_name})" if pod.node_name else ""
+        )
+        conds.set(CondType.PASSIVATED, "False", Reason.RESUMED, msg)
+        plan.events.append(Event("Normal", Reason.RESUMED, msg))
+        finish(st, conds, st.phase or "Running")
+    trigger = pv.trigger_for(
+        suspend=bool(obs.spec.suspend),
+        pod=pod,
+        node=obs.node_disruptions.get(pod.node_name) if pod.node_name else None,
+        eviction_requested=pod.name in obs.evictions,
+        state=obs.state,
+    )
+    decision = pv.step(
+        st.passivation,
+        pod,
+        trigger,
+        now,
+        deadline_seconds=obs.spec.passivation_deadline_seconds(
+            settings.passivation_deadline_seconds
+        ),
+        state=obs.state,
+    )
+    if decision.kind == "none" or decision.record is None:
+        return
+    rec = decision.record
+    st.passivation = rec
+    detail = f"{rec.reason}: {rec.message}"
+    if decision.kind == "request":
+        plan.events.append(
+            Event(
+                "Normal",
+                Reason.PASSIVATING,
+                f"asking pod {pod.name} to passivate ({detail}); deadline "
+                f"{rec.deadline.isoformat(timespec='seconds')}",
+            )
+        )
+    if decision.kind == "delete_now":
+        plan.delete.append(DeletePod(pod.name, pod.uid))
+        detail += f"; pod {pod.name} had not started, deleting it"
+    elif decision.kind == "deadline":
+        grace = settings.passivation_kill_grace_seconds
+        plan.delete.append(DeletePod(pod.name, pod.uid, grace_seconds=grace))
+        detail += f"; deadline passed, deleting pod {pod.name} (grace {grace}s)"
+        plan.events.append(
+            Event(
+                "Warning",
+                Reason.PASSIVATION_DEADLINE_EXCEEDED,
+                f"pod {pod.name} did not passivate by {rec.deadline.isoformat(timespec='seconds')}"
+                "; deleting it, the run resumes from the last durable round",
+            )
+        )
+    if decision.post and pod.pod_ip:
+        plan.passivate = PassivateCall(pod.pod_ip, rec.reason, pv.deadline_ms(rec))
+    conds.set(CondType.PASSIVATED, "False", Reason.PASSIVATING, detail[:1024])
+    finish(st, conds, "Passivating", detail[:1024])
+    refresh = settings.status_refresh_seconds
+    plan.requeue_after = min(refresh, decision.requeue) if decision.requeue else NOT_RUNNING_REQUEUE
+
+
+def on_pod_ended(
+    obs: Observation,
+    st: AgentSessionStatus,
+    conds: ConditionSet,
+    plan: Plan,
+    pod: ObservedPod,
+    verdict: Verdict,
+) -> None:
+    """The pod of an active passivation ended: close the record, observe the latency."""
+    now = obs.precise_now or obs.now
+    rec = st.passivation
+    if rec is None or not pv.active_for(rec, pod.name):
+        return
+    clean = verdict.termination is not None and verdict.termination.outcome == "passivated"
+    outcome: PassivationOutcome = "passivated" if clean else "deadline"
+    rec = pv.finish(rec, outcome, now)
+    st.passivation = rec
+    seconds = pv.seconds_between(rec.requested_at, rec.passivated_at) or 0.0
+    plan.metrics.append(PassivationMetric("passivation", rec.reason, outcome, seconds))
+    msg = f"{rec.reason}: pod {pod.name} " + (
+        "passivated" if clean else "deleted before passivating (last durable round stands)"
+    )
+    conds.set(CondType.PASSIVATED, "False", Reason.PASSIVATED, msg)
+
+
+def on_run_ended(
+    obs: Observation,
+    st: AgentSessionStatus,
+    conds: ConditionSet,
+    plan: Plan,
+    outcome: PassivationOutcome,
+) -> None:
+    """The run ended (completed/failed) while a passivation was pending: close the record."""
+    rec = st.passivation
+    if rec is None or rec.outcome != "passivating":
+        return
+    now = obs.precise_now or obs.now
+    st.passivation = pv.finish(rec, outcome, now)
+    seconds = pv.seconds_between(rec.requested_at, now) or 0.0
+    plan.metrics.append(PassivationMetric("passivation", rec.reason, outcome, seconds))
+    conds.set(CondType.PASSIVATED, "False", Reason.NOT_PASSIVATED, f"run {outcome} first")
