@@ -31,7 +31,6 @@ from datetime import UTC, datetime, timedelta
 from berth_operator.api.agentsession import (
     AgentSessionStatus,
     Checkpoint,
-    Phase,
     Result,
     RunRecord,
     Usage,
@@ -171,104 +170,145 @@ def _absorb_state(
 
 def decide(obs: Observation, settings: OperatorSettings) -> Plan:
     """Decide the next step for one AgentSession (see the module docstring). Pure."""
-    now = obs.now
     st = obs.status.model_copy(deep=True)
     st.observed_generation = obs.ref.generation
-    conds = ConditionSet(st.conditions, now, obs.ref.generation)
+    conds = ConditionSet(st.conditions, obs.now, obs.ref.generation)
     plan = Plan(status=st)
+    current = _current_pod(obs, st, plan)
     epoch = st.epoch or 0
 
-    # A pod of a higher epoch than status says means a status write was lost: adopt it.
-    live = [p for p in obs.pods]
-    top = max((p.epoch for p in live), default=0)
+    if conds.is_true(CondType.COMPLETED) or conds.is_true(CondType.FAILED):
+        finish(st, conds, "Succeeded" if conds.is_true(CondType.COMPLETED) else "Failed")
+        plan.requeue_after = TERMINAL_REQUEUE
+    elif current is None and obs.inflight and obs.inflight == st.pod_name:
+        # a pod we created is not in the cache yet: it exists, wait for the watch event
+        conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"pod {obs.inflight} created")
+        finish(st, conds, "Pending" if epoch <= 1 else "Resuming")
+        plan.requeue_after = NOT_RUNNING_REQUEUE
+    elif current is not None and current.deleting:
+        _current_deleting(obs, st, conds, plan, current, settings)
+    elif current is not None:
+        _current_pod_step(obs, st, conds, plan, current, settings)
+    else:
+        _no_current_pod(obs, st, conds, plan, settings, epoch)
+    return plan
+
+
+def _current_pod(obs: Observation, st: AgentSessionStatus, plan: Plan) -> ObservedPod | None:
+    """The pod of the status's epoch; adopts a pod of a higher epoch (a status write was lost)
+    and plans the deletion of every other pod that is not already being deleted."""
+    epoch = st.epoch or 0
+    top = max((p.epoch for p in obs.pods), default=0)
     if top > epoch:
         epoch = top
         st.epoch = epoch
         st.pod_name = pod_name(obs.ref.name, epoch)
-    current = next((p for p in live if p.epoch == epoch and epoch > 0), None)
-    for p in live:
+    current = next((p for p in obs.pods if p.epoch == epoch and epoch > 0), None)
+    for p in obs.pods:
         if p is not current and not p.deleting:
             lost = p.node_name in obs.nodes and not obs.nodes[p.node_name].exists
             plan.delete.append(DeletePod(p.name, p.uid, force=lost))
+    return current
 
-    terminal = conds.is_true(CondType.COMPLETED) or conds.is_true(CondType.FAILED)
-    if terminal:
-        phase: Phase = "Succeeded" if conds.is_true(CondType.COMPLETED) else "Failed"
-        finish(st, conds, phase)
-        plan.requeue_after = TERMINAL_REQUEUE
-        return plan
 
-    # ---- a pod we created is not in the cache yet: it exists, wait for the watch event
-    if current is None and obs.inflight and obs.inflight == st.pod_name:
-        conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"pod {obs.inflight} created")
-        finish(st, conds, "Pending" if epoch <= 1 else "Resuming")
-        plan.requeue_after = NOT_RUNNING_REQUEUE
-        return plan
+def _current_deleting(
+    obs: Observation,
+    st: AgentSessionStatus,
+    conds: ConditionSet,
+    plan: Plan,
+    current: ObservedPod,
+    settings: OperatorSettings,
+) -> None:
+    """The current pod is being deleted: wait until it is gone (force it if its node is lost);
+    deleted by someone else while we still counted on it: account for its death now."""
+    node = obs.nodes.get(current.node_name)
+    verdict = classify(current, node, obs.now, node_grace_seconds=settings.node_lost_grace_seconds)
+    if st.pod_uid == current.uid:
+        _handle_death(obs, st, conds, plan, current, verdict_or_deleted(verdict), settings)
+        return
+    if verdict.force_delete:
+        plan.delete.append(DeletePod(current.name, current.uid, force=True))
+    conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, f"pod {current.name} terminating")
+    finish(st, conds, "Resuming" if (st.epoch or 0) > 1 else "Pending")
+    plan.requeue_after = NOT_RUNNING_REQUEUE
 
-    # ---- current pod being deleted: wait until it is gone (force it if its node is lost)
-    if current is not None and current.deleting:
-        node = obs.nodes.get(current.node_name)
-        verdict = classify(current, node, now, node_grace_seconds=settings.node_lost_grace_seconds)
-        if st.pod_uid == current.uid:
-            # Deleted by someone else while we still counted on it: account for it now.
-            _handle_death(obs, st, conds, plan, current, verdict_or_deleted(verdict), settings)
-            return plan
-        if verdict.force_delete:
-            plan.delete.append(DeletePod(current.name, current.uid, force=True))
-        conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, f"pod {current.name} terminating")
-        finish(st, conds, "Resuming" if epoch > 1 else "Pending")
-        plan.requeue_after = NOT_RUNNING_REQUEUE
-        return plan
 
-    if current is not None:
-        node = obs.nodes.get(current.node_name)
-        verdict = classify(current, node, now, node_grace_seconds=settings.node_lost_grace_seconds)
-        st.pod_name = current.name
-        st.pod_uid = current.uid
-        st.pod_ip = current.pod_ip or None
-        st.node_name = current.node_name or None
-        if verdict.kind == "alive":
-            _handle_alive(obs, st, conds, plan, current, settings)
-            sp.on_alive(obs, st, conds, plan, current, settings)
-        elif verdict.kind == "completed":
-            _absorb_termination(st, current, verdict.termination, now)
-            if obs.state is not None:
-                _absorb_state(st, current, obs.state, now)
-            st.runs = _end_run(
-                list(st.runs or []), current, st.run_id, "completed", verdict.detail, now
-            )
-            text = (
-                (verdict.termination.text if verdict.termination else None)
-                or (obs.state.text if obs.state else None)
-                or ""
-            )
-            text, truncated = _truncate(text)
-            st.result = Result(text=text, truncated=truncated or None, finished_at=now)
-            st.restarts = 0
-            st.next_attempt_at = None
-            sp.on_run_ended(obs, st, conds, plan, "completed")
-            conds.set(CondType.COMPLETED, "True", Reason.RUN_COMPLETED, "the task finished")
-            conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, "pod finished")
-            conds.set(CondType.DEGRADED, "False", Reason.AS_EXPECTED)
-            plan.events.append(Event("Normal", Reason.RUN_COMPLETED, f"run {st.run_id} completed"))
-            finish(st, conds, "Succeeded")
-        elif verdict.kind == "budget_exhausted":
-            _absorb_termination(st, current, verdict.termination, now)
-            st.runs = _end_run(
-                list(st.runs or []), current, st.run_id, "failed", verdict.detail, now
-            )
-            st.last_error = verdict.detail[:4096]
-            sp.on_run_ended(obs, st, conds, plan, "failed")
-            conds.set(CondType.BUDGET_EXHAUSTED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
-            conds.set(CondType.FAILED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
-            conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, "pod finished")
-            plan.events.append(Event("Warning", Reason.BUDGET_EXHAUSTED, verdict.detail))
-            finish(st, conds, "Failed", verdict.detail)
-        else:
-            _handle_death(obs, st, conds, plan, current, verdict, settings)
-        return plan
+def _current_pod_step(
+    obs: Observation,
+    st: AgentSessionStatus,
+    conds: ConditionSet,
+    plan: Plan,
+    current: ObservedPod,
+    settings: OperatorSettings,
+) -> None:
+    """The current pod exists: follow it while alive, record its result, or replace it."""
+    now = obs.now
+    node = obs.nodes.get(current.node_name)
+    verdict = classify(current, node, now, node_grace_seconds=settings.node_lost_grace_seconds)
+    st.pod_name = current.name
+    st.pod_uid = current.uid
+    st.pod_ip = current.pod_ip or None
+    st.node_name = current.node_name or None
+    if verdict.kind == "alive":
+        _handle_alive(obs, st, conds, plan, current, settings)
+        sp.on_alive(obs, st, conds, plan, current, settings)
+    elif verdict.kind == "completed":
+        _completed(obs, st, conds, plan, current, verdict)
+    elif verdict.kind == "budget_exhausted":
+        _absorb_termination(st, current, verdict.termination, now)
+        st.runs = _end_run(list(st.runs or []), current, st.run_id, "failed", verdict.detail, now)
+        st.last_error = verdict.detail[:4096]
+        sp.on_run_ended(obs, st, conds, plan, "failed")
+        conds.set(CondType.BUDGET_EXHAUSTED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
+        conds.set(CondType.FAILED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
+        conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, "pod finished")
+        plan.events.append(Event("Warning", Reason.BUDGET_EXHAUSTED, verdict.detail))
+        finish(st, conds, "Failed", verdict.detail)
+    else:
+        _handle_death(obs, st, conds, plan, current, verdict, settings)
 
-    # ---- no pod of the current epoch
+
+def _completed(
+    obs: Observation,
+    st: AgentSessionStatus,
+    conds: ConditionSet,
+    plan: Plan,
+    current: ObservedPod,
+    verdict: Verdict,
+) -> None:
+    """The run completed: result, lineage, Completed=True, phase Succeeded."""
+    now = obs.now
+    _absorb_termination(st, current, verdict.termination, now)
+    if obs.state is not None:
+        _absorb_state(st, current, obs.state, now)
+    st.runs = _end_run(list(st.runs or []), current, st.run_id, "completed", verdict.detail, now)
+    text = (
+        (verdict.termination.text if verdict.termination else None)
+        or (obs.state.text if obs.state else None)
+        or ""
+    )
+    text, truncated = _truncate(text)
+    st.result = Result(text=text, truncated=truncated or None, finished_at=now)
+    st.restarts = 0
+    st.next_attempt_at = None
+    sp.on_run_ended(obs, st, conds, plan, "completed")
+    conds.set(CondType.COMPLETED, "True", Reason.RUN_COMPLETED, "the task finished")
+    conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, "pod finished")
+    conds.set(CondType.DEGRADED, "False", Reason.AS_EXPECTED)
+    plan.events.append(Event("Normal", Reason.RUN_COMPLETED, f"run {st.run_id} completed"))
+    finish(st, conds, "Succeeded")
+
+
+def _no_current_pod(
+    obs: Observation,
+    st: AgentSessionStatus,
+    conds: ConditionSet,
+    plan: Plan,
+    settings: OperatorSettings,
+    epoch: int,
+) -> None:
+    """No pod of the current epoch: account for the one status names (it vanished, or its
+    create never happened), then place the next one when allowed."""
     if st.pod_name is not None and epoch > 0:
         gone = ObservedPod(name=st.pod_name, uid=st.pod_uid or "", epoch=epoch)
         if st.pod_uid:
@@ -288,9 +328,8 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
             )
         _handle_death(obs, st, conds, plan, gone, verdict, settings)
         if conds.is_true(CondType.FAILED):
-            return plan
+            return
     _maybe_place(obs, st, conds, plan, settings, epoch)
-    return plan
 
 
 def verdict_or_deleted(verdict: Verdict) -> Verdict:
@@ -374,16 +413,6 @@ def _handle_death(
         f"{verdict.reason}: {verdict.detail}",
         now,
     )
-    if run_id is None:
-        # close any entry of this pod still open
-        st.runs = _end_run(
-            list(st.runs or []),
-            pod,
-            None,
-            verdict.run_outcome,
-            f"{verdict.reason}: {verdict.detail}",
-            now,
-        )
     if pod.uid and (not pod.deleting or verdict.force_delete):
         plan.delete.append(DeletePod(pod.name, pod.uid, force=verdict.force_delete))
     st.pod_name = None
