@@ -143,12 +143,11 @@ def install_berth(node_b: str) -> None:
         say(f"  operator pod {pod['metadata']['name']} on {pod['spec'].get('nodeName')}")
 
 
-def remove_previous_run(claim_dir: Path) -> None:
-    """Delete a session left by an earlier demo run, and its store: the store of a finished task
-    would (rightly) make the new pod report the old result instead of doing the work again."""
+def remove_previous_run() -> None:
+    """Delete a session left by an earlier demo run. Its store is kept (the default): the new
+    object's prompt starts a new run in the kept conversation (store.incarnation)."""
     sh("kubectl", "-n", NS, "delete", "agentsession", SESSION, "--ignore-not-found",
        "--wait=true", "--timeout=120s")  # fmt: skip
-    shutil.rmtree(claim_dir / "store" / NS / SESSION, ignore_errors=True)
 
 
 def seed_workspace(claim_dir: Path) -> Path:
@@ -350,8 +349,11 @@ def tool_calls_by_lane(workspace: Path, run_id: str) -> dict[str, int]:
 
     store_root = workspace.parents[2] / "store" / NS
     checkpoint = FileSessionStore(str(store_root), epoch=2**31 - 1).load_checkpoint(SESSION, run_id)
+    messages = list(checkpoint.messages) if checkpoint else []
+    # The run starts at its prompt (the last user message): a kept conversation holds earlier runs.
+    starts = [i for i, m in enumerate(messages) if m.get("role") == "user"]
     counts: dict[str, int] = {}
-    for message in checkpoint.messages if checkpoint else []:
+    for message in messages[starts[-1] if starts else 0 :]:
         for call in message.get("tool_calls") or []:
             lane = lane_for_tool(call["function"]["name"])
             counts[lane] = counts.get(lane, 0) + 1
@@ -444,7 +446,7 @@ def main() -> int:
     sh("kubectl", "uncordon", node_a, node_b, check=False)
     install_berth(node_b)
     claim_dir = Path(ENV["BERTH_SHARED_DIR"]) / NS / "berth-shared"
-    remove_previous_run(claim_dir)
+    remove_previous_run()
     workspace = seed_workspace(claim_dir)
     base_url, model, model_proc = start_model()
     timeline = Timeline()

@@ -54,7 +54,8 @@ else the newest run) is continued with ``resume_run`` unless it completed, in wh
 session goes idle and any other ends ``completed`` at once; nothing saved means ``send(prompt)``.
 So a replacement pod never redoes a finished task.
 
-Store layout: ``FileSessionStore(BERTH_STORE_DIR/<namespace>, epoch=BERTH_EPOCH)`` with session id
+Store layout: ``FileSessionStore(BERTH_STORE_DIR/<namespace>, epoch=<base>+BERTH_EPOCH)`` (base: see
+``session_runtime.store.incarnation``) with session id
 ``<name>``, i.e. ``BERTH_STORE_DIR/<ns>/<name>/`` as in ARCHITECTURE §6.
 
 TEST ONLY: ``BERTH_TEST_IGNORE_PASSIVATION=1`` makes the server accept passivation requests (202,
@@ -109,6 +110,8 @@ from session_runtime.pod.options import BudgetOptions, OptionsError, PodOptions,
 from session_runtime.pod.start import StartPlan, plan_start
 from session_runtime.pod.termination import Outcome, TerminationMessage, Usage
 from session_runtime.store.file import FileSessionStore
+from session_runtime.store.ids import check_id
+from session_runtime.store.incarnation import open_incarnation, record_inherited
 from session_runtime.tools.base import Lane, lane_for_tool
 from session_runtime.tools.executor import DirectExecutor
 
@@ -331,7 +334,9 @@ class SessionPod:
         cfg = self.cfg
         store_root = cfg.store_dir / cfg.namespace
         store_root.mkdir(parents=True, exist_ok=True)
-        raw_store = FileSessionStore(str(store_root), epoch=cfg.epoch)
+        session_dir = store_root / check_id("session id", cfg.name)
+        incarnation = open_incarnation(session_dir, cfg.session_uid)
+        raw_store = FileSessionStore(str(store_root), epoch=incarnation.store_epoch(cfg.epoch))
         raw_store.acquire(cfg.name)  # claim the lease now: older epochs are fenced from here on
         guard = MeteredBudgetGuard(self.opts.budget, self.metrics)
         store = MeteredStore(raw_store, self.metrics, self._on_fenced)
@@ -347,13 +352,18 @@ class SessionPod:
             )
         else:
             self.session = self.agent.session(workspace, options, executor=executor)
-        runs = self.session.runs()
+        every_run = self.session.runs()
+        incarnation = record_inherited(
+            session_dir, incarnation, [str(r["id"]) for r in every_run if r.get("id")]
+        )
+        runs = incarnation.own_runs(every_run)  # a deleted object's runs are never this one's
         self.plan = plan_start(
             cfg.resume_run_id,
             saved,
             runs,
             self.opts.keep_alive,
             has_checkpoint=lambda run_id: raw_store.load_checkpoint(cfg.name, run_id) is not None,
+            inherited=len(every_run) - len(runs),
         )
         log.info("start plan: %s (%s)", self.plan.action, self.plan.why)
         restored = self.runtime_state() or {}  # the saved session's totals over finished runs

@@ -11,7 +11,8 @@ Sending the prompt again in those cases would redo the task, so the store decide
 the store holds                         plan
 ======================================  =========================================================
 no saved session                        ``send`` the prompt (a fresh session)
-saved, no runs                          ``send`` the prompt
+saved, no runs of this object           ``send`` the prompt (a new object of a kept store: a new
+                                        run in the kept conversation, never the old result)
 target run completed                    keepAlive: ``idle`` (wait for ``/v1/messages``);
                                         else ``done`` (report ``completed`` again, same result)
 target run in any other state           ``resume`` it (running → interrupted, passivated, failed,
@@ -51,10 +52,13 @@ def plan_start(
     runs: Sequence[Mapping[str, Any]],
     keep_alive: bool,
     has_checkpoint: Callable[[str], bool] | None = None,
+    inherited: int = 0,
 ) -> StartPlan:
-    """Decide the first step. ``runs`` are run snapshots (``{"id", "status", "resumed_from",
-    ...}``), oldest first; ``has_checkpoint(run_id)`` says whether the store holds a loop
-    checkpoint for a run (None: assume every run has one).
+    """Decide the first step. ``runs`` are this AgentSession object's run snapshots
+    (``{"id", "status", "resumed_from", ...}``), oldest first; ``has_checkpoint(run_id)`` says
+    whether the store holds a loop checkpoint for a run (None: assume every run has one);
+    ``inherited``: how many runs of the kept conversation belong to a deleted object of the same
+    name (:mod:`session_runtime.store.incarnation`) and were left out of ``runs``.
 
     Raises nothing; an unusable record (no ``id``) is skipped.
     """
@@ -66,6 +70,12 @@ def plan_start(
     known = [r for r in runs if isinstance(r.get("id"), str)]
     target = resume_run_id or (str(known[-1]["id"]) if known else None)
     if target is None:
+        if inherited:
+            why = (
+                f"a new AgentSession continues the kept conversation ({inherited} earlier "
+                "run(s) of a deleted object of the same name): its prompt starts a new run"
+            )
+            return StartPlan("send", None, why)
         return StartPlan("send", None, "the saved session has no runs")
     target = newest_resumable(target, known, has_checkpoint or (lambda _run_id: True))
     record = next((r for r in known if r["id"] == target), None)

@@ -8,6 +8,7 @@ count. Tools that must still be running when the test acts block until the test 
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import subprocess
@@ -59,6 +60,56 @@ def test_completes_and_writes_the_termination_message(tmp_path: Path) -> None:
         )
         assert len(world.model_requests()) == asked  # the finished task is not redone
         assert world.lines("c.txt") == ["one"]
+
+
+def test_a_new_object_of_a_kept_store_runs_its_own_prompt(tmp_path: Path) -> None:
+    """Delete an AgentSession (its store kept) and apply a new one of the same name: the new
+    object (new uid, placement epochs from 1 again) starts a new run with its own prompt in the
+    kept conversation; it never reports the old run's result, and the old object's pods are
+    refused from then on."""
+    script = {
+        "turns": [
+            {"tool_calls": [bash("echo one >> c.txt")]},
+            {"text": "done"},
+            {"tool_calls": [bash("echo two >> c.txt")]},
+            {"text": "second answer"},
+        ]
+    }
+    with pod_world(tmp_path, script) as world:
+        old_uid = world.uid
+        first = world.start(epoch=3)  # the deleted object had reached epoch 3
+        assert first.wait_exit() == 0, first.stderr()
+        old = first.termination()
+        assert (old["outcome"], old["resultText"]) == ("completed", "done")
+
+        new_uid = "9f1c2d3e-0000-4000-8000-000000000002"
+        world.uid = new_uid
+        world.options["session"]["uid"] = new_uid
+        world.options["resultStream"] = f"berth:{world.namespace}:s:{new_uid}:results"
+        world.options["prompt"] = "a completely different task"
+        second = world.start(epoch=1, tag="b")
+        assert second.wait_exit() == 0, second.stderr()
+        msg = second.termination()
+        assert msg["outcome"] == "completed"
+        assert msg["runId"] != old["runId"]
+        assert msg["resultText"] == "second answer"
+        assert world.lines("c.txt") == ["one", "two"]
+        last = json.dumps(world.model_requests()[-1])
+        assert "a completely different task" in last and "Fix the failing test" in last
+
+        asked = len(world.model_requests())
+        replacement = world.start(epoch=2, tag="c")  # the new object's next pod: its own result
+        assert replacement.wait_exit() == 0, replacement.stderr()
+        again = replacement.termination()
+        assert (again["outcome"], again["runId"]) == ("completed", msg["runId"])
+        assert len(world.model_requests()) == asked
+
+        world.uid = old_uid  # a late pod of the deleted object
+        world.options["session"]["uid"] = old_uid
+        late = world.start(epoch=4, tag="d")
+        assert late.wait_exit() == 3, late.stderr()
+        assert late.termination()["outcome"] == "fenced"
+        assert world.lines("c.txt") == ["one", "two"]
 
 
 def test_state_passivate_mid_run_then_resume_on_a_new_epoch(tmp_path: Path) -> None:

@@ -53,3 +53,12 @@ def test_a_descendant_without_a_checkpoint_is_skipped() -> None:
     runs = [PASSIVATED, RESUMED_RUNNING]
     plan = plan_start("run-1", True, runs, False, has_checkpoint=lambda r: r != "run-2")
     assert (plan.action, plan.run_id) == ("resume", "run-1")
+
+
+def test_a_new_object_of_a_kept_store_sends_its_own_prompt() -> None:
+    """The deleted object's completed run was left out (``inherited``): never "done" with its
+    result, never "idle" on it, never resumed."""
+    for keep_alive in (False, True):
+        plan = plan_start(None, True, [], keep_alive, inherited=2)
+        assert (plan.action, plan.run_id) == ("send", None)
+        assert "kept conversation (2 earlier run(s)" in plan.why
