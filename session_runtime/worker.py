@@ -75,7 +75,7 @@ from session_runtime.tools import ToolResult, run_tool
 from session_runtime.transport import names
 from session_runtime.transport.auth import derive_session_key, read_key_file, sign_fields
 from session_runtime.transport.auth import verify_fields as mac_ok
-from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage
+from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage, as_text
 
 log = logging.getLogger("berth.worker")
 
@@ -91,10 +91,6 @@ RECLAIM_PAGE = 200
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _s(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 class WorkspaceRefused(ValueError):
@@ -394,7 +390,7 @@ class LaneWorker:
                 # now: they are run, not abandoned (abandoning would turn them into "worker lost").
                 for _stream, entries in batches or []:
                     for entry_id, fields in entries:
-                        self._spawn(_s(entry_id), fields)
+                        self._spawn(as_text(entry_id), fields)
         finally:
             stop_wait.cancel()
 
@@ -446,7 +442,7 @@ class LaneWorker:
 
     async def _handle_inner(self, entry_id: str, fields: Any) -> None:
         started_ms = _now_ms()
-        raw = {_s(k): _s(v) for k, v in dict(fields).items()}
+        raw = {as_text(k): as_text(v) for k, v in dict(fields).items()}
         try:
             key = self.session_key(raw)
         except TaskRejected as exc:
@@ -464,7 +460,7 @@ class LaneWorker:
         if (ns, uid) != (self.settings.namespace, task.session_uid):
             await self._reject(entry_id, fields, TaskRejected("reply_to", "not its session's"))
             return
-        kind = _s(await self.redis.type(task.reply_to))  # type: ignore[no-untyped-call,unused-ignore]
+        kind = as_text(await self.redis.type(task.reply_to))  # type: ignore[no-untyped-call,unused-ignore]
         if kind not in ("stream", "none"):  # its reply could never be delivered: do not run it
             await self._reject(entry_id, fields, TaskRejected("reply_to", f"is a {kind}"))
             return
@@ -545,7 +541,7 @@ class LaneWorker:
             while True:
                 try:
                     await pipe.watch(reply_to)
-                    kind = _s(await pipe.type(reply_to))
+                    kind = as_text(await pipe.type(reply_to))
                     if kind not in ("stream", "none"):
                         await pipe.reset()
                         break
@@ -572,7 +568,7 @@ class LaneWorker:
     ) -> None:
         """Record the entry on the dead-letter stream and acknowledge it; with the session's
         ``key`` (an authenticated task that does not parse) also answer it with the reason."""
-        raw = {_s(k): _s(v)[:4096] for k, v in dict(fields or {}).items()}
+        raw = {as_text(k): as_text(v)[:4096] for k, v in dict(fields or {}).items()}
         log.warning("dead-lettering task entry %s: %s", entry_id, reason)
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.xadd(
@@ -663,7 +659,7 @@ class LaneWorker:
                 yield entry
             if len(page) < RECLAIM_PAGE:
                 return
-            start = "(" + _s(page[-1]["message_id"])
+            start = "(" + as_text(page[-1]["message_id"])
 
     async def _reclaim_entry(self, entry: Mapping[str, Any], alive: dict[str, bool]) -> int:
         """Answer one pending entry if its holder is dead or hung; returns 1 if answered.
@@ -671,8 +667,8 @@ class LaneWorker:
         ``alive`` caches liveness per holder for one scan. A holder whose name is not a valid
         consumer name cannot be a Berth worker and is treated as dead.
         """
-        entry_id = _s(entry["message_id"])
-        holder = _s(entry["consumer"])
+        entry_id = as_text(entry["message_id"])
+        holder = as_text(entry["consumer"])
         idle = int(entry["time_since_delivered"])
         hung_ms = (self.settings.task_timeout_seconds + 2 * self.settings.heartbeat_seconds) * 1000
         if holder == self._me:
@@ -705,7 +701,7 @@ class LaneWorker:
             if fields is None:  # deleted from the stream meanwhile
                 await untyped.xack(self._stream, names.GROUP, claimed_id)
                 continue
-            await self._answer_lost(_s(claimed_id), fields, holder)
+            await self._answer_lost(as_text(claimed_id), fields, holder)
             answered += 1
         return answered
 
@@ -721,7 +717,7 @@ class LaneWorker:
             await untyped.xgroup_delconsumer(self._stream, names.GROUP, consumer)
 
     async def _answer_lost(self, entry_id: str, fields: Any, holder: str) -> None:
-        raw = {_s(k): _s(v) for k, v in dict(fields).items()}
+        raw = {as_text(k): as_text(v) for k, v in dict(fields).items()}
         try:
             key = self.session_key(raw)
         except TaskRejected as exc:

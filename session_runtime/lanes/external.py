@@ -44,9 +44,6 @@ class ExternalTask:
         """ms left before the deadline (0 when timed out)."""
         return max(0, self.deadline_ms - now_ms)
 
-    def is_timed_out(self, now_ms: int) -> bool:
-        return now_ms >= self.deadline_ms
-
     def to_dict(self, now_ms: int) -> dict[str, Any]:
         """The A3S ``ExternalTask`` fields plus ``remaining_ms`` and ``tool_call_id``."""
         return {

@@ -135,14 +135,6 @@ class StateModel(_Shape):
     workflows: dict[str, dict[str, Any]]
 
 
-class SnapshotRec(_Shape):
-    t: Literal["snapshot"]
-    session: str
-    epoch: NonNeg
-    seq: NonNeg
-    state: StateModel
-
-
 Record = Annotated[
     SessionRec
     | BeginRec

@@ -44,16 +44,12 @@ from session_runtime.lanes.external import ExternalReply, ExternalTask, ReplySin
 from session_runtime.tools.base import Lane, ToolContext
 from session_runtime.transport import names
 from session_runtime.transport.auth import sign_fields, verify_fields
-from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage
+from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage, as_text
 
 log = logging.getLogger(__name__)
 
 MAX_KEPT_REPLIES = 10_000
 """Replies held in memory for ``find_reply`` at most (a flood of unknown replies cannot grow it)."""
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class RedisTaskTransport:
@@ -184,10 +180,10 @@ class RedisTaskTransport:
             if not page:
                 return None
             for entry_id, fields in page:
-                reply = await self._accept(_s(entry_id), fields)
+                reply = await self._accept(as_text(entry_id), fields)
                 if reply is not None and reply.tool_call_id == tool_call_id:
                     return reply
-            start = f"({_s(page[-1][0])}"
+            start = f"({as_text(page[-1][0])}"
 
     async def close(self) -> None:
         if self._reader is not None:
@@ -207,7 +203,7 @@ class RedisTaskTransport:
 
     async def _accept(self, entry_id: str, fields: Any) -> ExternalReply | None:
         """The reply in a stream entry, or None after dropping a forged or malformed one."""
-        raw = {_s(k): _s(v) for k, v in fields.items()}
+        raw = {as_text(k): as_text(v) for k, v in fields.items()}
         reason = None
         if self._key is not None and not verify_fields(self._key, raw):
             reason = "mac"
@@ -246,7 +242,7 @@ class RedisTaskTransport:
                 continue
             for _stream, entries in batches or []:
                 for entry_id, fields in entries:
-                    self._last_id = _s(entry_id)
+                    self._last_id = as_text(entry_id)
                     reply = await self._accept(self._last_id, fields)
                     if reply is None:
                         continue

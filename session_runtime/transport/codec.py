@@ -44,13 +44,14 @@ class MalformedMessage(ValueError):
         self.partial: dict[str, str] = dict(partial or {})
 
 
+def as_text(value: Any) -> str:
+    """A Redis reply value (``bytes`` from redis-py, or already ``str``) as text; invalid UTF-8
+    is replaced, never raised (a forged entry must be dropped and counted, not crash a reader)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
 def _decode(fields: Fields) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, value in fields.items():
-        k = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
-        v = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-        out[k] = v
-    return out
+    return {as_text(key): as_text(value) for key, value in fields.items()}
 
 
 def _json_object(raw: str, what: str) -> dict[str, Any]:

@@ -12,17 +12,15 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+from session_runtime.transport.codec import as_text
 
 
 def _info_dict(raw: Any) -> dict[str, Any]:
     """Normalise an XINFO reply (dict, or a flat list) to ``{str: value}``."""
     if isinstance(raw, dict):
-        return {_s(k): v for k, v in raw.items()}
+        return {as_text(k): v for k, v in raw.items()}
     items = list(raw)
-    return {_s(items[i]): items[i + 1] for i in range(0, len(items) - 1, 2)}
+    return {as_text(items[i]): items[i + 1] for i in range(0, len(items) - 1, 2)}
 
 
 async def _lag_fallback(redis: Redis[Any], stream: str, last_delivered: str) -> int:
@@ -34,7 +32,7 @@ async def _lag_fallback(redis: Redis[Any], stream: str, last_delivered: str) -> 
         if not page:
             return count
         count += len(page)
-        start = f"({_s(page[-1][0])}"
+        start = f"({as_text(page[-1][0])}"
 
 
 async def stream_pressure(redis: Redis[Any], stream: str, group: str) -> dict[str, Any]:
@@ -50,7 +48,9 @@ async def stream_pressure(redis: Redis[Any], stream: str, group: str) -> dict[st
         if "no such key" in str(exc).lower():
             return {"backlog": 0, "inFlight": 0, "per_consumer_pending": {}}
         raise
-    info = next((_info_dict(g) for g in groups if _s(_info_dict(g).get("name")) == group), None)
+    info = next(
+        (_info_dict(g) for g in groups if as_text(_info_dict(g).get("name")) == group), None
+    )
     if info is None:
         # No group yet: every entry in the stream is backlog.
         return {"backlog": int(await redis.xlen(stream)), "inFlight": 0, "per_consumer_pending": {}}
@@ -58,11 +58,11 @@ async def stream_pressure(redis: Redis[Any], stream: str, group: str) -> dict[st
     backlog = (
         int(lag)
         if lag is not None
-        else await _lag_fallback(redis, stream, _s(info.get("last-delivered-id", "0-0")))
+        else await _lag_fallback(redis, stream, as_text(info.get("last-delivered-id", "0-0")))
     )
     consumers = await client.xinfo_consumers(stream, group)
     per_consumer = {
-        _s(_info_dict(c)["name"]): int(_info_dict(c).get("pending", 0)) for c in consumers
+        as_text(_info_dict(c)["name"]): int(_info_dict(c).get("pending", 0)) for c in consumers
     }
     return {
         "backlog": backlog,

@@ -96,9 +96,6 @@ MAX_STATE_BODY_BYTES: Final = 1 << 20
 SESSION_COMMAND: Final = "berth-session"
 WORKER_TASK_STREAM: Final = "berth:{namespace}:lw:{name}:tasks"
 """Redis stream of a LaneWorker pool (ARCHITECTURE.md §7)."""
-WORKER_CONSUMER_GROUP: Final = "workers"
-RESULT_STREAM: Final = "berth:{namespace}:s:{session_uid}:results"
-"""Reply stream of one session (ARCHITECTURE.md §7)."""
 
 MAX_SESSION_NAME_LENGTH: Final = 50
 """AgentSession names are capped so ``<name>-e<epoch>`` stays a valid label value (63 chars)."""
