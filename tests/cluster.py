@@ -57,6 +57,32 @@ def parse_env_file(text: str) -> dict[str, str]:
     return env
 
 
+def poll_until(
+    what: str,
+    check: Any,
+    timeout: float,
+    interval: float = 0.5,
+    *,
+    error: type[Exception] = AssertionError,
+) -> Any:
+    """Call ``check()`` every ``interval`` seconds until it returns a truthy value (returned);
+    a failed kubectl call (``CalledProcessError``) counts as "not yet". After ``timeout`` seconds
+    raise ``error`` naming ``what`` and the last value. Bounds a wait; never a timing assertion.
+    """
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except subprocess.CalledProcessError as exc:
+            last = exc.stderr
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise error(f"gave up after {timeout}s waiting for {what}; last: {str(last)[:2000]}")
+
+
 @dataclass
 class DevCluster:
     """Handle on the running dev cluster: kubeconfig, environment and a kubectl runner."""
@@ -199,18 +225,7 @@ class DevCluster:
 
         This bounds how long a test waits for the cluster; it is not a timing assertion.
         """
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            try:
-                last = predicate()
-            except subprocess.CalledProcessError as exc:
-                last = exc.stderr
-            else:
-                if last:
-                    return last
-            time.sleep(interval)
-        raise TimeoutError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+        return poll_until(what, predicate, timeout, interval, error=TimeoutError)
 
     @contextmanager
     def namespace(self, prefix: str = "t", shared_pvc: bool = False) -> Iterator[str]:

@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from tests.cluster import ROOT, DevCluster
+from tests.cluster import ROOT, DevCluster, poll_until
 from tests.integration.operator.harness import free_port
 
 REAL_NODE_LABEL = "berth.dev/dev-node"
@@ -49,18 +49,7 @@ class PrivateNodes:
 
 def wait(what: str, check: Callable[[], Any], cap: float = 180.0, every: float = 0.5) -> Any:
     """Poll ``check`` until truthy; AssertionError naming ``what`` after ``cap`` seconds."""
-    end = time.monotonic() + cap
-    last: Any = None
-    while time.monotonic() < end:
-        try:
-            last = check()
-        except subprocess.CalledProcessError as exc:
-            last = exc.stderr
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    raise AssertionError(f"gave up waiting for {what}; last: {str(last)[:2000]}")
+    return poll_until(what, check, cap, every)
 
 
 @contextmanager

@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from tests.cluster import ROOT, DevCluster, host_ip
+from tests.cluster import ROOT, DevCluster, host_ip, poll_until
 
 WAIT_CAP = 180.0
 OPERATOR_NS = "berth-system"
@@ -232,18 +231,8 @@ def klist(dc: DevCluster, ns: str, kind: str, selector: str = "") -> list[dict[s
 
 
 def wait(what: str, check: Callable[[], Any], cap: float = WAIT_CAP, every: float = 0.5) -> Any:
-    end = time.monotonic() + cap
-    last: Any = None
-    while time.monotonic() < end:
-        try:
-            last = check()
-        except subprocess.CalledProcessError as exc:
-            last = exc.stderr
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    raise AssertionError(f"gave up waiting for {what}; last: {str(last)[:2000]}")
+    """Poll ``check`` until truthy; AssertionError naming ``what`` after ``cap`` seconds."""
+    return poll_until(what, check, cap, every)
 
 
 def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
