@@ -60,6 +60,18 @@ class Reason:
     # Running
     RUNTIME_READY: Final = "RuntimeReady"
     STARTING: Final = "Starting"
+    STUCK_WAITING: Final = (
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+        "CrashLoopBackOff",
+    )
+    """Container waiting reasons of the kubelet that need a user's fix (a bad image or pull
+    secret, a missing Secret or key, a container that cannot start). They become the reason of
+    the Running and Ready conditions, with the kubelet's message, and a Warning Event."""
     NOT_RUNNING: Final = "NotRunning"
     # Completed / phase-like summaries
     RUN_COMPLETED: Final = "RunCompleted"

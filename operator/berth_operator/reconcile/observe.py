@@ -60,6 +60,11 @@ class ObservedPod:
     terminated: Terminated | None = None
     resume_run_id: str = ""
     placement_reason: str = ""
+    waiting_reason: str = ""
+    """``state.waiting.reason`` of the session container (ImagePullBackOff, ErrImagePull,
+    CreateContainerConfigError, CrashLoopBackOff, ...), "" when it is not waiting."""
+    waiting_message: str = ""
+    """The kubelet's message for ``waiting_reason``."""
 
 
 def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -80,9 +85,11 @@ def observe_pod(body: Mapping[str, Any]) -> ObservedPod:
     conds = _conditions(status)
     sched = conds.get("PodScheduled", {})
     terminated = None
+    waiting: Mapping[str, Any] = {}
     for cs in status.get("containerStatuses") or []:
         if cs.get("name") != SESSION_CONTAINER:
             continue
+        waiting = (cs.get("state") or {}).get("waiting") or {}
         term = (cs.get("state") or {}).get("terminated")
         if term:
             terminated = Terminated(
@@ -116,6 +123,8 @@ def observe_pod(body: Mapping[str, Any]) -> ObservedPod:
         terminated=terminated,
         resume_run_id=annotations.get(ANNOTATION_RESUME_RUN_ID, ""),
         placement_reason=annotations.get(ANNOTATION_REPLACED_REASON, ""),
+        waiting_reason=str(waiting.get("reason") or ""),
+        waiting_message=str(waiting.get("message") or ""),
     )
 
 

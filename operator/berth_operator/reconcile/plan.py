@@ -130,10 +130,18 @@ _READY_BY_PHASE: dict[str, tuple[ConditionStatus, str]] = {
 }
 
 
-def finish(st: AgentSessionStatus, conds: ConditionSet, phase: Phase, message: str = "") -> None:
+def finish(
+    st: AgentSessionStatus,
+    conds: ConditionSet,
+    phase: Phase,
+    message: str = "",
+    *,
+    reason: str | None = None,
+) -> None:
     """Fill the conditions still absent with their defaults, set ``Ready`` from ``phase``
-    (Kubernetes convention: Ready summarises), order them like ``CondType.ALL``, set the phase."""
-    for type_, status, reason in (
+    (Kubernetes convention: Ready summarises; ``reason`` overrides the phase's reason when a
+    more precise one is known), order them like ``CondType.ALL``, set the phase."""
+    for type_, status, default_reason in (
         (CondType.PLACED, "False", Reason.WAITING_FOR_POD),
         (CondType.RUNNING, "False", Reason.NOT_RUNNING),
         (CondType.PASSIVATED, "False", Reason.NOT_PASSIVATED),
@@ -142,9 +150,9 @@ def finish(st: AgentSessionStatus, conds: ConditionSet, phase: Phase, message: s
         (CondType.DEGRADED, "False", Reason.AS_EXPECTED),
         (CondType.FAILED, "False", Reason.NOT_FAILED),
     ):
-        conds.ensure(type_, status, reason)  # type: ignore[arg-type]
+        conds.ensure(type_, status, default_reason)  # type: ignore[arg-type]
     ready_status, ready_reason = _READY_BY_PHASE[phase]
-    conds.set(CondType.READY, ready_status, ready_reason, message)
+    conds.set(CondType.READY, ready_status, reason or ready_reason, message)
     order = {t: i for i, t in enumerate(CondType.ALL)}
     st.conditions = sorted(conds.items, key=lambda c: order.get(c.type, len(order)))
     st.phase = phase

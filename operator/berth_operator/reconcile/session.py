@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from berth_operator.api.agentsession import (
     AgentSessionStatus,
     Checkpoint,
+    Phase,
     Result,
     RunRecord,
     Usage,
@@ -382,6 +383,8 @@ def _handle_alive(
         st.next_attempt_at = None
         finish(st, conds, "Running")
         plan.requeue_after = settings.status_refresh_seconds
+    elif pod.waiting_reason in Reason.STUCK_WAITING:
+        _stuck(st, conds, plan, pod)
     else:
         why = obs.state_error or f"pod phase {pod.phase}"
         conds.set(CondType.RUNNING, "False", Reason.STARTING, why[:1024])
@@ -389,6 +392,20 @@ def _handle_alive(
         # Pod changes (scheduled, started, ready) wake the session through the pod watch; the
         # runtime's /v1/state is polled at the refresh interval like for running sessions.
         plan.requeue_after = settings.status_refresh_seconds
+
+
+def _stuck(st: AgentSessionStatus, conds: ConditionSet, plan: Plan, pod: ObservedPod) -> None:
+    """The pod's container waits for something a user must fix (``Reason.STUCK_WAITING``): say
+    so in Running and Ready with the kubelet's message, and once per new problem in an Event."""
+    reason = pod.waiting_reason
+    msg = f"pod {pod.name}: {reason}: {pod.waiting_message or 'see kubectl describe pod'}"[:1024]
+    before = conds.get(CondType.RUNNING)
+    if before is None or (before.reason, before.message) != (reason, msg):
+        plan.events.append(Event("Warning", reason, msg))
+    conds.set(CondType.RUNNING, "False", reason, msg)
+    phase: Phase = "Pending" if (st.epoch or 0) <= 1 else "Resuming"
+    finish(st, conds, phase, msg, reason=reason)
+    plan.requeue_after = LANEWORKER_REQUEUE  # pod changes wake the session sooner
 
 
 def _handle_death(

@@ -135,6 +135,12 @@ class PodBuilder:
         ]
         return self
 
+    def waiting(self, reason: str, message: str) -> PodBuilder:
+        self.body["status"]["containerStatuses"] = [
+            {"name": "session", "state": {"waiting": {"reason": reason, "message": message}}}
+        ]
+        return self
+
     def evicted(self) -> PodBuilder:
         self.body["status"].update(phase="Failed", reason="Evicted", message="low on memory")
         return self

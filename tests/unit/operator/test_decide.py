@@ -306,3 +306,34 @@ def test_suspended_session_is_not_placed() -> None:
     plan = decide(observation(make_session().with_spec(suspend=True)), SETTINGS)
     assert plan.create is None
     assert plan.status.phase == "Passivated"
+
+
+@pytest.mark.parametrize(
+    "reason",
+    ["ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "CrashLoopBackOff"],
+)
+def test_a_container_waiting_for_a_fix_says_why_in_ready_and_once_in_an_event(
+    reason: str,
+) -> None:
+    kubelet = f"kubelet says {reason}: details"
+    session = make_session().with_status(epoch=1, podName="demo-e1", podUid="pod-uid-1")
+    pod = make_pod(1).on("proc-a").waiting(reason, kubelet)
+    plan = decide(observation(session, pod, nodes=(make_node("proc-a"),)), SETTINGS)
+    assert plan.create is None and plan.delete == []
+    assert cond(plan, "Ready") == ("False", reason)
+    assert cond(plan, "Running") == ("False", reason)
+    ready = get_condition(plan.status.conditions, "Ready")
+    assert ready is not None and kubelet in ready.message
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", reason)]
+    # the same problem on the next look: no second Event
+    again_session = make_session().with_status(**plan.status.wire())
+    again = decide(observation(again_session, pod, nodes=(make_node("proc-a"),)), SETTINGS)
+    assert again.events == [] and cond(again, "Ready") == ("False", reason)
+
+
+def test_an_ordinary_start_is_not_reported_as_stuck() -> None:
+    session = make_session().with_status(epoch=1, podName="demo-e1", podUid="pod-uid-1")
+    pod = make_pod(1).on("proc-a").waiting("ContainerCreating", "")
+    plan = decide(observation(session, pod, nodes=(make_node("proc-a"),)), SETTINGS)
+    assert cond(plan, "Ready") == ("False", "Pending")
+    assert cond(plan, "Running") == ("False", "Starting")
