@@ -11,7 +11,9 @@
 # - Redis is the dev cluster's redis-server (on the host address pods reach), not a bundled one;
 #   it has the chart's ACL users, whose passwords hack/dev-redis-secret.sh puts into the Secret
 #   named here (create it in the release namespace before installing);
-# - the shared volume is the pre-bound claim berth-shared (hack/shared-pvc.sh), not created here.
+# - the shared volume is the pre-bound claim berth-shared (hack/shared-pvc.sh) where it exists;
+#   in other namespaces the operator creates it with class berth-shared, which binds to the
+#   dev cluster's pool of RWX volumes (hack/pv-pool.sh).
 source "$(dirname "$0")/lib.sh"
 LOG_TAG=dev-values
 env_file=${BERTH_DEV_ENV:-$DEV/env}
@@ -39,6 +41,8 @@ operator:
 sharedVolume:
   create: false
   claimName: berth-shared
+  managed: true
+  storageClassName: berth-shared
 redis:
   enabled: false
   url: "redis://${BERTH_REDIS_URL#*@}"

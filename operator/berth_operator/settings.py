@@ -29,6 +29,15 @@ class OperatorSettings(BaseModel):
     """Namespaces watched, comma-separated; empty (default) = all namespaces (cluster-wide)."""
     default_claim_name: str = "berth-shared"
     """PVC mounted by session pods when spec.store.claimName is unset. Default berth-shared."""
+    shared_claim_managed: bool = True
+    """Create a session's or LaneWorker's shared claim in its namespace when it does not exist
+    (ReadWriteMany, from the three settings below; never deleted by the operator: stores outlive
+    sessions). False: claims are the user's, and a missing one is reported (StoreReady=False,
+    reason ClaimMissing). Default true."""
+    shared_claim_storage_class: str = ""
+    """storageClassName of claims the operator creates; empty = the cluster's default class."""
+    shared_claim_size: str = "10Gi"
+    """Requested size of claims the operator creates (a Kubernetes quantity). Default 10Gi."""
     session_image: str = "ghcr.io/berth-dev/berth:0.1.0"
     """Image of session pods (and of the store-cleanup Job)."""
     image_pull_policy: str = "IfNotPresent"

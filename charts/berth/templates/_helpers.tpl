@@ -159,6 +159,12 @@ app.kubernetes.io/component: redis
   value: {{ join "," .Values.operator.watchNamespaces | quote }}
 - name: BERTH_DEFAULT_CLAIM_NAME
   value: {{ include "berth.sharedClaimName" . | quote }}
+- name: BERTH_SHARED_CLAIM_MANAGED
+  value: {{ .Values.sharedVolume.managed | quote }}
+- name: BERTH_SHARED_CLAIM_STORAGE_CLASS
+  value: {{ .Values.sharedVolume.storageClassName | quote }}
+- name: BERTH_SHARED_CLAIM_SIZE
+  value: {{ .Values.sharedVolume.size | quote }}
 - name: BERTH_SESSION_IMAGE
   value: {{ include "berth.runtimeImage" . | quote }}
 - name: BERTH_IMAGE_PULL_POLICY
@@ -267,6 +273,10 @@ app.kubernetes.io/component: redis
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create, update]
+# The shared ReadWriteMany claim of a namespace, created when missing (never deleted).
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [get, create]
 # The options ConfigMap <session>-options.
 - apiGroups: [""]
   resources: [configmaps]

@@ -20,6 +20,8 @@ class CondType:
     READY: Final = "Ready"
     """Summary: True while the session runs healthily or has succeeded."""
     PLACED: Final = "Placed"
+    STORE_READY: Final = "StoreReady"
+    """The shared claim of the session's store is bound (reasons in ``builders.claim``)."""
     """A pod of the current epoch exists and is bound to a node."""
     RUNNING: Final = "Running"
     """The runtime of the current pod answers /readyz (and the run is in progress)."""
@@ -34,7 +36,17 @@ class CondType:
     FAILED: Final = "Failed"
     """Terminal failure: the run failed or replacements were exhausted."""
 
-    ALL: Final = (READY, PLACED, RUNNING, PASSIVATED, COMPLETED, BUDGET_EXHAUSTED, DEGRADED, FAILED)
+    ALL: Final = (
+        READY,
+        PLACED,
+        STORE_READY,
+        RUNNING,
+        PASSIVATED,
+        COMPLETED,
+        BUDGET_EXHAUSTED,
+        DEGRADED,
+        FAILED,
+    )
 
 
 class Reason:
@@ -57,6 +69,8 @@ class Reason:
     """spec.llm.apiKeySecretRef names a Secret or key that does not exist."""
     BASE_URL_NOT_ALLOWED: Final = "BaseURLNotAllowed"
     """spec.llm.baseURL is outside the operator's BERTH_LLM_ALLOWED_BASE_URLS."""
+    CLAIM_MISSING: Final = "ClaimMissing"
+    """The session's shared claim does not exist and claims are the user's to create."""
     # Running
     RUNTIME_READY: Final = "RuntimeReady"
     STARTING: Final = "Starting"

@@ -41,6 +41,7 @@ LABEL_NAME: Final = "app.kubernetes.io/name"
 MANAGED_BY: Final = "berth-operator"
 COMPONENT_SESSION: Final = "session"
 COMPONENT_STORE_CLEANUP: Final = "store-cleanup"
+COMPONENT_SHARED_VOLUME: Final = "shared-volume"
 
 ANNOTATION_DELETE_STORE: Final = "berth.dev/delete-store"
 """On an AgentSession: ``"true"`` makes deletion also remove its store and workspace."""

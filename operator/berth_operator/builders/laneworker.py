@@ -61,6 +61,7 @@ from berth_operator.api.constants import (
     WORKSPACES_SUBDIR,
 )
 from berth_operator.api.laneworker import LaneWorkerSpec
+from berth_operator.builders.claim import claim_name
 from berth_operator.builders.security import hardened_container_security, with_default_resources
 from berth_operator.errors import SpecError
 from berth_operator.settings import OperatorSettings
@@ -138,7 +139,7 @@ def build_pod_template(
 ) -> dict[str, Any]:
     """The worker pod template (``spec.template`` of the Deployment). Raises SpecError."""
     labels = {**selector_labels(ref.name), LABEL_MANAGED_BY: MANAGED_BY}
-    claim = (spec.store.claim_name if spec.store else None) or settings.default_claim_name
+    claim = claim_name(spec, settings)
     uid = settings.run_as_user
     template = spec.template
     security = hardened_container_security(template.security_context if template else None)

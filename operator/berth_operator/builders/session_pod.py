@@ -62,6 +62,7 @@ from berth_operator.api.options import (
     SessionIdentity,
     SessionPodOptions,
 )
+from berth_operator.builders.claim import claim_name
 from berth_operator.builders.names import (
     options_configmap_name,
     owner_reference,
@@ -279,7 +280,7 @@ def build_session_pod(
     NotIn`` ANDed into every term of spec.placement.affinity (see ``with_avoided_nodes``).
     """
     uid = settings.run_as_user
-    claim = (spec.store.claim_name if spec.store else None) or settings.default_claim_name
+    claim = claim_name(spec, settings)
     labels = session_labels(ref, spec) | {LABEL_EPOCH: str(epoch)}
     container: dict[str, Any] = {
         "name": SESSION_CONTAINER,

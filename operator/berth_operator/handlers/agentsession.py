@@ -46,6 +46,7 @@ from berth_operator.api.constants import (
     VERSION,
 )
 from berth_operator.api.options import RuntimeState
+from berth_operator.builders.claim import build_shared_claim, claim_name, claim_status
 from berth_operator.builders.cleanup_job import build_store_cleanup_job
 from berth_operator.builders.pdb import build_session_pdb
 from berth_operator.builders.secrets import llm_credentials_problem, needs_task_master
@@ -214,6 +215,15 @@ async def _credentials_problem(
     return llm_credentials_problem(spec, secret, ctx.settings.llm_allowed_base_urls)
 
 
+async def _claim_status(
+    ctx: OperatorContext, ns: str, spec: AgentSessionSpec
+) -> tuple[bool, str, str]:
+    """``StoreReady`` of the session's shared claim (``builders.claim.claim_status``)."""
+    name = claim_name(spec, ctx.settings)
+    body = await ctx.kube.get_pvc(ns, name)
+    return claim_status(ns, name, body, ctx.settings.shared_claim_managed)
+
+
 async def _api_token(ctx: OperatorContext, ref: SessionRef) -> str | None:
     """The session's API token (cached per uid; read from ``<name>-berth`` on first use)."""
     token = ctx.tokens.get(ref.uid)
@@ -332,10 +342,14 @@ async def _observe(
         disruptions = await _with_eviction_node(ctx, current, disruptions)
     missing: list[str] = []
     credentials = None
+    claim = None
     alive = [p for p in cached if not p.deleting and p.terminated is None]
     if not alive and inflight is None:
         missing = await _missing_laneworkers(ctx, namespace, spec)
         credentials = await _credentials_problem(ctx, namespace, spec)
+        claim = await _claim_status(ctx, namespace, spec)
+    elif current is not None and not current.scheduled and not current.deleting:
+        claim = await _claim_status(ctx, namespace, spec)  # may explain a Pending pod
     return Observation(
         ref=ref,
         spec=spec,
@@ -347,6 +361,7 @@ async def _observe(
         state_error=state_error,
         missing_laneworkers=tuple(missing),
         credentials_problem=credentials,
+        claim=claim,
         now=datetime.now(UTC).replace(microsecond=0),
         node_disruptions=disruptions,
         evictions=evictions,
@@ -465,6 +480,10 @@ async def _create(
     if ctx.disruption is not None:  # PDBs enabled
         await ctx.disruption.ensure_pdb(build_session_pdb(ref, spec))
     await _ensure_secrets(ctx, ref, spec)
+    if obs.claim is not None and obs.claim[1] == "ClaimCreating":
+        await ctx.kube.create_pvc(
+            build_shared_claim(ref.namespace, claim_name(spec, settings), settings)
+        )
     if ctx.configmap_generation.get(ref.uid) != ref.generation:
         options = build_options(ref, spec, settings)
         await ctx.kube.apply_configmap(build_options_configmap(ref, spec, options))

@@ -41,6 +41,7 @@ class LaneClients:
     at shutdown."""
 
     settings: OperatorSettings
+    kube: KubeClient
     api: LaneWorkerApi
     secrets: SecretApi
     redis: Redis[Any]
@@ -51,6 +52,7 @@ class LaneClients:
         """Share ``kube``'s connection pool; Redis from ``settings.operator_redis_url``."""
         return cls(
             settings=settings,
+            kube=kube,
             api=LaneWorkerApi(kube.api_client),
             secrets=SecretApi.from_kube(kube),
             redis=Redis.from_url(settings.operator_redis_url),

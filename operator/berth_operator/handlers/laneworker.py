@@ -42,6 +42,7 @@ from berth_operator import metrics
 from berth_operator.api.common import Condition
 from berth_operator.api.constants import GROUP, LANEWORKER_PLURAL, VERSION
 from berth_operator.api.laneworker import LaneWorkerSpec, LaneWorkerStatus, task_stream
+from berth_operator.builders.claim import build_shared_claim, claim_name
 from berth_operator.builders.laneworker import (
     ANNOTATION_TEMPLATE_HASH,
     LaneWorkerRef,
@@ -111,6 +112,10 @@ async def _ensure_deployment(
     name = deployment_name(ref.name)
     await ctx.secrets.ensure_task_master(ref.namespace)  # mounted by every worker pod
     await ctx.secrets.ensure_worker_redis(ref.namespace, ctx.settings.worker_redis_url)
+    if ctx.settings.shared_claim_managed:  # the workers mount the namespace's shared claim
+        claim = claim_name(spec, ctx.settings)
+        if await ctx.kube.get_pvc(ref.namespace, claim) is None:
+            await ctx.kube.create_pvc(build_shared_claim(ref.namespace, claim, ctx.settings))
     current = await ctx.api.get_deployment(ref.namespace, name)
     counts = DeploymentCounts.of(current)
     if owns_replicas(spec):

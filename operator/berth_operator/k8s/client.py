@@ -177,6 +177,33 @@ class KubeClient:
             return None
         return self._json(obj)
 
+    # --- PersistentVolumeClaims ---------------------------------------------------------------
+    async def get_pvc(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """GET a PersistentVolumeClaim; None when it does not exist."""
+        try:
+            return await self._json_call(
+                f"get persistentvolumeclaim {namespace}/{name}",
+                self.core.read_namespaced_persistent_volume_claim,
+                name,
+                namespace,
+            )
+        except NotFound:
+            return None
+
+    async def create_pvc(self, body: dict[str, Any]) -> bool:
+        """POST a PersistentVolumeClaim; False when one of that name already exists."""
+        meta = body["metadata"]
+        try:
+            await self._json_call(
+                f"create persistentvolumeclaim {meta['namespace']}/{meta['name']}",
+                self.core.create_namespaced_persistent_volume_claim,
+                meta["namespace"],
+                body,
+            )
+        except AlreadyExists:
+            return False
+        return True
+
     # --- ConfigMaps and Jobs -----------------------------------------------------------------
     async def apply_configmap(self, body: dict[str, Any]) -> bool:
         """Create the ConfigMap, or replace its data/labels when they differ. True if written.

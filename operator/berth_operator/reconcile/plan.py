@@ -42,6 +42,10 @@ class Observation:
     state: RuntimeState | None = None
     state_error: str | None = None
     missing_laneworkers: tuple[str, ...] = ()
+    claim: tuple[bool, str, str] | None = None
+    """``StoreReady`` as observed (ready, reason, message; ``builders.claim.claim_status``), None
+    when the claim was not looked at this time (it is read only when a pod may be placed or the
+    current pod is not scheduled yet)."""
     credentials_problem: tuple[str, str] | None = None
     """(reason, message) when the LLM Secret or baseURL must not be used (no pod is placed)."""
     now: datetime = field(default_factory=lambda: datetime.now(UTC))

@@ -175,6 +175,9 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
     st.observed_generation = obs.ref.generation
     conds = ConditionSet(st.conditions, obs.now, obs.ref.generation)
     plan = Plan(status=st)
+    if obs.claim is not None:
+        ready, reason, message = obs.claim
+        conds.set(CondType.STORE_READY, "True" if ready else "False", reason, message[:1024])
     current = _current_pod(obs, st, plan)
     epoch = st.epoch or 0
 
@@ -497,6 +500,15 @@ def _maybe_place(
         msg = "LaneWorker not found: " + ", ".join(obs.missing_laneworkers)
         conds.set(CondType.PLACED, "False", Reason.LANE_WORKER_NOT_FOUND, msg)
         finish(st, conds, "Resuming" if resuming else "Pending", msg)
+        plan.requeue_after = LANEWORKER_REQUEUE
+        return
+    if obs.claim is not None and obs.claim[1] == Reason.CLAIM_MISSING:
+        msg = obs.claim[2][:1024]
+        before = conds.get(CondType.PLACED)
+        if before is None or before.reason != Reason.CLAIM_MISSING:
+            plan.events.append(Event("Warning", Reason.CLAIM_MISSING, msg))  # once per problem
+        conds.set(CondType.PLACED, "False", Reason.CLAIM_MISSING, msg)
+        finish(st, conds, "Resuming" if resuming else "Pending", msg, reason=Reason.CLAIM_MISSING)
         plan.requeue_after = LANEWORKER_REQUEUE
         return
     if obs.credentials_problem is not None:

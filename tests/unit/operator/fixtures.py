@@ -180,6 +180,7 @@ def observation(
     inflight: str | None = None,
     now: float = 0,
     missing: tuple[str, ...] = (),
+    claim: tuple[bool, str, str] | None = None,
 ) -> Observation:
     return Observation(
         ref=session.ref(),
@@ -190,5 +191,6 @@ def observation(
         inflight=inflight,
         state=RuntimeState.model_validate(state) if state is not None else None,
         missing_laneworkers=missing,
+        claim=claim,
         now=T0 + timedelta(seconds=now),
     )
