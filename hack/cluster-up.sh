@@ -161,8 +161,8 @@ IMAGE=$(cat "$DEV/image")
 # --- shared volume for the default namespace ---------------------------------------------------
 bash "$ROOT/hack/shared-pvc.sh" default berth-shared >/dev/null
 log "shared PVC default/berth-shared bound"
-bash "$ROOT/hack/pv-pool.sh" 8
-log "8 unclaimed RWX volumes of class berth-shared for claims the operator creates"
+bash "$ROOT/hack/pv-pool.sh" 20
+log "a pool of 20 RWX volumes of class berth-shared for claims the operator creates"
 
 # --- Prometheus: scrapes pods annotated prometheus.io/scrape=true through pod IPs ---------------
 if pid_alive "$DEV/prometheus.pid" && pid_alive "$DEV/promsd.pid" && [[ -f $DEV/prometheus.port ]]; then

@@ -105,6 +105,8 @@ class OperatorProcess:
             "BERTH_STATUS_REFRESH_SECONDS": "1",
             "BERTH_BACKOFF_BASE_SECONDS": "1",
             "BERTH_BACKOFF_CAP_SECONDS": "4",
+            # Claims the operator creates bind to the dev cluster's RWX pool (hack/pv-pool.sh).
+            "BERTH_SHARED_CLAIM_STORAGE_CLASS": "berth-shared",
             "BERTH_HTTP_HOST": "127.0.0.1",
             "BERTH_HTTP_PORT": str(self.port),
             "BERTH_IDENTITY": f"test-operator-{self.starts}",

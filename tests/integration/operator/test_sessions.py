@@ -141,6 +141,50 @@ def test_example_session_runs_tools_on_the_shared_volume_and_succeeds(
         assert (claim / "store" / ns / "hello").is_dir()
 
 
+def test_a_new_namespace_gets_its_shared_claim_and_the_example_succeeds(
+    dev_cluster: DevCluster,
+) -> None:
+    """Nothing prepared in the namespace: the operator creates the shared RWX claim (it binds to
+    the dev cluster's pool, as with an RWX provisioner) and the example runs to Succeeded."""
+    script = {"turns": [{"tool_calls": [bash("echo made >> out.txt")]}, {"text": "all done"}]}
+    dc = dev_cluster
+    with dc.namespace("fresh") as ns, scripted_model(script) as llm, operator(dc, ns):
+        assert kget(dc, ns, "pvc", "berth-shared") is None
+        apply_in(dc, ns, with_base_url(example_docs("agentsession.yaml"), llm.base_url))
+        obj = wait("session hello to finish", finished(dc, ns, "hello"))
+        assert obj["status"]["phase"] == "Succeeded", json.dumps(obj["status"], indent=1)
+        assert condition(obj, "StoreReady")["status"] == "True"  # type: ignore[index]
+        pvc = kget(dc, ns, "pvc", "berth-shared")
+        assert pvc is not None and pvc["status"]["phase"] == "Bound"
+        assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+        assert pvc["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "berth-operator"
+        assert not pvc["metadata"].get("ownerReferences")  # never garbage-collected
+
+
+def test_a_missing_user_managed_claim_is_reported_not_left_pending(
+    dev_cluster: DevCluster,
+) -> None:
+    dc = dev_cluster
+    with dc.namespace("noclaim") as ns, operator(dc, ns, BERTH_SHARED_CLAIM_MANAGED="false"):
+        apply_in(dc, ns, example_docs("agentsession.yaml"))
+
+        def reported() -> Any:
+            obj = kget(dc, ns, "agentsession", "hello")
+            cond = condition(obj, "StoreReady") if obj else None
+            return obj if cond and cond["reason"] == "ClaimMissing" else None
+
+        obj = wait("StoreReady=False ClaimMissing", reported)
+        assert condition(obj, "Ready")["reason"] == "ClaimMissing"  # type: ignore[index]
+        assert not klist(dc, ns, "pods", "berth.dev/session=hello")  # nothing placed
+        assert kget(dc, ns, "pvc", "berth-shared") is None  # the user's to create
+        described = dc.kubectl("-n", ns, "describe", "agentsession", "hello").stdout
+        assert "ClaimMissing" in described and "create a ReadWriteMany claim" in described
+        events = dc.kubectl(
+            "-n", ns, "get", "events", "--field-selector", "reason=ClaimMissing", "-o", "name"
+        ).stdout
+        assert events.strip(), "no ClaimMissing Event"
+
+
 def test_sigkilled_session_is_resumed_on_a_new_epoch_without_rerunning_tools(
     dev_cluster: DevCluster,
 ) -> None:
