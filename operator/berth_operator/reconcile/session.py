@@ -180,11 +180,12 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
         conds.set(CondType.STORE_READY, "True" if ready else "False", reason, message[:1024])
     current = _current_pod(obs, st, plan)
     epoch = st.epoch or 0
-    stale_store = conds.get(CondType.STORE_READY) is not None
-    if obs.claim is None and current is not None and current.node_name and stale_store:
-        if not conds.is_true(CondType.STORE_READY):  # scheduled: its claims are bound
-            msg = f"pod {current.name} was scheduled with its claim bound"
-            conds.set(CondType.STORE_READY, "True", "ClaimBound", msg)
+    store = conds.get(CondType.STORE_READY)
+    unconfirmed = store is not None and store.status != "True"
+    if obs.claim is None and current is not None and current.node_name and unconfirmed:
+        # the pod was scheduled, so its claims are bound
+        msg = f"pod {current.name} was scheduled with its claim bound"
+        conds.set(CondType.STORE_READY, "True", "ClaimBound", msg)
 
     if conds.is_true(CondType.COMPLETED) or conds.is_true(CondType.FAILED):
         finish(st, conds, "Succeeded" if conds.is_true(CondType.COMPLETED) else "Failed")
