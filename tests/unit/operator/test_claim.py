@@ -87,3 +87,15 @@ def test_a_pending_or_managed_claim_does_not_block_placement() -> None:
         plan = decide(observation(make_session(), claim=status), SETTINGS)
         assert plan.create is not None
         assert cond(plan, "StoreReady") == ("False", status[1])
+
+
+def test_store_ready_is_confirmed_once_the_pod_is_scheduled() -> None:
+    from tests.unit.operator.fixtures import make_node, make_pod
+
+    pending = claim_status("ns", "berth-shared", {"status": {"phase": "Pending"}}, managed=True)
+    placed = decide(observation(make_session(), claim=pending), SETTINGS)
+    assert cond(placed, "StoreReady") == ("False", "ClaimPending")
+    session = make_session().with_status(**placed.status.wire())
+    pod = make_pod(1).on("proc-a").running()
+    plan = decide(observation(session, pod, nodes=(make_node("proc-a"),)), SETTINGS)
+    assert cond(plan, "StoreReady") == ("True", "ClaimBound")
