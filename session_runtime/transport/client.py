@@ -226,7 +226,12 @@ class RedisTaskTransport:
         self._seen.setdefault(reply.tool_call_id, reply)
 
     async def _read_replies(self) -> None:
+        me = asyncio.current_task()
         while True:
+            if me is not None and me.cancelling():
+                # A client that swallowed the cancellation of a blocking read must not make
+                # the reader block again: a cancelled reader always ends.
+                raise asyncio.CancelledError
             try:
                 batches = await self._redis.xread(
                     {self._reply_stream: self._last_id}, count=100, block=self._block_ms
@@ -234,7 +239,6 @@ class RedisTaskTransport:
             except asyncio.CancelledError:
                 raise
             except RedisError:
-                me = asyncio.current_task()
                 if me is not None and me.cancelling():
                     raise asyncio.CancelledError from None  # redis-py wraps a cancelled read
                 log.warning("reading %s failed; retrying", self._reply_stream, exc_info=True)

@@ -56,15 +56,18 @@ class PluginClient:
         """Return the AgentSession ``name`` as a dict. Raises NotFound or KubeError."""
         objects = client.CustomObjectsApi(self.api)
         what = f"get agentsession {self.namespace}/{name}"
-        body: Any = calls.call_sync(
-            what,
-            objects.get_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            self.namespace,
-            SESSION_PLURAL,
-            name,
-        )
+        try:
+            body: Any = calls.call_sync(
+                what,
+                objects.get_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                self.namespace,
+                SESSION_PLURAL,
+                name,
+            )
+        except NotFound:
+            raise NotFound(f"agentsession {self.namespace}/{name} not found", status=404) from None
         if not isinstance(body, dict):
             raise KubeError(f"{what}: unexpected (non-object) answer from the API")
         return body

@@ -3,8 +3,10 @@ confinement and worker settings (no Redis needed)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -235,3 +237,43 @@ def test_settings_refuse_bad_env(env: dict[str, str], change: dict[str, str | No
     bad = {k: v for k, v in {**env, **change}.items() if v is not None}
     with pytest.raises(SystemExit):
         WorkerSettings.from_env(bad, [])
+
+
+class _SwallowingRedis:
+    """A client whose blocking read swallows its cancellation and returns nothing (as some
+    client versions do when a read is interrupted)."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.reading = asyncio.Event()
+
+    async def xread(self, *_args: Any, **_kwargs: Any) -> list[Any]:
+        self.reads += 1
+        self.reading.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            return []
+        return []
+
+
+async def test_a_cancelled_reply_reader_ends_even_if_the_client_swallows_the_cancel() -> None:
+    from session_runtime.transport.client import RedisTaskTransport
+
+    fake = _SwallowingRedis()
+    transport = RedisTaskTransport(
+        fake,  # type: ignore[arg-type]
+        namespace="team-a",
+        session_name="s",
+        session_uid="u-1",
+        epoch=1,
+    )
+
+    async def sink(_reply: Any) -> None:
+        return None
+
+    await transport.start(sink)
+    await fake.reading.wait()
+    # close() cancels the reader and waits for it; bounded so a regression fails, not hangs.
+    await asyncio.wait_for(transport.close(), timeout=30)
+    assert fake.reads == 1
