@@ -67,20 +67,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import os
 import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from aiohttp import web
-from prometheus_client import Counter
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from session_runtime import Agent, SessionOptions, SessionRetentionLimits, TokenBudgetGuard
+from session_runtime import Agent, SessionOptions, SessionRetentionLimits
 from session_runtime.errors import (
     ConfigError,
     FencedError,
@@ -88,15 +86,11 @@ from session_runtime.errors import (
     RunPassivatedError,
     SessionRuntimeError,
 )
-from session_runtime.lanes import LaneHandlerConfig, LaneQueue, SessionQueueConfig
-from session_runtime.metrics import CONTENT_TYPE, SessionMetrics
+from session_runtime.metrics import SessionMetrics
 from session_runtime.pod import termination
 from session_runtime.pod.api import (
-    MessageRequest,
-    PassivateRequest,
     Passivation,
     Phase,
-    outcome_of,
     state_body,
 )
 from session_runtime.pod.config import (
@@ -106,14 +100,16 @@ from session_runtime.pod.config import (
     read_secret_file,
     termination_log_from_env,
 )
-from session_runtime.pod.options import BudgetOptions, OptionsError, PodOptions, load_options
+from session_runtime.pod.http import make_app
+from session_runtime.pod.metered import MeteredBudgetGuard, MeteredStore
+from session_runtime.pod.options import OptionsError, PodOptions, load_options
 from session_runtime.pod.start import StartPlan, plan_start
 from session_runtime.pod.termination import Outcome, TerminationMessage, Usage
+from session_runtime.pod.wiring import build_executor
 from session_runtime.store.file import FileSessionStore
 from session_runtime.store.ids import check_id
 from session_runtime.store.incarnation import open_incarnation, record_inherited
-from session_runtime.tools.base import Lane, lane_for_tool
-from session_runtime.tools.executor import DirectExecutor
+from session_runtime.tools.base import lane_for_tool
 
 log = logging.getLogger("berth.session")
 
@@ -129,87 +125,6 @@ CUT_OFF_SUFFIX = " (deadline passed: running tools were cut off; the last durabl
 def now_ms() -> int:
     """Wall clock in epoch milliseconds (the unit of ``deadlineMs``)."""
     return time.time_ns() // 1_000_000
-
-
-class MeteredStore:
-    """Wraps the session store: times ``commit_round``, counts rounds, notices fencing.
-
-    Delegates every attribute to the wrapped store. ``commit_round`` feeds
-    ``berth_session_checkpoint_write_seconds`` and, when the checkpoint's ``turn`` moved past the
-    last one seen for its run, ``berth_session_rounds_total``. Any ``FencedError`` raised through
-    a wrapped method calls ``on_fenced`` before it propagates (the loop may swallow store errors).
-    """
-
-    def __init__(
-        self,
-        inner: Any,
-        metrics: SessionMetrics,
-        on_fenced: Callable[[FencedError], None],
-    ) -> None:
-        self._inner = inner
-        self._metrics = metrics
-        self._on_fenced = on_fenced
-        self._turns: dict[str, int] = {}
-        #: Rounds the first run this process commits already had (a resumed run's checkpoint
-        #: turn), so only rounds done here are counted.
-        self.resume_start_turn = 0
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._inner, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return attr(*args, **kwargs)
-            except FencedError as exc:
-                self._on_fenced(exc)
-                raise
-
-        return call
-
-    def commit_round(self, checkpoint: Any) -> None:
-        """Time the durable commit, then count the round if ``checkpoint.turn`` advanced."""
-        started = time.perf_counter()
-        try:
-            self._inner.commit_round(checkpoint)
-        except FencedError as exc:
-            self._on_fenced(exc)
-            raise
-        self._metrics.checkpoint_write_seconds.observe(time.perf_counter() - started)
-        run_id, turn = str(checkpoint.run_id), int(checkpoint.turn)
-        if run_id not in self._turns:
-            self._turns[run_id], self.resume_start_turn = self.resume_start_turn, 0
-        if turn > self._turns[run_id]:
-            self._metrics.rounds_total.inc(turn - self._turns[run_id])
-            self._turns[run_id] = turn
-
-
-class MeteredBudgetGuard(TokenBudgetGuard):
-    """The core's ``TokenBudgetGuard`` for ``spec.budget`` that also counts tokens per LLM call.
-
-    Always installed (with no limits it allows everything) because its ``record_after_llm`` is
-    where ``berth_session_llm_tokens_total`` comes from. The budget spans all runs of the session:
-    :meth:`carry` sets what earlier runs and pods already consumed.
-    """
-
-    def __init__(self, budget: BudgetOptions, metrics: SessionMetrics) -> None:
-        super().__init__(
-            max_total_tokens=budget.max_total_tokens,
-            max_tool_calls=budget.max_tool_calls,
-            soft_limit_percent=budget.soft_limit_percent,
-        )
-        self._metrics = metrics
-
-    def carry(self, total_tokens: int, tool_calls: int) -> None:
-        """Start from ``total_tokens`` tokens and ``tool_calls`` calls already consumed."""
-        self.tokens_used = max(self.tokens_used, total_tokens)
-        self.tool_calls = max(self.tool_calls, tool_calls)
-
-    def record_after_llm(self, session_id: str, usage: dict[str, int]) -> None:
-        """Count the call's tokens in the metrics, then in the budget."""
-        self._metrics.observe_llm_usage(usage)
-        super().record_after_llm(session_id, usage)
 
 
 class SessionPod:
@@ -623,191 +538,6 @@ class SessionPod:
                     obj.close()
             except Exception:
                 log.debug("close failed", exc_info=True)
-
-
-def queue_settings(opts: PodOptions) -> tuple[SessionQueueConfig, dict[Lane, str]]:
-    """The lane-queue config of ``opts.lanes`` (mode, timeout in ms, concurrency per lane) and the
-    LaneWorker name of every external or hybrid lane. Raises ``ConfigError`` for bad values."""
-    config = SessionQueueConfig()
-    handlers: dict[Lane, LaneHandlerConfig] = {}
-    timeouts: dict[Lane, int] = {}
-    workers: dict[Lane, str] = {}
-    for lane, lo in opts.lanes.items():
-        if lo.max_concurrency is not None:
-            setattr(config, f"{lane}_max_concurrency", lo.max_concurrency)
-        if lo.timeout_seconds is None:
-            handlers[lane] = LaneHandlerConfig(lo.mode)
-        else:
-            timeouts[lane] = lo.timeout_seconds * 1000
-            handlers[lane] = LaneHandlerConfig(lo.mode, timeouts[lane])
-        if lo.mode != "internal" and lo.lane_worker is not None:
-            workers[lane] = lo.lane_worker.name
-    config.lane_handlers, config.lane_timeouts = handlers, timeouts
-    config.validate()
-    return config, workers
-
-
-def build_executor(
-    cfg: PodConfig, opts: PodOptions, on_rejected: Callable[[str], None] | None = None
-) -> LaneQueue | None:
-    """The session's tool executor: None (tools run directly) without ``lanes`` in the options;
-    otherwise a ``LaneQueue`` (:func:`queue_settings`) with, when any lane is external or hybrid,
-    the Redis transport to its LaneWorker (ARCHITECTURE §7), signing tasks and checking replies
-    with the session's task key (``BERTH_TASK_KEY_FILE``); ``on_rejected`` counts dropped replies.
-
-    Raises ``ConfigError`` when a lane needs Redis and ``BERTH_REDIS_URL`` is not set, or the
-    task key file is missing or not 32 bytes.
-    """
-    if not opts.lanes:
-        return None
-    config, workers = queue_settings(opts)
-    transport = None
-    if workers:
-        if not cfg.redis_url:
-            raise ConfigError(
-                f"lanes {sorted(workers)} are external but BERTH_REDIS_URL is not set"
-            )
-        from session_runtime.transport import RedisTaskTransport  # redis only when needed
-        from session_runtime.transport.auth import read_key_file
-
-        if cfg.task_key_file is None:
-            raise ConfigError(
-                f"lanes {sorted(workers)} are external but BERTH_TASK_KEY_FILE is not set: tasks "
-                "to a LaneWorker must be signed with the session's key"
-            )
-        try:
-            key = read_key_file(cfg.task_key_file)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        transport = RedisTaskTransport.from_url(
-            cfg.redis_url,
-            namespace=cfg.namespace,
-            session_name=cfg.name,
-            session_uid=cfg.session_uid,
-            epoch=cfg.epoch,
-            lane_workers=workers,
-            shared_root=_task_root(cfg),
-            task_key=key,
-            on_rejected=on_rejected,
-        )
-    return LaneQueue(config, runner=DirectExecutor(), transport=transport)
-
-
-def _task_root(cfg: PodConfig) -> str | None:
-    """The directory external tasks' workspaces are relative to: the session's workspace root
-    (``BERTH_WORKSPACE_ROOT``, the mount of ``workspaces/<ns>/<name>`` in a pod), else the legacy
-    ``BERTH_SHARED_ROOT`` (local runs), else None (absolute paths)."""
-    root = cfg.workspace_root or cfg.shared_root
-    return None if root is None else str(root)
-
-
-# ---- HTTP ------------------------------------------------------------------------------------
-
-#: Paths served without the API token (probes and scraping carry no session data).
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
-#: Header accepted besides ``Authorization: Bearer`` (kept by the apiserver's pod proxy).
-TOKEN_HEADER = "X-Berth-Token"
-
-
-def presented_token(request: web.Request) -> bytes | None:
-    """The token a request carries (``Authorization: Bearer`` first, then ``X-Berth-Token``),
-    or None when it carries none."""
-    auth = request.headers.get("Authorization", "")
-    scheme, _, value = auth.partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip().encode()
-    alt = request.headers.get(TOKEN_HEADER, "").strip()
-    return alt.encode() if alt else None
-
-
-def auth_middleware(token: bytes, refused: Counter) -> Any:
-    """aiohttp middleware: 401 without a token, 403 with a wrong one (``hmac.compare_digest``),
-    except on :data:`OPEN_PATHS`. ``refused`` counts refusals by reason."""
-
-    @web.middleware
-    async def check(request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.path in OPEN_PATHS:
-            return cast(web.StreamResponse, await handler(request))
-        given = presented_token(request)
-        if given is None:
-            refused.labels(reason="missing").inc()
-            return web.json_response(
-                {"error": "unauthenticated"},
-                status=401,
-                headers={"WWW-Authenticate": 'Bearer realm="berth-session"'},
-            )
-        if not hmac.compare_digest(given, token):
-            refused.labels(reason="wrong").inc()
-            return web.json_response({"error": "forbidden"}, status=403)
-        return cast(web.StreamResponse, await handler(request))
-
-    return check
-
-
-def _json(status: int, body: Mapping[str, Any]) -> web.Response:
-    return web.json_response(dict(body), status=status)
-
-
-async def _body(request: web.Request, model: type[BodyT]) -> BodyT | web.Response:
-    """Parse and validate a JSON body, or the 400 answer saying what is wrong with it."""
-    try:
-        return model.model_validate(await request.json())
-    except ValidationError as exc:
-        detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-    except ValueError:
-        detail = "body is not JSON"
-    return _json(400, {"error": "bad_request", "detail": detail})
-
-
-def make_app(pod: SessionPod, token: bytes) -> web.Application:
-    """The pod API (routes in the module docstring), guarded by ``token`` (non-empty bytes).
-    Raises ValueError for an empty token."""
-    if not token:
-        raise ValueError("the session API needs a non-empty token")
-    refused = Counter(
-        "berth_session_api_refused_total",
-        "Requests to the session API refused for a missing (401) or wrong (403) token.",
-        ["reason"],
-        registry=pod.metrics.registry,
-    )
-
-    async def healthz(_: web.Request) -> web.Response:
-        return _json(200, {"ok": True})
-
-    async def readyz(_: web.Request) -> web.Response:
-        ready = pod.session is not None and outcome_of(pod.phase) is None
-        return _json(200 if ready else 503, {"ready": ready, "state": pod.phase})
-
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=pod.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
-
-    async def state(_: web.Request) -> web.Response:
-        return _json(200, pod.state_json())
-
-    async def passivate(request: web.Request) -> web.Response:
-        body = await _body(request, PassivateRequest)
-        if isinstance(body, web.Response):
-            return body
-        if pod.phase in ("completed", "failed", "fenced"):
-            return _json(409, {"error": "finished", "state": pod.phase})
-        p = pod.request_passivation(body.reason, body.deadline_ms)
-        return _json(202, {"accepted": True, "state": pod.phase, "passivation": p.to_json()})
-
-    async def messages(request: web.Request) -> web.Response:
-        body = await _body(request, MessageRequest)
-        if isinstance(body, web.Response):
-            return body
-        status, answer = pod.post_message(body.prompt)
-        return _json(status, answer)
-
-    app = web.Application(middlewares=[auth_middleware(token, refused)])
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/v1/state", state)
-    app.router.add_post("/v1/passivate", passivate)
-    app.router.add_post("/v1/messages", messages)
-    return app
 
 
 # ---- process ---------------------------------------------------------------------------------

@@ -93,6 +93,31 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _reply(
+    task: TaskMessage,
+    worker: str,
+    started_ms: int,
+    success: bool,
+    output: str = "",
+    exit_code: int = 0,
+    is_error: bool = False,
+    *,
+    error: str = "",
+) -> ReplyMessage:
+    """The reply to ``task`` from ``worker`` (epoch-ms times; a failure carries ``error``)."""
+    result = {"output": output, "exit_code": exit_code, "is_error": is_error}
+    return ReplyMessage(
+        task_id=task.task_id,
+        tool_call_id=task.tool_call_id,
+        success=success,
+        result=result if success else {},
+        error=error,
+        worker=worker,
+        started_ms=started_ms,
+        ended_ms=_now_ms(),
+    )
+
+
 class WorkspaceRefused(ValueError):
     """The task's workspace cannot be built inside its own session's workspace root."""
 
@@ -442,12 +467,21 @@ class LaneWorker:
 
     async def _handle_inner(self, entry_id: str, fields: Any) -> None:
         started_ms = _now_ms()
+        admitted = await self._admit(entry_id, fields)
+        if admitted is not None:
+            task, ns, key = admitted
+            await self._execute(entry_id, task, ns, key, started_ms)
+
+    async def _admit(self, entry_id: str, fields: Any) -> tuple[TaskMessage, str, bytes] | None:
+        """(task, namespace, session key) of a task this worker may run, after its signature,
+        shape, reply stream and one-time claim are checked; None after rejecting or
+        dead-lettering it."""
         raw = {as_text(k): as_text(v) for k, v in dict(fields).items()}
         try:
             key = self.session_key(raw)
         except TaskRejected as exc:
             await self._reject(entry_id, fields, exc)
-            return
+            return None
         try:
             task = TaskMessage.from_fields(raw)
             ns, uid = names.parse_reply_stream(task.reply_to)
@@ -456,38 +490,30 @@ class LaneWorker:
             reason = exc.reason if isinstance(exc, MalformedMessage) else str(exc)
             await self._dead_letter(entry_id, fields, reason, partial, key)
             self.metrics.finished(partial.get("lane", "unknown"), "malformed")
-            return
+            return None
         if (ns, uid) != (self.settings.namespace, task.session_uid):
             await self._reject(entry_id, fields, TaskRejected("reply_to", "not its session's"))
-            return
+            return None
         kind = as_text(await self.redis.type(task.reply_to))  # type: ignore[no-untyped-call,unused-ignore]
         if kind not in ("stream", "none"):  # its reply could never be delivered: do not run it
             await self._reject(entry_id, fields, TaskRejected("reply_to", f"is a {kind}"))
-            return
+            return None
         claim = names.task_claim_key(ns, task.session_uid, task.task_id)
         ttl = self.settings.reply_ttl_seconds
         if not await self.redis.set(claim, entry_id, nx=True, ex=ttl):
             await self._reject(entry_id, fields, TaskRejected("duplicate", f"task {task.task_id}"))
-            return
+            return None
+        return task, ns, key
 
-        def reply(
-            success: bool,
-            output: str = "",
-            exit_code: int = 0,
-            error: str = "",
-            is_error: bool = False,
-        ) -> ReplyMessage:
-            result = {"output": output, "exit_code": exit_code, "is_error": is_error}
-            return ReplyMessage(
-                task_id=task.task_id,
-                tool_call_id=task.tool_call_id,
-                success=success,
-                result=result if success else {},
-                error=error,
-                worker=self._me,
-                started_ms=started_ms,
-                ended_ms=_now_ms(),
-            )
+    async def _execute(
+        self, entry_id: str, task: TaskMessage, ns: str, key: bytes, started_ms: int
+    ) -> None:
+        """Run an admitted task in its workspace within its deadline and answer it once."""
+
+        async def fail(error: str, outcome: str, seconds: float | None = None) -> None:
+            message = _reply(task, self._me, started_ms, False, error=error)
+            await self._answer(entry_id, task.reply_to, message, key)
+            self.metrics.finished(task.lane, outcome, seconds)
 
         try:
             session_name = task.session.partition("/")[2]
@@ -495,14 +521,11 @@ class LaneWorker:
                 self.settings.workspaces_root, ns, session_name, task.workspace
             )
         except WorkspaceRefused as exc:
-            await self._answer(entry_id, task.reply_to, reply(False, error=str(exc)), key)
-            self.metrics.finished(task.lane, "refused")
+            await fail(str(exc), "refused")
             return
         budget_ms = min(task.deadline_ms - started_ms, self.settings.task_timeout_seconds * 1000)
         if budget_ms <= 0:
-            error = "deadline passed before the task started; it was not run"
-            await self._answer(entry_id, task.reply_to, reply(False, error=error), key)
-            self.metrics.finished(task.lane, "expired")
+            await fail("deadline passed before the task started; it was not run", "expired")
             return
         t0 = time.monotonic()
         try:
@@ -512,16 +535,16 @@ class LaneWorker:
             )
         except TimeoutError:
             error = f"task deadline exceeded after {int(budget_ms)} ms; the tool was stopped"
-            await self._answer(entry_id, task.reply_to, reply(False, error=error), key)
-            self.metrics.finished(task.lane, "timeout", time.monotonic() - t0)
+            await fail(error, "timeout", time.monotonic() - t0)
             return
         except Exception as exc:  # a tool must not raise; if it does, report it, do not crash
             log.exception("tool %s raised", task.command_type)
             error = f"worker error: {type(exc).__name__}: {exc}"
-            await self._answer(entry_id, task.reply_to, reply(False, error=error), key)
-            self.metrics.finished(task.lane, "error", time.monotonic() - t0)
+            await fail(error, "error", time.monotonic() - t0)
             return
-        message = reply(True, result.output, result.exit_code, is_error=result.is_error)
+        message = _reply(
+            task, self._me, started_ms, True, result.output, result.exit_code, result.is_error
+        )
         await self._answer(entry_id, task.reply_to, message, key)
         outcome = "tool_error" if result.is_error else "ok"
         self.metrics.finished(task.lane, outcome, time.monotonic() - t0)

@@ -110,10 +110,16 @@ class Session(QueueApi):
         if restored:
             self._conv.restore(restored)
             self._runs.load(list(restored.get("runs") or []))
+        self._driver = self._make_driver(llm)
+
+    # ---- construction helpers ----------------------------------------------------------
+
+    def _make_driver(self, llm: LlmClient) -> RunDriver:
+        """The agent loop over this session's events, guard and executor, and its run driver."""
         loop = AgentLoop(
-            session_id=session_id,
+            session_id=self._id,
             workspace=self._workspace,
-            options=options,
+            options=self.options,
             llm=llm,
             executor=lambda: self._executor,
             tools=tool_definitions(),
@@ -122,10 +128,10 @@ class Session(QueueApi):
             guard=lambda: self._guard,
             host_env=self._env,
         )
-        self._driver = RunDriver(
-            session_id=session_id,
+        return RunDriver(
+            session_id=self._id,
             workspace=self._workspace,
-            options=options,
+            options=self.options,
             env=self._env,
             conversation=self._conv,
             runs=self._runs,
@@ -135,8 +141,6 @@ class Session(QueueApi):
             save=self._save_quietly,
             executor=lambda: self._executor,
         )
-
-    # ---- construction helpers ----------------------------------------------------------
 
     def _build_executor(self) -> ToolExecutor:
         if self.options.queue_config is None:

@@ -122,6 +122,35 @@ def termination_log_from_env(env: Mapping[str, str]) -> Path | None:
     return Path(value) if value else None
 
 
+def _session_name(session: str, problems: list[str]) -> tuple[str, str]:
+    """(namespace, name) of ``BERTH_SESSION`` ("" when unset or malformed, with a problem)."""
+    if not session:
+        return "", ""
+    ns, sep, nm = session.partition("/")
+    if not sep or not _NAMESPACE_RE.match(ns) or not _NAME_RE.match(nm):
+        problems.append(f"BERTH_SESSION must be '<namespace>/<name>', got {session!r}")
+        return "", ""
+    return ns, nm
+
+
+def _int_var(
+    key: str, raw: str | None, lo: int, hi: int | None, default: int, problems: list[str]
+) -> int:
+    """``raw`` as an int in ``lo..hi`` (``hi`` None: no upper bound); ``default`` when unset;
+    a problem naming ``key`` when malformed."""
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or value < lo or (hi is not None and value > hi):
+        bound = f"in {lo}..{hi}" if hi is not None else f">= {lo}"
+        problems.append(f"{key} must be an integer {bound}, got {raw!r}")
+        return default
+    return value
+
+
 def parse_env(env: Mapping[str, str]) -> PodConfig:
     """Build a :class:`PodConfig` from ``env``.
 
@@ -136,42 +165,16 @@ def parse_env(env: Mapping[str, str]) -> PodConfig:
             return ""
         return value
 
-    namespace, name = "", ""
-    session = required("BERTH_SESSION")
-    if session:
-        ns, sep, nm = session.partition("/")
-        if not sep or not _NAMESPACE_RE.match(ns) or not _NAME_RE.match(nm):
-            problems.append(f"BERTH_SESSION must be '<namespace>/<name>', got {session!r}")
-        else:
-            namespace, name = ns, nm
-
+    namespace, name = _session_name(required("BERTH_SESSION"), problems)
     session_uid = required("BERTH_SESSION_UID")
-
-    epoch = 0
-    raw_epoch = required("BERTH_EPOCH")
-    if raw_epoch:
-        try:
-            epoch = int(raw_epoch)
-        except ValueError:
-            epoch = -1
-        if epoch < 0:
-            problems.append(f"BERTH_EPOCH must be an integer >= 0, got {raw_epoch!r}")
-
+    epoch = _int_var("BERTH_EPOCH", required("BERTH_EPOCH") or None, 0, None, 0, problems)
     store_dir = required("BERTH_STORE_DIR")
     workspace = required("BERTH_WORKSPACE")
     options_file = required("BERTH_OPTIONS_FILE")
     token_file = required("BERTH_API_TOKEN_FILE")
-
-    port = DEFAULT_HTTP_PORT
-    raw_port = _opt(env, "BERTH_HTTP_PORT")
-    if raw_port is not None:
-        try:
-            port = int(raw_port)
-        except ValueError:
-            port = -1
-        if not 0 <= port <= 65535:
-            problems.append(f"BERTH_HTTP_PORT must be an integer in 0..65535, got {raw_port!r}")
-
+    port = _int_var(
+        "BERTH_HTTP_PORT", _opt(env, "BERTH_HTTP_PORT"), 0, 65535, DEFAULT_HTTP_PORT, problems
+    )
     if problems:
         raise PodConfigError(problems)
     return PodConfig(

@@ -12,14 +12,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from session_runtime.errors import ConfigError, FencedError, ResumeError, SessionRuntimeError
 from session_runtime.metrics import SessionMetrics
 from session_runtime.pod.config import parse_env
+from session_runtime.pod.metered import MeteredBudgetGuard, MeteredStore
 from session_runtime.pod.options import BudgetOptions, PodOptions, parse_options
-from session_runtime.server import (
-    MeteredBudgetGuard,
-    MeteredStore,
-    SessionPod,
-    build_executor,
-    queue_settings,
-)
+from session_runtime.pod.wiring import build_executor, queue_settings
+from session_runtime.server import SessionPod
 from session_runtime.store.base import LoopCheckpoint
 
 
@@ -41,7 +37,6 @@ class Inner:
     def __init__(self) -> None:
         self.commits: list[int] = []
         self.fence = False
-        self.label = "inner"
 
     def commit_round(self, cp: LoopCheckpoint) -> None:
         if self.fence:
@@ -51,6 +46,10 @@ class Inner:
     def save_session(self, session_id: str, data: dict[str, Any]) -> None:
         if self.fence:
             raise FencedError("epoch 2 owns it")
+        self.saved = data
+
+    def load_session(self, session_id: str) -> dict[str, Any] | None:
+        return getattr(self, "saved", None)
 
 
 def test_metered_store_counts_only_new_rounds_and_reports_fencing() -> None:
@@ -65,7 +64,8 @@ def test_metered_store_counts_only_new_rounds_and_reports_fencing() -> None:
     assert inner.commits == [3, 4, 4, 5, 1]
     assert value(metrics, "berth_session_rounds_total") == 3
     assert value(metrics, "berth_session_checkpoint_write_seconds_count") == 5
-    assert store.label == "inner"  # other attributes pass through
+    store.save_session("s", {"k": 1})  # the SessionStore methods reach the wrapped store
+    assert store.load_session("s") == {"k": 1}
     inner.fence = True
     with pytest.raises(FencedError):
         store.save_session("s", {})

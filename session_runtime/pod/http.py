@@ -1,0 +1,152 @@
+"""The session pod's HTTP API (ARCHITECTURE §5): routes, token check, request bodies.
+
+Owned by the ``berth-session`` entrypoint (``session_runtime.server``), which serves
+:func:`make_app` for its :class:`~session_runtime.server.SessionPod` (anything with the
+:class:`PodApi` surface).
+
+Routes: ``GET /healthz`` ``/readyz`` ``/metrics`` (no token), ``GET /v1/state``,
+``POST /v1/passivate {reason, deadlineMs}``, ``POST /v1/messages {prompt}`` (token in
+``Authorization: Bearer`` or ``X-Berth-Token``; 401 without, 403 when wrong).
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping
+from typing import Any, Protocol, TypeVar, cast
+
+from aiohttp import web
+from prometheus_client import Counter
+from pydantic import BaseModel, ValidationError
+
+from session_runtime.metrics import CONTENT_TYPE, SessionMetrics
+from session_runtime.pod.api import MessageRequest, PassivateRequest, Passivation, Phase, outcome_of
+
+BodyT = TypeVar("BodyT", bound=BaseModel)
+
+
+class PodApi(Protocol):
+    """What the HTTP API needs of the pod."""
+
+    metrics: SessionMetrics
+    phase: Phase
+    session: Any
+
+    def state_json(self) -> dict[str, Any]:
+        """The ``GET /v1/state`` body."""
+        ...
+
+    def request_passivation(self, reason: str, deadline_ms: int | None) -> Passivation:
+        """Accept a passivation request."""
+        ...
+
+    def post_message(self, prompt: str) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, body) of ``POST /v1/messages``."""
+        ...
+
+
+#: Paths served without the API token (probes and scraping carry no session data).
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+#: Header accepted besides ``Authorization: Bearer`` (kept by the apiserver's pod proxy).
+TOKEN_HEADER = "X-Berth-Token"
+
+
+def presented_token(request: web.Request) -> bytes | None:
+    """The token a request carries (``Authorization: Bearer`` first, then ``X-Berth-Token``),
+    or None when it carries none."""
+    auth = request.headers.get("Authorization", "")
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip().encode()
+    alt = request.headers.get(TOKEN_HEADER, "").strip()
+    return alt.encode() if alt else None
+
+
+def auth_middleware(token: bytes, refused: Counter) -> Any:
+    """aiohttp middleware: 401 without a token, 403 with a wrong one (``hmac.compare_digest``),
+    except on :data:`OPEN_PATHS`. ``refused`` counts refusals by reason."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path in OPEN_PATHS:
+            return cast(web.StreamResponse, await handler(request))
+        given = presented_token(request)
+        if given is None:
+            refused.labels(reason="missing").inc()
+            return web.json_response(
+                {"error": "unauthenticated"},
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="berth-session"'},
+            )
+        if not hmac.compare_digest(given, token):
+            refused.labels(reason="wrong").inc()
+            return web.json_response({"error": "forbidden"}, status=403)
+        return cast(web.StreamResponse, await handler(request))
+
+    return check
+
+
+def _json(status: int, body: Mapping[str, Any]) -> web.Response:
+    return web.json_response(dict(body), status=status)
+
+
+async def _body(request: web.Request, model: type[BodyT]) -> BodyT | web.Response:
+    """Parse and validate a JSON body, or the 400 answer saying what is wrong with it."""
+    try:
+        return model.model_validate(await request.json())
+    except ValidationError as exc:
+        detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    except ValueError:
+        detail = "body is not JSON"
+    return _json(400, {"error": "bad_request", "detail": detail})
+
+
+def make_app(pod: PodApi, token: bytes) -> web.Application:
+    """The pod API (routes in the module docstring), guarded by ``token`` (non-empty bytes).
+    Raises ValueError for an empty token."""
+    if not token:
+        raise ValueError("the session API needs a non-empty token")
+    refused = Counter(
+        "berth_session_api_refused_total",
+        "Requests to the session API refused for a missing (401) or wrong (403) token.",
+        ["reason"],
+        registry=pod.metrics.registry,
+    )
+
+    async def healthz(_: web.Request) -> web.Response:
+        return _json(200, {"ok": True})
+
+    async def readyz(_: web.Request) -> web.Response:
+        ready = pod.session is not None and outcome_of(pod.phase) is None
+        return _json(200 if ready else 503, {"ready": ready, "state": pod.phase})
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=pod.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def state(_: web.Request) -> web.Response:
+        return _json(200, pod.state_json())
+
+    async def passivate(request: web.Request) -> web.Response:
+        body = await _body(request, PassivateRequest)
+        if isinstance(body, web.Response):
+            return body
+        if pod.phase in ("completed", "failed", "fenced"):
+            return _json(409, {"error": "finished", "state": pod.phase})
+        p = pod.request_passivation(body.reason, body.deadline_ms)
+        return _json(202, {"accepted": True, "state": pod.phase, "passivation": p.to_json()})
+
+    async def messages(request: web.Request) -> web.Response:
+        body = await _body(request, MessageRequest)
+        if isinstance(body, web.Response):
+            return body
+        status, answer = pod.post_message(body.prompt)
+        return _json(status, answer)
+
+    app = web.Application(middlewares=[auth_middleware(token, refused)])
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/v1/state", state)
+    app.router.add_post("/v1/passivate", passivate)
+    app.router.add_post("/v1/messages", messages)
+    return app
