@@ -25,6 +25,7 @@ from berth_operator.api.constants import (
     SHARED_MOUNT_PATH,
 )
 from berth_operator.builders.names import session_store_path, workspace_root_subpath
+from berth_operator.builders.security import pod_security_context
 from berth_operator.settings import OperatorSettings
 
 CLEANUP_TTL_SECONDS = 300
@@ -53,12 +54,7 @@ def build_store_cleanup_job(
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": uid,
-            "runAsGroup": uid,
-            "fsGroup": uid,
-        },
+        "securityContext": pod_security_context(uid),
         "containers": [
             {
                 "name": "cleanup",

@@ -62,7 +62,11 @@ from berth_operator.api.constants import (
 )
 from berth_operator.api.laneworker import LaneWorkerSpec
 from berth_operator.builders.claim import claim_name
-from berth_operator.builders.security import hardened_container_security, with_default_resources
+from berth_operator.builders.security import (
+    hardened_container_security,
+    pod_security_context,
+    with_default_resources,
+)
 from berth_operator.errors import SpecError
 from berth_operator.settings import OperatorSettings
 
@@ -187,13 +191,7 @@ def build_pod_template(
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": termination_grace_seconds(spec),
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": uid,
-            "runAsGroup": uid,
-            "fsGroup": uid,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security_context(uid),
         "containers": [container],
         "volumes": [
             {"name": "shared", "persistentVolumeClaim": {"claimName": claim}},

@@ -32,6 +32,19 @@ HARDENED_SECURITY: Final[Mapping[str, Any]] = {
 _PASS_THROUGH: Final = ("runAsUser", "runAsGroup", "seLinuxOptions", "appArmorProfile")
 
 
+def pod_security_context(uid: int) -> dict[str, Any]:
+    """The pod securityContext of session, worker and cleanup pods: non-root ``uid`` as user,
+    group and fsGroup (so the shared volume's files stay the pods' own), RuntimeDefault seccomp
+    (Pod Security Standards "restricted")."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "fsGroup": uid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
 def hardened_container_security(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The container securityContext: :data:`HARDENED_SECURITY` plus the harmless parts of
     ``overrides`` (a core/v1 SecurityContext as a dict). ``runAsUser``/``runAsGroup`` 0 and an

@@ -73,7 +73,11 @@ from berth_operator.builders.names import (
     store_subpath,
     workspace_root_subpath,
 )
-from berth_operator.builders.security import hardened_container_security, with_default_resources
+from berth_operator.builders.security import (
+    hardened_container_security,
+    pod_security_context,
+    with_default_resources,
+)
 from berth_operator.settings import OperatorSettings
 
 SHUTDOWN_MARGIN_SECONDS = 15
@@ -262,27 +266,20 @@ def session_volumes(ref: SessionRef, spec: AgentSessionSpec, claim: str) -> list
     return volumes
 
 
-def build_session_pod(
+def session_container(
     ref: SessionRef,
     spec: AgentSessionSpec,
     settings: OperatorSettings,
-    *,
     epoch: int,
     resume_run_id: str | None,
-    reason: str,
-    avoid_nodes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """The session Pod of ``epoch`` (name ``<session>-e<epoch>``), owned by the AgentSession.
-
-    ``reason`` (a PlacementReason) and ``resume_run_id`` are recorded as annotations so the
-    lineage can say why this pod exists and what it resumed. ``avoid_nodes`` (the node a
-    passivation moved the session away from) becomes a required node affinity ``metadata.name
-    NotIn`` ANDed into every term of spec.placement.affinity (see ``with_avoided_nodes``).
-    """
-    uid = settings.run_as_user
-    claim = claim_name(spec, settings)
-    labels = session_labels(ref, spec) | {LABEL_EPOCH: str(epoch)}
-    container: dict[str, Any] = {
+    """The ``session`` container: ``berth-session`` with its env, probes, mounts, hardened
+    securityContext and resources (the spec's, else the operator's defaults)."""
+    placement = spec.placement
+    user_resources = (
+        placement.resources.wire() if placement is not None and placement.resources else None
+    )
+    return {
         "name": SESSION_CONTAINER,
         "image": settings.session_image,
         "imagePullPolicy": settings.image_pull_policy,
@@ -303,12 +300,51 @@ def build_session_pod(
         "terminationMessagePath": TERMINATION_MESSAGE_PATH,
         "terminationMessagePolicy": "File",
         "securityContext": hardened_container_security(),
+        "resources": with_default_resources(user_resources, settings),
     }
+
+
+def placement_fields(spec: AgentSessionSpec) -> dict[str, Any]:
+    """The pod spec fields of ``spec.placement``: nodeSelector, affinity, tolerations,
+    priorityClassName, topologySpreadConstraints (only those set)."""
     placement = spec.placement
-    user_resources = (
-        placement.resources.wire() if placement is not None and placement.resources else None
-    )
-    container["resources"] = with_default_resources(user_resources, settings)
+    if placement is None:
+        return {}
+    out: dict[str, Any] = {}
+    if placement.node_selector:
+        out["nodeSelector"] = dict(placement.node_selector)
+    if placement.affinity:
+        out["affinity"] = placement.affinity
+    if placement.tolerations:
+        out["tolerations"] = [t.wire() for t in placement.tolerations]
+    if placement.priority_class_name:
+        out["priorityClassName"] = placement.priority_class_name
+    if placement.topology_spread_constraints:
+        out["topologySpreadConstraints"] = placement.topology_spread_constraints
+    return out
+
+
+def build_session_pod(
+    ref: SessionRef,
+    spec: AgentSessionSpec,
+    settings: OperatorSettings,
+    *,
+    epoch: int,
+    resume_run_id: str | None,
+    reason: str,
+    avoid_nodes: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """The session Pod of ``epoch`` (name ``<session>-e<epoch>``), owned by the AgentSession.
+
+    ``reason`` (a PlacementReason) and ``resume_run_id`` are recorded as annotations so the
+    lineage can say why this pod exists and what it resumed. ``avoid_nodes`` (the node a
+    passivation moved the session away from) becomes a required node affinity ``metadata.name
+    NotIn`` ANDed into every term of spec.placement.affinity (see ``with_avoided_nodes``).
+    """
+    uid = settings.run_as_user
+    claim = claim_name(spec, settings)
+    labels = session_labels(ref, spec) | {LABEL_EPOCH: str(epoch)}
+    container = session_container(ref, spec, settings, epoch, resume_run_id)
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -317,13 +353,7 @@ def build_session_pod(
             settings.passivation_deadline_seconds
         )
         + SHUTDOWN_MARGIN_SECONDS,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": uid,
-            "runAsGroup": uid,
-            "fsGroup": uid,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security_context(uid),
         "containers": [container],
         "volumes": session_volumes(ref, spec, claim),
     }
@@ -331,17 +361,7 @@ def build_session_pod(
         pod_spec["serviceAccountName"] = settings.session_service_account
     if settings.session_runtime_class:
         pod_spec["runtimeClassName"] = settings.session_runtime_class
-    if placement is not None:
-        if placement.node_selector:
-            pod_spec["nodeSelector"] = dict(placement.node_selector)
-        if placement.affinity:
-            pod_spec["affinity"] = placement.affinity
-        if placement.tolerations:
-            pod_spec["tolerations"] = [t.wire() for t in placement.tolerations]
-        if placement.priority_class_name:
-            pod_spec["priorityClassName"] = placement.priority_class_name
-        if placement.topology_spread_constraints:
-            pod_spec["topologySpreadConstraints"] = placement.topology_spread_constraints
+    pod_spec.update(placement_fields(spec))
     if avoid_nodes:
         pod_spec["affinity"] = with_avoided_nodes(pod_spec.get("affinity"), avoid_nodes)
     return {
