@@ -138,6 +138,49 @@ def _field_env(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
+def worker_env(ref: LaneWorkerRef, spec: LaneWorkerSpec) -> list[dict[str, Any]]:
+    """The worker container's environment (``berth-worker`` reads only env): its Redis URL from
+    the namespace's worker Redis Secret, identity from the downward API, the pool's concurrency
+    and task timeout, the mounted task master key and workspaces."""
+    return [
+        {
+            "name": "BERTH_REDIS_URL",
+            "valueFrom": {
+                "secretKeyRef": {"name": WORKER_REDIS_SECRET, "key": WORKER_REDIS_URL_KEY}
+            },
+        },
+        _field_env("BERTH_NAMESPACE", "metadata.namespace"),
+        {"name": "BERTH_LANEWORKER", "value": ref.name},
+        _field_env("POD_NAME", "metadata.name"),
+        _field_env("POD_IP", "status.podIP"),
+        {"name": "BERTH_WORKER_CONCURRENCY", "value": str(spec.concurrency)},
+        {"name": "BERTH_WORKSPACES_ROOT", "value": WORKSPACES_MOUNT_PATH},
+        {
+            "name": "BERTH_TASK_MASTER_KEY_FILE",
+            "value": f"{TASK_KEY_MOUNT_PATH}/{TASK_MASTER_KEY}",
+        },
+        {"name": "BERTH_TASK_TIMEOUT_SECONDS", "value": str(spec.task_timeout_seconds)},
+        {"name": "BERTH_METRICS_PORT", "value": str(METRICS_PORT)},
+    ]
+
+
+def worker_volumes(claim: str) -> list[dict[str, Any]]:
+    """The shared claim (only its ``workspaces`` directory is mounted), the namespace's task
+    master key (read-only, mode 0440) and a scratch ``/tmp``."""
+    return [
+        {"name": "shared", "persistentVolumeClaim": {"claimName": claim}},
+        {
+            "name": "task-key",
+            "secret": {
+                "secretName": TASK_MASTER_SECRET,
+                "items": [{"key": TASK_MASTER_KEY, "path": TASK_MASTER_KEY}],
+                "defaultMode": 0o440,
+            },
+        },
+        {"name": "tmp", "emptyDir": {}},
+    ]
+
+
 def build_pod_template(
     ref: LaneWorkerRef, spec: LaneWorkerSpec, settings: OperatorSettings
 ) -> dict[str, Any]:
@@ -152,26 +195,7 @@ def build_pod_template(
         "image": spec.image or settings.session_image,
         "imagePullPolicy": settings.image_pull_policy,
         "command": [WORKER_COMMAND],
-        "env": [
-            {
-                "name": "BERTH_REDIS_URL",
-                "valueFrom": {
-                    "secretKeyRef": {"name": WORKER_REDIS_SECRET, "key": WORKER_REDIS_URL_KEY}
-                },
-            },
-            _field_env("BERTH_NAMESPACE", "metadata.namespace"),
-            {"name": "BERTH_LANEWORKER", "value": ref.name},
-            _field_env("POD_NAME", "metadata.name"),
-            _field_env("POD_IP", "status.podIP"),
-            {"name": "BERTH_WORKER_CONCURRENCY", "value": str(spec.concurrency)},
-            {"name": "BERTH_WORKSPACES_ROOT", "value": WORKSPACES_MOUNT_PATH},
-            {
-                "name": "BERTH_TASK_MASTER_KEY_FILE",
-                "value": f"{TASK_KEY_MOUNT_PATH}/{TASK_MASTER_KEY}",
-            },
-            {"name": "BERTH_TASK_TIMEOUT_SECONDS", "value": str(spec.task_timeout_seconds)},
-            {"name": "BERTH_METRICS_PORT", "value": str(METRICS_PORT)},
-        ],
+        "env": worker_env(ref, spec),
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "readinessProbe": {
             "httpGet": {"path": "/metrics", "port": "metrics"},
@@ -193,18 +217,7 @@ def build_pod_template(
         "terminationGracePeriodSeconds": termination_grace_seconds(spec),
         "securityContext": pod_security_context(uid),
         "containers": [container],
-        "volumes": [
-            {"name": "shared", "persistentVolumeClaim": {"claimName": claim}},
-            {
-                "name": "task-key",
-                "secret": {
-                    "secretName": TASK_MASTER_SECRET,
-                    "items": [{"key": TASK_MASTER_KEY, "path": TASK_MASTER_KEY}],
-                    "defaultMode": 0o440,
-                },
-            },
-            {"name": "tmp", "emptyDir": {}},
-        ],
+        "volumes": worker_volumes(claim),
     }
     if settings.worker_runtime_class:
         pod_spec["runtimeClassName"] = settings.worker_runtime_class

@@ -82,72 +82,8 @@ def classify(
     pod: ObservedPod, node: ObservedNode | None, now: datetime, *, node_grace_seconds: float
 ) -> Verdict:
     """Classify the current pod (see the module table)."""
-    term = pod.terminated
-    finished = pod.phase in ("Succeeded", "Failed") or term is not None
-    if finished:
-        msg = parse_termination(term.message) if term is not None else None
-        if msg is not None:
-            reason_text = msg.reason or ""
-            if msg.outcome == "completed":
-                return Verdict(
-                    "completed",
-                    Reason.RUN_COMPLETED,
-                    reason_text,
-                    termination=msg,
-                    run_outcome="completed",
-                )
-            if msg.outcome == "passivated":
-                return Verdict(
-                    "replace",
-                    PlacementReason.PASSIVATED,
-                    reason_text,
-                    termination=msg,
-                    run_outcome="passivated",
-                )
-            if msg.outcome == "fenced":
-                return Verdict(
-                    "replace",
-                    PlacementReason.FENCED,
-                    reason_text,
-                    termination=msg,
-                    run_outcome="fenced",
-                )
-            if any(m in reason_text.lower() for m in BUDGET_MARKERS):
-                return Verdict(
-                    "budget_exhausted",
-                    Reason.BUDGET_EXHAUSTED,
-                    reason_text,
-                    termination=msg,
-                    run_outcome="failed",
-                )
-            return Verdict(
-                "replace",
-                PlacementReason.RUN_FAILED,
-                reason_text or "run failed",
-                counts_as_failure=True,
-                termination=msg,
-                run_outcome="failed",
-            )
-        if pod.reason == "Evicted" or pod.disruption_reason:
-            detail = pod.message or pod.disruption_reason or "evicted"
-            return Verdict(
-                "replace",
-                PlacementReason.EVICTED,
-                detail,
-                counts_as_failure=True,
-                run_outcome="crashed",
-            )
-        if term is not None:
-            detail = f"exit code {term.exit_code}" + (f" ({term.reason})" if term.reason else "")
-        else:
-            detail = pod.message or f"pod phase {pod.phase}"
-        return Verdict(
-            "replace",
-            PlacementReason.CRASHED,
-            detail,
-            counts_as_failure=True,
-            run_outcome="crashed",
-        )
+    if pod.phase in ("Succeeded", "Failed") or pod.terminated is not None:
+        return _finished(pod)
     if pod.node_name and node_lost(node, now, node_grace_seconds):
         state = (
             "deleted"
@@ -171,3 +107,68 @@ def classify(
             run_outcome="crashed",
         )
     return Verdict("alive")
+
+
+def _finished(pod: ObservedPod) -> Verdict:
+    """A pod that ended: its termination message decides; without one, eviction or a crash."""
+    term = pod.terminated
+    msg = parse_termination(term.message) if term is not None else None
+    if msg is not None:
+        return _from_termination(msg)
+    if pod.reason == "Evicted" or pod.disruption_reason:
+        detail = pod.message or pod.disruption_reason or "evicted"
+        return Verdict(
+            "replace",
+            PlacementReason.EVICTED,
+            detail,
+            counts_as_failure=True,
+            run_outcome="crashed",
+        )
+    if term is not None:
+        detail = f"exit code {term.exit_code}" + (f" ({term.reason})" if term.reason else "")
+    else:
+        detail = pod.message or f"pod phase {pod.phase}"
+    return Verdict(
+        "replace", PlacementReason.CRASHED, detail, counts_as_failure=True, run_outcome="crashed"
+    )
+
+
+def _from_termination(msg: TerminationMessage) -> Verdict:
+    """The verdict of the runtime's own termination message (its ``outcome``)."""
+    reason_text = msg.reason or ""
+    if msg.outcome == "completed":
+        return Verdict(
+            "completed",
+            Reason.RUN_COMPLETED,
+            reason_text,
+            termination=msg,
+            run_outcome="completed",
+        )
+    if msg.outcome == "passivated":
+        return Verdict(
+            "replace",
+            PlacementReason.PASSIVATED,
+            reason_text,
+            termination=msg,
+            run_outcome="passivated",
+        )
+    if msg.outcome == "fenced":
+        return Verdict(
+            "replace", PlacementReason.FENCED, reason_text, termination=msg, run_outcome="fenced"
+        )
+    if any(m in reason_text.lower() for m in BUDGET_MARKERS):
+        return Verdict(
+            "budget_exhausted",
+            Reason.BUDGET_EXHAUSTED,
+            reason_text,
+            termination=msg,
+            run_outcome="failed",
+        )
+    return Verdict(
+        "replace",
+        PlacementReason.RUN_FAILED,
+        reason_text or "run failed",
+        counts_as_failure=True,
+        termination=msg,
+        run_outcome="failed",
+    )
