@@ -91,22 +91,91 @@ async def _serve(settings: OperatorSettings, health: _Health) -> web.AppRunner:
     return runner
 
 
+def _context(settings: OperatorSettings) -> OperatorContext:
+    """The clients every handler shares, built once (one connection pool to the apiserver)."""
+    kube = KubeClient(make_api_client(settings.kube_connection_pool))
+    ctx = OperatorContext(
+        settings=settings,
+        kube=kube,
+        runtime=RuntimeClient(settings.state_timeout_seconds),
+        secrets=SecretApi.from_kube(kube),
+    )
+    if settings.pdb_enabled:
+        ctx.disruption = DisruptionClient.from_kube(kube)
+    ctx.lanes = LaneClients.create(settings, kube)
+    return ctx
+
+
+async def _lead(
+    settings: OperatorSettings, kube: KubeClient, stop: asyncio.Event
+) -> tuple[LeaderElector | None, asyncio.Task[None] | None] | None:
+    """Wait for the Lease (when leader election is on): (elector, its renewing task), (None,
+    None) without election, or None when stopped before leading."""
+    if not settings.leader_election:
+        return None, None
+    elector = LeaderElector(
+        kube,
+        namespace=settings.resolved_lease_namespace(),
+        name=settings.lease_name,
+        identity=settings.resolved_identity(),
+        duration_seconds=settings.lease_duration_seconds,
+        renew_seconds=settings.lease_renew_seconds,
+    )
+    log.info("waiting for lease %s as %s", settings.lease_name, elector.identity)
+    acquire = asyncio.create_task(elector.acquire())
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({acquire, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if stop.is_set():
+        acquire.cancel()
+        return None
+    stopping.cancel()
+    return elector, asyncio.create_task(elector.keep())
+
+
+async def _controllers(
+    settings: OperatorSettings,
+    ctx: OperatorContext,
+    health: _Health,
+    stop: asyncio.Event,
+    keeper: asyncio.Task[None] | None,
+) -> None:
+    """Run kopf's controllers until ``stop``, kopf's own end or the loss of the Lease."""
+    kopf_stop = asyncio.Event()
+    ready = asyncio.Event()
+    operator = asyncio.create_task(
+        kopf.operator(
+            clusterwide=not settings.namespaces,
+            namespaces=settings.namespaces,
+            standalone=True,
+            stop_flag=kopf_stop,
+            ready_flag=ready,
+            memo=kopf.Memo(ctx=ctx),
+        )
+    )
+    ready_wait = asyncio.create_task(ready.wait())
+    await asyncio.wait({operator, ready_wait}, return_when=asyncio.FIRST_COMPLETED)
+    health.ready = ready.is_set()
+    # kopf installs its own SIGTERM/SIGINT handlers; ours (``stop``) also ends the wait.
+    stopping = asyncio.create_task(stop.wait())
+    watchers: set[asyncio.Future[Any]] = {operator, stopping}
+    if keeper is not None:
+        watchers.add(keeper)
+    await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
+    kopf_stop.set()
+    stopping.cancel()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(operator, timeout=30)
+
+
 async def run(settings: OperatorSettings) -> int:
-    """Run until stopped; returns the process exit status."""
+    """Run until stopped; returns the process exit status (1 when the Lease was lost)."""
     # The kubernetes client is synchronous: its calls run in the default executor, so size it
     # like the connection pool (the stock min(32, cpus + 4) is 6 threads on a 2-CPU node).
     loop = asyncio.get_running_loop()
     loop.set_default_executor(
         ThreadPoolExecutor(settings.kube_connection_pool, thread_name_prefix="kube")
     )
-    kube = KubeClient(make_api_client(settings.kube_connection_pool))
-    runtime = RuntimeClient(settings.state_timeout_seconds)
-    ctx = OperatorContext(
-        settings=settings, kube=kube, runtime=runtime, secrets=SecretApi.from_kube(kube)
-    )
-    if settings.pdb_enabled:
-        ctx.disruption = DisruptionClient.from_kube(kube)
-    ctx.lanes = LaneClients.create(settings, kube)
+    ctx = _context(settings)
     webhook.register(settings)
     health = _Health()
     runner = await _serve(settings, health)
@@ -117,65 +186,28 @@ async def run(settings: OperatorSettings) -> int:
     keeper: asyncio.Task[None] | None = None
     code = 0
     try:
-        if settings.leader_election:
-            elector = LeaderElector(
-                kube,
-                namespace=settings.resolved_lease_namespace(),
-                name=settings.lease_name,
-                identity=settings.resolved_identity(),
-                duration_seconds=settings.lease_duration_seconds,
-                renew_seconds=settings.lease_renew_seconds,
-            )
-            log.info("waiting for lease %s as %s", settings.lease_name, elector.identity)
-            acquire = asyncio.create_task(elector.acquire())
-            stopping = asyncio.create_task(stop.wait())
-            await asyncio.wait({acquire, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if stop.is_set():
-                acquire.cancel()
-                return 0
-            stopping.cancel()
-            keeper = asyncio.create_task(elector.keep())
+        led = await _lead(settings, ctx.kube, stop)
+        if led is None:
+            return 0
+        elector, keeper = led
         health.leader = True
         LEADER.set(1)
         log.info("leading; starting controllers")
-        kopf_stop = asyncio.Event()
-        ready = asyncio.Event()
-        operator = asyncio.create_task(
-            kopf.operator(
-                clusterwide=not settings.namespaces,
-                namespaces=settings.namespaces,
-                standalone=True,
-                stop_flag=kopf_stop,
-                ready_flag=ready,
-                memo=kopf.Memo(ctx=ctx),
-            )
-        )
-        ready_wait = asyncio.create_task(ready.wait())
-        await asyncio.wait({operator, ready_wait}, return_when=asyncio.FIRST_COMPLETED)
-        health.ready = ready.is_set()
-        # kopf installs its own SIGTERM/SIGINT handlers; ours (``stop``) also ends the wait.
-        stopping = asyncio.create_task(stop.wait())
-        watchers: set[asyncio.Future[Any]] = {operator, stopping}
-        if keeper is not None:
-            watchers.add(keeper)
-        await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
+        await _controllers(settings, ctx, health, stop, keeper)
         if elector is not None and elector.lost.is_set():
             log.error("leadership lost; stopping")
             code = 1
-        kopf_stop.set()
-        stopping.cancel()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(operator, timeout=30)
     finally:
         LEADER.set(0)
         if keeper is not None:
             keeper.cancel()
         if elector is not None and code == 0:
             await elector.release()
-        await runtime.close()
-        await ctx.lanes.close()
+        await ctx.runtime.close()
+        if ctx.lanes is not None:
+            await ctx.lanes.close()
         await runner.cleanup()
-        kube.close()
+        ctx.kube.close()
     return code
 
 
