@@ -33,7 +33,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from pydantic import ValidationError
@@ -68,6 +68,7 @@ from berth_operator.reconcile.scaling import (
     DELETION_COST_ANNOTATION,
     DeploymentCounts,
     PoolObservation,
+    Recommendation,
     Sample,
     decide,
     deletion_cost_plan,
@@ -213,6 +214,18 @@ async def _read_pressure(
     return value, broker, ""
 
 
+@dataclass
+class _Tick:
+    """What one polling interval read and decided."""
+
+    current: int
+    desired: int
+    pressure: int | None = None
+    broker: BrokerPressure | None = None
+    error: str = ""
+    recommendation: Recommendation | None = None
+
+
 async def _tick(
     ctx: LaneClients,
     ref: LaneWorkerRef,
@@ -221,7 +234,7 @@ async def _tick(
     state: _LoopState,
     logger: Any,
 ) -> None:
-    """One polling interval of one LaneWorker."""
+    """One polling interval of one LaneWorker: read, decide and scale, write the status."""
     dep_name = deployment_name(ref.name)
     deployment = await ctx.api.get_deployment(ref.namespace, dep_name)
     if deployment is None:
@@ -230,58 +243,105 @@ async def _tick(
     counts = DeploymentCounts.of(deployment)
     current = counts.spec_replicas if counts else 0
     now = _now()
-    pressure: int | None = None
-    broker: BrokerPressure | None = None
-    error = ""
-    desired = current
-    recommendation = None
+    tick = _Tick(current=current, desired=current)
     if owns_replicas(spec):
-        pressure, broker, error = await _read_pressure(ctx, ref.namespace, ref.name, spec)
-        if not state.history:
-            state.history = seed_history(current, now)
-        decision = decide(spec, pressure=pressure, current=current, history=state.history, now=now)
-        state.history = decision.history
-        desired = decision.desired
-        recommendation = decision.recommendation
-        if counts is not None and decision.action != "none":
-            if decision.action == "down" and broker is not None:
-                selector = selector_string(ref.name)
-                pods = [pod_view(p) for p in await ctx.api.list_pods(ref.namespace, selector)]
-                plan = deletion_cost_plan(
-                    pods, broker.per_consumer, current=current, desired=desired
-                )
-                for pod, cost in plan.items():
-                    with contextlib.suppress(NotFound):
-                        await ctx.api.annotate_pod(
-                            ref.namespace, pod, {DELETION_COST_ANNOTATION: cost}
-                        )
-            await ctx.api.scale_deployment(ref.namespace, dep_name, desired)
-            state.last_scale_time = now
-            logger.info(
-                f"scaled {dep_name} {current} -> {desired} (pressure {pressure}, "
-                f"source {spec.scaling.source if spec.scaling else '-'})"
-            )
+        await _scale(ctx, ref, spec, counts is not None, state, tick, now, logger)
+    await _write_status(ctx, ref, spec, counts, generation, state, tick, now)
+    metrics.observe_laneworker(
+        ref.namespace, ref.name, desired=tick.desired, pressure=tick.pressure
+    )
+
+
+async def _scale(
+    ctx: LaneClients,
+    ref: LaneWorkerRef,
+    spec: LaneWorkerSpec,
+    deployment_exists: bool,
+    state: _LoopState,
+    tick: _Tick,
+    now: datetime,
+    logger: Any,
+) -> None:
+    """Read the pressure, decide the replicas (``reconcile.scaling.decide``) and scale: before a
+    scale-down the busy pods get a high deletion cost, so the idle ones go first. An Event
+    ``SuccessfulRescale`` says old and new replicas and the pressure (as the HPA does)."""
+    tick.pressure, tick.broker, tick.error = await _read_pressure(
+        ctx, ref.namespace, ref.name, spec
+    )
+    if not state.history:
+        state.history = seed_history(tick.current, now)
+    decision = decide(
+        spec, pressure=tick.pressure, current=tick.current, history=state.history, now=now
+    )
+    state.history = decision.history
+    tick.desired = decision.desired
+    tick.recommendation = decision.recommendation
+    if not deployment_exists or decision.action == "none":
+        return
+    if decision.action == "down" and tick.broker is not None:
+        pods = [
+            pod_view(p) for p in await ctx.api.list_pods(ref.namespace, selector_string(ref.name))
+        ]
+        plan = deletion_cost_plan(
+            pods, tick.broker.per_consumer, current=tick.current, desired=tick.desired
+        )
+        for pod, cost in plan.items():
+            with contextlib.suppress(NotFound):
+                await ctx.api.annotate_pod(ref.namespace, pod, {DELETION_COST_ANNOTATION: cost})
+    dep_name = deployment_name(ref.name)
+    await ctx.api.scale_deployment(ref.namespace, dep_name, tick.desired)
+    state.last_scale_time = now
+    source = spec.scaling.source if spec.scaling else "-"
+    message = (
+        f"New size: {tick.desired} (was {tick.current}); reason: pressure {tick.pressure} "
+        f"from {source}"
+    )
+    logger.info(f"scaled {dep_name}: {message}")
+    target = cast(kopf.Body, _event_target(ref))
+    kopf.event(target, type="Normal", reason="SuccessfulRescale", message=message[:1024])
+
+
+def _event_target(ref: LaneWorkerRef) -> dict[str, Any]:
+    """Enough of the LaneWorker object for kopf to post an Event about it."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "LaneWorker",
+        "metadata": {"name": ref.name, "namespace": ref.namespace, "uid": ref.uid},
+    }
+
+
+async def _write_status(
+    ctx: LaneClients,
+    ref: LaneWorkerRef,
+    spec: LaneWorkerSpec,
+    counts: DeploymentCounts | None,
+    generation: int | None,
+    state: _LoopState,
+    tick: _Tick,
+    now: datetime,
+) -> None:
+    """Conditions and status of the pool; patched only when they changed."""
     state.conditions = scaling_conditions(
         state.conditions,
         PoolObservation(
             deployment_exists=counts is not None,
-            spec_replicas=desired,
+            spec_replicas=tick.desired,
             ready_replicas=counts.ready_replicas if counts else 0,
             scaling_enabled=owns_replicas(spec),
-            pressure=pressure,
+            pressure=tick.pressure,
             source=spec.scaling.source if spec.scaling else "",
-            error=error,
-            recommendation=recommendation,
+            error=tick.error,
+            recommendation=tick.recommendation,
         ),
         now=now,
         generation=generation,
     )
-    source_is_broker = spec.scaling is not None and spec.scaling.source == "broker"
+    broker = tick.broker if spec.scaling is not None and spec.scaling.source == "broker" else None
     status = pool_status(
         counts=counts,
-        desired=desired,
-        backlog=(broker.backlog if source_is_broker and broker else pressure),
-        in_flight=(broker.in_flight if source_is_broker and broker else 0),
+        desired=tick.desired,
+        backlog=broker.backlog if broker else tick.pressure,
+        in_flight=broker.in_flight if broker else 0,
         last_scale_time=state.last_scale_time,
         conditions=state.conditions,
         generation=generation,
@@ -291,7 +351,6 @@ async def _tick(
     if status != state.last_status:
         await ctx.api.patch_status(ref.namespace, ref.name, status)
         state.last_status = status
-    metrics.observe_laneworker(ref.namespace, ref.name, desired=desired, pressure=pressure)
 
 
 @kopf.daemon(GROUP, VERSION, LANEWORKER_PLURAL, cancellation_timeout=10.0)
