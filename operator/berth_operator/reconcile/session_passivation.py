@@ -8,7 +8,10 @@ a decision of :mod:`.passivation` to the status, conditions and :class:`~.plan.P
 
 from __future__ import annotations
 
-from berth_operator.api.agentsession import AgentSessionStatus, PassivationOutcome
+from berth_operator.api.agentsession import (
+    AgentSessionStatus,
+    PassivationOutcome,
+)
 from berth_operator.api.conditions import ConditionSet, CondType, Reason
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile.observe import ObservedPod
@@ -36,17 +39,7 @@ def on_alive(
 ) -> None:
     """After ``_handle_alive``: request, wait for or cut off a passivation; notice a resume."""
     now = obs.precise_now or obs.now
-    done = pv.resumed(st.passivation, pod, obs.state.run_id if obs.state else None, now)
-    if done is not None:
-        st.passivation = done
-        wait = pv.seconds_between(done.passivated_at or done.requested_at, now) or 0.0
-        plan.metrics.append(PassivationMetric("resume", done.reason, done.outcome, wait))
-        msg = f"run {done.resumed_run_id} resumed on pod {pod.name}" + (
-            f" (node {pod.node_name})" if pod.node_name else ""
-        )
-        conds.set(CondType.PASSIVATED, "False", Reason.RESUMED, msg)
-        plan.events.append(Event("Normal", Reason.RESUMED, msg))
-        finish(st, conds, st.phase or "Running")
+    _notice_resume(obs, st, conds, plan, pod)
     trigger = pv.trigger_for(
         suspend=bool(obs.spec.suspend),
         pod=pod,
@@ -68,6 +61,40 @@ def on_alive(
         return
     rec = decision.record
     st.passivation = rec
+    detail = _apply_step(plan, pod, decision, rec, settings)
+    if decision.post and pod.pod_ip:
+        plan.passivate = PassivateCall(pod.pod_ip, rec.reason, pv.deadline_ms(rec))
+    conds.set(CondType.PASSIVATED, "False", Reason.PASSIVATING, detail[:1024])
+    finish(st, conds, "Passivating", detail[:1024])
+    refresh = settings.status_refresh_seconds
+    plan.requeue_after = min(refresh, decision.requeue) if decision.requeue else NOT_RUNNING_REQUEUE
+
+
+def _notice_resume(
+    obs: Observation, st: AgentSessionStatus, conds: ConditionSet, plan: Plan, pod: ObservedPod
+) -> None:
+    """A passivated run is seen running again on ``pod``: close the record (Resumed), observe
+    the resume latency, tell it in a condition and an Event."""
+    now = obs.precise_now or obs.now
+    done = pv.resumed(st.passivation, pod, obs.state.run_id if obs.state else None, now)
+    if done is None:
+        return
+    st.passivation = done
+    wait = pv.seconds_between(done.passivated_at or done.requested_at, now) or 0.0
+    plan.metrics.append(PassivationMetric("resume", done.reason, done.outcome, wait))
+    msg = f"run {done.resumed_run_id} resumed on pod {pod.name}" + (
+        f" (node {pod.node_name})" if pod.node_name else ""
+    )
+    conds.set(CondType.PASSIVATED, "False", Reason.RESUMED, msg)
+    plan.events.append(Event("Normal", Reason.RESUMED, msg))
+    finish(st, conds, st.phase or "Running")
+
+
+def _apply_step(plan: Plan, pod: ObservedPod, decision: pv.Step, settings: OperatorSettings) -> str:
+    """The Events and deletes of a passivation step (request, delete now, deadline); returns
+    the detail for the Passivated condition."""
+    rec = decision.record
+    assert rec is not None
     detail = f"{rec.reason}: {rec.message}"
     if decision.kind == "request":
         plan.events.append(
@@ -93,12 +120,7 @@ def on_alive(
                 "; deleting it, the run resumes from the last durable round",
             )
         )
-    if decision.post and pod.pod_ip:
-        plan.passivate = PassivateCall(pod.pod_ip, rec.reason, pv.deadline_ms(rec))
-    conds.set(CondType.PASSIVATED, "False", Reason.PASSIVATING, detail[:1024])
-    finish(st, conds, "Passivating", detail[:1024])
-    refresh = settings.status_refresh_seconds
-    plan.requeue_after = min(refresh, decision.requeue) if decision.requeue else NOT_RUNNING_REQUEUE
+    return detail
 
 
 def on_pod_ended(
