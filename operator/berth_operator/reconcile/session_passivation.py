@@ -90,11 +90,15 @@ def _notice_resume(
     finish(st, conds, st.phase or "Running")
 
 
-def _apply_step(plan: Plan, pod: ObservedPod, decision: pv.Step, settings: OperatorSettings) -> str:
-    """The Events and deletes of a passivation step (request, delete now, deadline); returns
-    the detail for the Passivated condition."""
-    rec = decision.record
-    assert rec is not None
+def _apply_step(
+    plan: Plan,
+    pod: ObservedPod,
+    decision: pv.Step,
+    rec: PassivationStatus,
+    settings: OperatorSettings,
+) -> str:
+    """The Events and deletes of a passivation step (request, delete now, deadline) whose
+    record is ``rec``; returns the detail for the Passivated condition."""
     detail = f"{rec.reason}: {rec.message}"
     if decision.kind == "request":
         plan.events.append(
