@@ -11,6 +11,7 @@ from __future__ import annotations
 from berth_operator.api.agentsession import (
     AgentSessionStatus,
     PassivationOutcome,
+    PassivationStatus,
 )
 from berth_operator.api.conditions import ConditionSet, CondType, Reason
 from berth_operator.reconcile import passivation as pv
