@@ -26,6 +26,7 @@ them. The input and output types are in ``reconcile.plan``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from berth_operator.api.agentsession import (
@@ -487,6 +488,38 @@ def _handle_death(
     plan.requeue_after = delay
 
 
+@dataclass(frozen=True, slots=True)
+class _Blocked:
+    """Why no pod is placed now: the Placed condition's reason and message, when to look again,
+    whether a user must act (a Warning Event once per new problem; the reason also becomes
+    Ready's) and the phase."""
+
+    reason: str
+    message: str
+    requeue: float
+    user_must_act: bool = False
+    phase: Phase | None = None
+
+
+def _blocked(obs: Observation, st: AgentSessionStatus, plan: Plan) -> _Blocked | None:
+    """The first reason not to place a pod now, or None. Pure."""
+    if obs.missing_laneworkers:
+        msg = "LaneWorker not found: " + ", ".join(obs.missing_laneworkers)
+        return _Blocked(Reason.LANE_WORKER_NOT_FOUND, msg, LANEWORKER_REQUEUE)
+    if obs.claim is not None and obs.claim[1] == Reason.CLAIM_MISSING:
+        return _Blocked(Reason.CLAIM_MISSING, obs.claim[2][:1024], LANEWORKER_REQUEUE, True)
+    if obs.credentials_problem is not None:
+        reason, msg = obs.credentials_problem
+        return _Blocked(reason, msg, LANEWORKER_REQUEUE, True)
+    if obs.pods or plan.delete:
+        # Old pods still exist (being deleted): never two pods of one session at once.
+        return _Blocked(Reason.WAITING_FOR_POD, "waiting for old pods to go", NOT_RUNNING_REQUEUE)
+    if st.next_attempt_at is not None and st.next_attempt_at > obs.now:
+        wait = (st.next_attempt_at - obs.now).total_seconds()
+        return _Blocked(Reason.BACKOFF, f"next attempt in {wait:.0f}s", wait, phase="Resuming")
+    return None
+
+
 def _maybe_place(
     obs: Observation,
     st: AgentSessionStatus,
@@ -496,48 +529,35 @@ def _maybe_place(
     epoch: int,
 ) -> None:
     """No pod of the current epoch: place the next one when allowed."""
-    now = obs.now
     resuming = epoch > 0
     if obs.spec.suspend:
         conds.set(CondType.PASSIVATED, "True", Reason.PASSIVATED, "spec.suspend is true")
         finish(st, conds, "Passivated")
         return
-    if obs.missing_laneworkers:
-        msg = "LaneWorker not found: " + ", ".join(obs.missing_laneworkers)
-        conds.set(CondType.PLACED, "False", Reason.LANE_WORKER_NOT_FOUND, msg)
-        finish(st, conds, "Resuming" if resuming else "Pending", msg)
-        plan.requeue_after = LANEWORKER_REQUEUE
-        return
-    if obs.claim is not None and obs.claim[1] == Reason.CLAIM_MISSING:
-        msg = obs.claim[2][:1024]
+    blocked = _blocked(obs, st, plan)
+    if blocked is not None:
         before = conds.get(CondType.PLACED)
-        if before is None or before.reason != Reason.CLAIM_MISSING:
-            plan.events.append(Event("Warning", Reason.CLAIM_MISSING, msg))  # once per problem
-        conds.set(CondType.PLACED, "False", Reason.CLAIM_MISSING, msg)
-        finish(st, conds, "Resuming" if resuming else "Pending", msg, reason=Reason.CLAIM_MISSING)
-        plan.requeue_after = LANEWORKER_REQUEUE
+        new_problem = before is None or (before.reason, before.message) != (
+            blocked.reason,
+            blocked.message,
+        )
+        if blocked.user_must_act and new_problem:
+            plan.events.append(Event("Warning", blocked.reason, blocked.message))
+        conds.set(CondType.PLACED, "False", blocked.reason, blocked.message)
+        phase: Phase = blocked.phase or ("Resuming" if resuming else "Pending")
+        transient = blocked.reason in (Reason.WAITING_FOR_POD, Reason.BACKOFF)
+        ready_reason = blocked.reason if blocked.reason == Reason.CLAIM_MISSING else None
+        finish(st, conds, phase, "" if transient else blocked.message, reason=ready_reason)
+        plan.requeue_after = blocked.requeue
         return
-    if obs.credentials_problem is not None:
-        reason, msg = obs.credentials_problem
-        before = conds.get(CondType.PLACED)
-        if before is None or (before.reason, before.message) != (reason, msg):
-            plan.events.append(Event("Warning", reason, msg))  # once per new problem
-        conds.set(CondType.PLACED, "False", reason, msg)
-        finish(st, conds, "Resuming" if resuming else "Pending", msg)
-        plan.requeue_after = LANEWORKER_REQUEUE
-        return
-    if obs.pods or plan.delete:
-        # Old pods still exist (being deleted): never two pods of one session at once.
-        conds.set(CondType.PLACED, "False", Reason.WAITING_FOR_POD, "waiting for old pods to go")
-        finish(st, conds, "Resuming" if resuming else "Pending")
-        plan.requeue_after = NOT_RUNNING_REQUEUE
-        return
-    if st.next_attempt_at is not None and st.next_attempt_at > now:
-        wait = (st.next_attempt_at - now).total_seconds()
-        conds.set(CondType.PLACED, "False", Reason.BACKOFF, f"next attempt in {wait:.0f}s")
-        finish(st, conds, "Resuming")
-        plan.requeue_after = wait
-        return
+    _place(obs, st, conds, plan, epoch)
+
+
+def _place(
+    obs: Observation, st: AgentSessionStatus, conds: ConditionSet, plan: Plan, epoch: int
+) -> None:
+    """Bump the epoch in status and plan the create of its pod (resuming the last run)."""
+    resuming = epoch > 0
     new_epoch = epoch + 1
     reason = st.placement_reason if resuming and st.placement_reason else PlacementReason.INITIAL
     if not resuming:
