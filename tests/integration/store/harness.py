@@ -79,6 +79,32 @@ def scripted_server(script: Any) -> Iterator[ScriptedServer]:
         srv.stop_thread()
 
 
+def child_job(
+    tmp_path: Path,
+    session_id: str,
+    base_url: str,
+    epoch: int,
+    name: str,
+    prompt: str,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A job for ``child.py``: one session process with store ``tmp_path/store`` and workspace
+    ``tmp_path/ws``, claiming ``epoch``; its result and log go to ``tmp_path/<name>.json|.log``."""
+    return {
+        "store": str(tmp_path / "store"),
+        "workspace": str(tmp_path / "ws"),
+        "session_id": session_id,
+        "epoch": epoch,
+        "base_url": base_url,
+        "api_key": f"sk-{session_id}",
+        "prompt": prompt,
+        "acquire": True,
+        "result": str(tmp_path / f"{name}.json"),
+        "log": str(tmp_path / f"{name}.log"),
+        **extra,
+    }
+
+
 def bash_turn(call_id: str, side_file: str = "side.txt", linger_s: float = 0.0) -> dict[str, Any]:
     """A model turn asking for one bash call that appends its own id to ``side_file`` (then
     lingers ``linger_s`` seconds, so a kill can land between the side effect and its result)."""

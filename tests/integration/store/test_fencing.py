@@ -17,7 +17,7 @@ from session_runtime.errors import FencedError
 from session_runtime.store import FileSessionStore
 
 from .child import EXIT_FENCED
-from .harness import bash_turn, scripted_server, summarize, zygote
+from .harness import bash_turn, child_job, scripted_server, summarize, zygote
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -48,20 +48,16 @@ def test_newer_epoch_fences_older_and_never_reads_its_late_writes(tmp_path: Path
     script = {"turns": [*turns, {"text": "finished"}], "on_exhausted": "repeat_last"}
 
     def job(epoch: int, name: str, **extra: Any) -> dict[str, Any]:
-        return {
-            "store": str(store_dir),
-            "workspace": str(ws),
-            "session_id": SID,
-            "epoch": epoch,
-            "base_url": srv.base_url,
-            "api_key": "sk-fence",
-            "prompt": "fencing test",
-            "acquire": True,
-            "snapshot_min_bytes": 4096,
-            "result": str(tmp_path / f"{name}.json"),
-            "log": str(tmp_path / f"{name}.log"),
+        return child_job(
+            tmp_path,
+            SID,
+            srv.base_url,
+            epoch,
+            name,
+            "fencing test",
+            snapshot_min_bytes=4096,
             **extra,
-        }
+        )
 
     with scripted_server(script) as srv, zygote() as z:
         old = z.spawn(job(E, "old"))

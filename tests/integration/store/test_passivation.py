@@ -14,7 +14,7 @@ import pytest
 
 from session_runtime.store import FileSessionStore
 
-from .harness import bash_turn, scripted_server, zygote
+from .harness import bash_turn, child_job, scripted_server, zygote
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -29,19 +29,7 @@ def test_passivate_then_resume_elsewhere(tmp_path: Path) -> None:
     script = {"turns": [*turns, {"text": "all done"}], "on_exhausted": "repeat_last"}
 
     def job(epoch: int, name: str, **extra: Any) -> dict[str, Any]:
-        return {
-            "store": str(store_dir),
-            "workspace": str(ws),
-            "session_id": SID,
-            "epoch": epoch,
-            "base_url": srv.base_url,
-            "api_key": "sk-passivate",
-            "prompt": "passivation test",
-            "acquire": True,
-            "result": str(tmp_path / f"{name}.json"),
-            "log": str(tmp_path / f"{name}.log"),
-            **extra,
-        }
+        return child_job(tmp_path, SID, srv.base_url, epoch, name, "passivation test", **extra)
 
     with scripted_server(script) as srv, zygote() as z:
         assert z.run(job(1, "first", passivate_after=4)) == 0, (tmp_path / "first.log").read_text()
