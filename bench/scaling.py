@@ -1,4 +1,4 @@
-"""Benchmark: LaneWorker reaction time to a burst, at polling intervals 1 s and 5 s (issue 8).
+"""Benchmark: LaneWorker reaction time to a burst, at polling intervals 1 s and 5 s.
 
     .venv/bin/python bench/scaling.py [--intervals 1 5] [--runs 3] [--sessions 4] [--tasks 40]
 

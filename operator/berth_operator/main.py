@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -26,8 +27,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import berth_operator.handlers.agentsession  # noqa: F401  (registers the handlers)
-from berth_operator.api.constants import FINALIZER
-from berth_operator.errors import SettingsError
+from berth_operator.api.constants import FINALIZER, LABEL_LEADER
+from berth_operator.errors import KubeError, SettingsError
 from berth_operator.handlers import laneworker as _laneworker  # noqa: F401  (registers handlers)
 from berth_operator.handlers import nodes as _nodes  # noqa: F401  (registers handlers)
 from berth_operator.handlers import webhook
@@ -167,6 +168,19 @@ async def _controllers(
         await asyncio.wait_for(operator, timeout=30)
 
 
+async def _mark_leader(kube: KubeClient, leading: bool) -> None:
+    """Label this replica's own pod ``berth.dev/leader=true`` while it leads (removed otherwise),
+    so the webhook Service routes only to the leader. Outside a pod ($POD_NAME/$POD_NAMESPACE
+    unset) there is nothing to label; API errors are logged (the Lease still decides)."""
+    name, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+    if not name or not namespace:
+        return
+    try:
+        await kube.label_own_pod(namespace, name, LABEL_LEADER, "true" if leading else None)
+    except KubeError as exc:
+        log.warning("cannot label pod %s/%s as %s: %s", namespace, name, LABEL_LEADER, exc)
+
+
 async def run(settings: OperatorSettings) -> int:
     """Run until stopped; returns the process exit status (1 when the Lease was lost)."""
     # The kubernetes client is synchronous: its calls run in the default executor, so size it
@@ -186,12 +200,14 @@ async def run(settings: OperatorSettings) -> int:
     keeper: asyncio.Task[None] | None = None
     code = 0
     try:
+        await _mark_leader(ctx.kube, False)  # a restarted container may still carry the label
         led = await _lead(settings, ctx.kube, stop)
         if led is None:
             return 0
         elector, keeper = led
         health.leader = True
         LEADER.set(1)
+        await _mark_leader(ctx.kube, True)
         log.info("leading; starting controllers")
         await _controllers(settings, ctx, health, stop, keeper)
         if elector is not None and elector.lost.is_set():
@@ -199,6 +215,8 @@ async def run(settings: OperatorSettings) -> int:
             code = 1
     finally:
         LEADER.set(0)
+        if health.leader:
+            await _mark_leader(ctx.kube, False)
         if keeper is not None:
             keeper.cancel()
         if elector is not None and code == 0:

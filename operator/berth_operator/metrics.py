@@ -86,7 +86,7 @@ class PhaseTracker:
             SESSIONS.labels(phase=phase).set(counts.get(phase, 0))
 
 
-# --- LaneWorker autoscaling (issue 8) -----------------------------------------------------------
+# --- LaneWorker autoscaling -----------------------------------------------------------
 # ``namespace`` and ``laneworker`` are allowed as labels here: they are bounded by the user's own
 # LaneWorker objects (one series per pool), and the series is removed when the pool's scaling
 # loop ends (berth_operator.handlers.laneworker).
@@ -121,7 +121,7 @@ def forget_laneworker(namespace: str, laneworker: str) -> None:
             pass
 
 
-# --- Passivation before eviction (issue 7, ARCHITECTURE.md §8) ---------------------------------
+# --- Passivation before eviction (ARCHITECTURE.md §8) ---------------------------------
 # Labels: reason ∈ api.agentsession.TRIGGERS, outcome ∈ api.agentsession.OUTCOMES.
 
 _PASSIVATION_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 8, 13, 20, 30, 60, 120, 300, 600)

@@ -1,4 +1,4 @@
-"""Reads of a LaneWorker pool's queue pressure: Redis (``broker``) or Prometheus (issue 8).
+"""Reads of a LaneWorker pool's queue pressure: Redis (``broker``) or Prometheus.
 
 I/O only; the decisions live in :mod:`berth_operator.reconcile.scaling`. Called by
 ``berth_operator.handlers.laneworker`` once per polling interval.

@@ -1,4 +1,4 @@
-"""Support of the LaneWorker autoscaling e2e test and of ``bench/scaling.py`` (issue 8).
+"""Support of the LaneWorker autoscaling e2e test and of ``bench/scaling.py``.
 
 Two halves:
 

@@ -1,4 +1,4 @@
-"""LaneWorker autoscaling on queue pressure, end to end (issue 8).
+"""LaneWorker autoscaling on queue pressure, end to end.
 
 Real pieces: the control plane, ``berth-operator`` (as a subprocess watching the test's
 namespace, authenticated as its ServiceAccount with ``config/rbac``), ``berth-worker`` pods run

@@ -1,4 +1,4 @@
-"""The main job as an e2e test (issue 10): ``hack/demo.py`` against the dev cluster.
+"""The main job as an e2e test: ``hack/demo.py`` against the dev cluster.
 
 The demo prints its own report and exits 0 only when every check holds (session Succeeded after a
 drain-triggered passivation and resume on the other node, the LaneWorker scaled 0 → N → 0, the

@@ -177,6 +177,18 @@ class KubeClient:
             return None
         return self._json(obj)
 
+    async def label_own_pod(self, namespace: str, name: str, key: str, value: str | None) -> None:
+        """Set (or with ``None`` remove) label ``key`` on pod ``namespace/name`` (a merge patch).
+        Raises NotFound, KubeError."""
+        await self._json_call(
+            f"label pod {namespace}/{name}",
+            self.core.patch_namespaced_pod,
+            name,
+            namespace,
+            {"metadata": {"labels": {key: value}}},
+            field_manager="berth-operator",
+        )
+
     # --- PersistentVolumeClaims ---------------------------------------------------------------
     async def get_pvc(self, namespace: str, name: str) -> dict[str, Any] | None:
         """GET a PersistentVolumeClaim; None when it does not exist."""

@@ -1,4 +1,4 @@
-"""API calls of the LaneWorker autoscaler (issue 8): Deployments, ``/scale``, pods, status.
+"""API calls of the LaneWorker autoscaler: Deployments, ``/scale``, pods, status.
 
 The only module of the LaneWorker code that talks to the API (CONVENTIONS: only
 ``berth_operator.k8s`` does). Called by ``berth_operator.handlers.laneworker``. Uses the

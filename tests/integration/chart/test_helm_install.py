@@ -161,6 +161,20 @@ def test_helm_install_runs_a_session_to_succeeded_and_uninstall_is_clean(
                 ),
             )
             assert holder in {p["metadata"]["name"] for p in pods}
+            # Only the Lease holder carries berth.dev/leader=true (the webhook Service's
+            # selector), so eviction requests never reach the standby.
+            leaders = wait(
+                "the leader to label its own pod",
+                lambda: (
+                    [
+                        p["metadata"]["name"]
+                        for p in running_pods(dc, ns, op_selector)
+                        if (p["metadata"].get("labels") or {}).get("berth.dev/leader") == "true"
+                    ]
+                    or None
+                ),
+            )
+            assert leaders == [holder]
 
             # --- 1b. the built-in roles cover Berth's resources (ClusterRole aggregation) ------
             for user, role in (("alice", "edit"), ("bob", "view")):

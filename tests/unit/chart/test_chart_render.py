@@ -200,6 +200,7 @@ def test_webhook_wiring() -> None:
     host = env["BERTH_WEBHOOK_HOST"]["value"]
     assert host == "berth-operator-webhook.berth-system.svc"
     svc = one(docs, "Service", "-webhook")
+    assert svc["spec"]["selector"]["berth.dev/leader"] == "true"  # never the standby
     port = int(env["BERTH_WEBHOOK_PORT"]["value"])
     assert svc["spec"]["ports"][0]["port"] == port  # kopf's URL carries the server's port
     assert {"name": "https-webhook", "containerPort": port, "protocol": "TCP"} in c["ports"]

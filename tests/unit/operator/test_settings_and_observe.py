@@ -116,3 +116,27 @@ def test_termination_message_parsing_accepts_the_runtime_shape() -> None:
     assert msg.usage is not None and msg.usage.total_tokens == 3
     assert parse_termination("") is None
     assert parse_termination('{"outcome": "exploded"}') is None
+
+
+async def test_the_leader_labels_its_own_pod_and_clears_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from berth_operator import main
+
+    calls: list[tuple[str, str, str, str | None]] = []
+
+    class Kube:
+        async def label_own_pod(self, ns: str, name: str, key: str, value: str | None) -> None:
+            calls.append((ns, name, key, value))
+
+    monkeypatch.delenv("POD_NAME", raising=False)
+    await main._mark_leader(Kube(), True)  # type: ignore[arg-type]
+    assert calls == []  # not in a pod: nothing to label
+    monkeypatch.setenv("POD_NAME", "op-0")
+    monkeypatch.setenv("POD_NAMESPACE", "berth-system")
+    await main._mark_leader(Kube(), True)  # type: ignore[arg-type]
+    await main._mark_leader(Kube(), False)  # type: ignore[arg-type]
+    assert calls == [
+        ("berth-system", "op-0", "berth.dev/leader", "true"),
+        ("berth-system", "op-0", "berth.dev/leader", None),
+    ]
