@@ -42,6 +42,9 @@ class OperatorSettings(BaseModel):
     """Image of session pods (and of the store-cleanup Job)."""
     image_pull_policy: str = "IfNotPresent"
     """imagePullPolicy of session pods."""
+    image_pull_secrets: list[str] = Field(default_factory=list)
+    """imagePullSecrets of session and worker pods, comma-separated Secret names (each in the
+    pod's namespace); a session's or LaneWorker's own list replaces it. Default none."""
     redis_url: str = "redis://redis:6379/0"
     """Redis of the lane transport, for every role that has no URL of its own below."""
     redis_session_url: str = ""
@@ -162,7 +165,7 @@ class OperatorSettings(BaseModel):
             if key not in env:
                 continue
             value = env[key]
-            if name in ("namespaces", "llm_allowed_base_urls"):
+            if name in ("namespaces", "llm_allowed_base_urls", "image_pull_secrets"):
                 raw[name] = [n.strip() for n in value.split(",") if n.strip()]
             else:
                 raw[name] = value

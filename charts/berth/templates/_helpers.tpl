@@ -169,6 +169,10 @@ app.kubernetes.io/component: redis
   value: {{ include "berth.runtimeImage" . | quote }}
 - name: BERTH_IMAGE_PULL_POLICY
   value: {{ .Values.image.pullPolicy | quote }}
+{{- $pullSecrets := list }}
+{{- range .Values.imagePullSecrets }}{{ $pullSecrets = append $pullSecrets .name }}{{ end }}
+- name: BERTH_IMAGE_PULL_SECRETS
+  value: {{ join "," $pullSecrets | quote }}
 {{- with include "berth.redisURL" . }}
 - name: BERTH_REDIS_URL
   value: {{ . | quote }}

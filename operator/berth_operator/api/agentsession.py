@@ -19,11 +19,13 @@ from berth_operator.api.common import (
     LABEL_KEY_CEL,
     LABEL_VALUE,
     Condition,
+    ImageRef,
     Int64,
     K8sModel,
     LocalObjectReference,
     PreservedList,
     PreservedObject,
+    PullSecrets,
     ResourceRequirements,
     SecretKeySelector,
     Toleration,
@@ -321,6 +323,11 @@ class AgentSessionSpec(K8sModel):
     """Model as provider/model, e.g. openai/gpt-4o-mini. Used from the next placement on."""
     llm: LLMSpec | None = None
     """Endpoint and credentials of the model."""
+    image: ImageRef | None = None
+    """Session image, for an agent that needs its own toolchain (default: the operator's
+    session image; it must run ``berth-session``). Used from the next placement on."""
+    image_pull_secrets: PullSecrets | None = None
+    """Secrets to pull the image with; replaces the operator's default list."""
     identity: Annotated[IdentitySpec | None, Field(json_schema_extra=_immutable("identity"))] = None
     """Identity labels. Immutable."""
     workspace: Annotated[WorkspaceSpec | None, Field(json_schema_extra=_immutable("workspace"))] = (

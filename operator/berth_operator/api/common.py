@@ -80,6 +80,19 @@ class LocalObjectReference(K8sModel):
     """Name of the referenced object (DNS-1123 subdomain)."""
 
 
+IMAGE_REF_PATTERN = (
+    r"^(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
+    r"(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
+)
+"""A container image reference (the distribution reference grammar: [registry[:port]/]path
+[:tag][@sha256:digest])."""
+ImageRef = Annotated[str, Field(min_length=1, max_length=1024, pattern=IMAGE_REF_PATTERN)]
+"""An image of a session or worker pod (validated at ``kubectl apply``)."""
+PullSecrets = Annotated[list[LocalObjectReference], Field(max_length=16)]
+"""``imagePullSecrets`` of a pod: Secrets (type kubernetes.io/dockerconfigjson) of its namespace."""
+
+
 class SecretKeySelector(K8sModel):
     """A key of a Secret in the session's namespace."""
 

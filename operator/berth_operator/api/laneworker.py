@@ -14,8 +14,10 @@ from pydantic import Field, WithJsonSchema
 
 from berth_operator.api.common import (
     Condition,
+    ImageRef,
     Int64,
     K8sModel,
+    PullSecrets,
     ResourceRequirements,
     Toleration,
 )
@@ -152,8 +154,10 @@ class LaneWorkerSpec(K8sModel):
 
     lane: Literal["query", "execute", "generate", "control"] = "execute"
     """Lane whose tasks this pool runs."""
-    image: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
-    """Worker image (default: the operator's image)."""
+    image: ImageRef | None = None
+    """Worker image (default: the operator's session image)."""
+    image_pull_secrets: PullSecrets | None = None
+    """Secrets to pull the image with; replaces the operator's default list."""
     concurrency: Annotated[int, Field(ge=1, le=256)] = 1
     """Tasks one worker pod runs at once."""
     replicas: Annotated[int, Field(ge=0, le=10000)] | None = None

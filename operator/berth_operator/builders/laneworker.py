@@ -65,6 +65,7 @@ from berth_operator.builders.claim import claim_name
 from berth_operator.builders.security import (
     hardened_container_security,
     pod_security_context,
+    pull_secrets,
     with_default_resources,
 )
 from berth_operator.errors import SpecError
@@ -219,6 +220,9 @@ def build_pod_template(
         "containers": [container],
         "volumes": worker_volumes(claim),
     }
+    pull = pull_secrets(spec.image_pull_secrets, settings)
+    if pull:
+        pod_spec["imagePullSecrets"] = pull
     if settings.worker_runtime_class:
         pod_spec["runtimeClassName"] = settings.worker_runtime_class
     if template is not None and template.node_selector:

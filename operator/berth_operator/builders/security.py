@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Final
 
+from berth_operator.api.common import LocalObjectReference
 from berth_operator.settings import OperatorSettings
 
 HARDENED_SECURITY: Final[Mapping[str, Any]] = {
@@ -30,6 +31,15 @@ HARDENED_SECURITY: Final[Mapping[str, Any]] = {
 """The container securityContext forced on every session and worker container."""
 
 _PASS_THROUGH: Final = ("runAsUser", "runAsGroup", "seLinuxOptions", "appArmorProfile")
+
+
+def pull_secrets(
+    own: list[LocalObjectReference] | None, settings: OperatorSettings
+) -> list[dict[str, str]]:
+    """``imagePullSecrets`` of a pod: the object's own list when it sets one (even empty),
+    else the operator's ``image_pull_secrets``."""
+    names = [r.name for r in own] if own is not None else settings.image_pull_secrets
+    return [{"name": n} for n in names]
 
 
 def pod_security_context(uid: int) -> dict[str, Any]:

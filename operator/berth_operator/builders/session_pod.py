@@ -76,6 +76,7 @@ from berth_operator.builders.names import (
 from berth_operator.builders.security import (
     hardened_container_security,
     pod_security_context,
+    pull_secrets,
     with_default_resources,
 )
 from berth_operator.settings import OperatorSettings
@@ -281,7 +282,7 @@ def session_container(
     )
     return {
         "name": SESSION_CONTAINER,
-        "image": settings.session_image,
+        "image": spec.image or settings.session_image,
         "imagePullPolicy": settings.image_pull_policy,
         "command": [SESSION_COMMAND],
         "env": session_env(ref, spec, settings, epoch=epoch, resume_run_id=resume_run_id),
@@ -357,6 +358,9 @@ def build_session_pod(
         "containers": [container],
         "volumes": session_volumes(ref, spec, claim),
     }
+    pull = pull_secrets(spec.image_pull_secrets, settings)
+    if pull:
+        pod_spec["imagePullSecrets"] = pull
     if settings.session_service_account:
         pod_spec["serviceAccountName"] = settings.session_service_account
     if settings.session_runtime_class:

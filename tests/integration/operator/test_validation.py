@@ -72,6 +72,21 @@ CASES: list[tuple[str, dict[str, Any], Mutation, tuple[str, ...], bool]] = [
     ("missing-prompt", SESSION, spec_del("prompt"), ("spec.prompt", "Required"), False),
     ("empty-prompt", SESSION, spec_set("prompt", ""), ("spec.prompt",), False),
     ("model-without-provider", SESSION, spec_set("model", "gpt-4o"), ("spec.model",), False),
+    ("session-image-not-a-ref", SESSION, spec_set("image", "My Image:1"), ("spec.image",), False),
+    (
+        "worker-image-not-a-ref",
+        WORKER,
+        spec_set("image", "ghcr.io/x:tag;rm -rf"),
+        ("spec.image",),
+        False,
+    ),
+    (
+        "pull-secret-name",
+        SESSION,
+        spec_set("imagePullSecrets", [{"name": "Not_A_Name"}]),
+        ("spec.imagePullSecrets[0].name",),
+        False,
+    ),
     (
         "literal-api-key",
         SESSION,

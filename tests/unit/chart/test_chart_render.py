@@ -229,3 +229,11 @@ def test_berth_resources_are_aggregated_into_the_builtin_roles() -> None:
     off = documents(render({"rbac": {"aggregateToDefaultRoles": False}}))
     names = [d["metadata"]["name"] for d in by_kind(off, "ClusterRole")]
     assert not [n for n in names if n.endswith(("-edit", "-view"))], names
+
+
+def test_image_pull_secrets_reach_session_and_worker_pods_through_the_operator() -> None:
+    docs = documents(render({"imagePullSecrets": [{"name": "reg-a"}, {"name": "reg-b"}]}))
+    env = _env(_container(one(docs, "Deployment", "-operator")))
+    assert env["BERTH_IMAGE_PULL_SECRETS"]["value"] == "reg-a,reg-b"
+    settings = OperatorSettings.from_env({k: v["value"] for k, v in env.items() if "value" in v})
+    assert settings.image_pull_secrets == ["reg-a", "reg-b"]

@@ -206,3 +206,33 @@ def test_cleanup_job_removes_store_and_default_workspace() -> None:
         "/var/lib/berth/shared/store/ns/demo",
         "/var/lib/berth/shared/workspaces/ns/demo",
     ]
+
+
+def test_session_image_and_pull_secrets_default_to_the_operators_and_are_overridden() -> None:
+    from berth_operator.builders.session_pod import build_session_pod
+
+    settings = OperatorSettings(session_image="img:1", image_pull_secrets=["reg-a", "reg-b"])
+    s = make_session()
+    pod = build_session_pod(s.ref(), s.spec(), settings, epoch=1, resume_run_id=None, reason="x")
+    assert pod["spec"]["containers"][0]["image"] == "img:1"
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "reg-a"}, {"name": "reg-b"}]
+    own = make_session().with_spec(
+        image="registry.example:5000/team/agent-go:1.22", imagePullSecrets=[{"name": "team"}]
+    )
+    pod = build_session_pod(
+        own.ref(), own.spec(), settings, epoch=1, resume_run_id=None, reason="x"
+    )
+    assert pod["spec"]["containers"][0]["image"] == "registry.example:5000/team/agent-go:1.22"
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "team"}]
+    none = make_session().with_spec(imagePullSecrets=[])  # an explicit empty list: none
+    pod = build_session_pod(
+        none.ref(), none.spec(), settings, epoch=1, resume_run_id=None, reason="x"
+    )
+    assert "imagePullSecrets" not in pod["spec"]
+    plain = build_session_pod(s.ref(), s.spec(), SETTINGS, epoch=1, resume_run_id=None, reason="x")
+    assert "imagePullSecrets" not in plain["spec"]
+
+
+def test_settings_read_pull_secrets_comma_separated() -> None:
+    env = {"BERTH_IMAGE_PULL_SECRETS": "reg-a, reg-b,"}
+    assert OperatorSettings.from_env(env).image_pull_secrets == ["reg-a", "reg-b"]

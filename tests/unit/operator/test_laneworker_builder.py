@@ -19,6 +19,7 @@ from berth_operator.builders.laneworker import (
 )
 from berth_operator.errors import SpecError
 from berth_operator.settings import OperatorSettings
+from pydantic import ValidationError
 
 from session_runtime.worker import WorkerSettings
 
@@ -158,3 +159,18 @@ def test_template_hash_tracks_the_template_only() -> None:
 def test_names_that_cannot_be_label_values_are_spec_errors(name: str) -> None:
     with pytest.raises(SpecError):
         build_deployment(LaneWorkerRef("ns", name, "u"), LaneWorkerSpec(), SETTINGS, replicas=0)
+
+
+def test_worker_pull_secrets_default_to_the_operators_and_are_overridden() -> None:
+    settings = SETTINGS.model_copy(update={"image_pull_secrets": ["reg-a"]})
+    dep = build_deployment(REF, LaneWorkerSpec.model_validate({}), settings, replicas=1)
+    assert dep["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "reg-a"}]
+    own = LaneWorkerSpec.model_validate({"imagePullSecrets": [{"name": "team"}]})
+    dep = build_deployment(REF, own, settings, replicas=1)
+    assert dep["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "team"}]
+    assert "imagePullSecrets" not in build(replicas=1)["spec"]["template"]["spec"]
+
+
+def test_a_worker_image_that_is_not_a_reference_is_refused() -> None:
+    with pytest.raises(ValidationError):
+        LaneWorkerSpec.model_validate({"image": "ghcr.io/x:tag;rm -rf"})
