@@ -301,20 +301,17 @@ class SessionPod:
 
     def agent_config(self) -> dict[str, Any] | None:
         """Agent config: the options' ``llm.baseUrl`` wins over ``OPENAI_BASE_URL``; the key is
-        read by the runtime from the env var the options name (default ``OPENAI_API_KEY``)."""
-        base_url = self.opts.llm.base_url or self.cfg.openai_base_url
+        read by the runtime from the env var the options name (default ``OPENAI_API_KEY``) or
+        the mounted key file; timeout, retries, organization, project, headers and CA bundle
+        come from the options' ``llm`` (``spec.llm``). None when everything is the default."""
+        llm = self.opts.llm
+        base_url = llm.base_url or self.cfg.openai_base_url
         provider, _, model = self.opts.model.partition("/")
-        if base_url is None and self.opts.llm.api_key_env == "OPENAI_API_KEY":
+        if base_url is None and llm == type(llm)():
             return None  # the runtime's default: openai/<model> from OPENAI_* env vars
         return {
             "default_model": self.opts.model,
-            "providers": {
-                provider: {
-                    "base_url": base_url,
-                    "api_key_env": self.opts.llm.api_key_env,
-                    "models": [model],
-                }
-            },
+            "providers": {provider: llm.provider(base_url, model)},
         }
 
     def _session_options(self, store: Any, guard: MeteredBudgetGuard) -> SessionOptions:

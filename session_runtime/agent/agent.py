@@ -65,7 +65,9 @@ def load_config(config: str | os.PathLike[str] | dict[str, Any] | None) -> dict[
 
 
 def parse_providers(raw: Any) -> dict[str, ProviderConfig]:
-    """``{name: {base_url, api_key_env, api_key?, models}}`` -> ProviderConfig by name."""
+    """``{name: {base_url, api_key_env, api_key?, models, timeout_s?, max_retries?,
+    organization?, project?, headers?, ca_file?}}`` -> ProviderConfig by name. Raises
+    ConfigError for a malformed entry."""
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -74,12 +76,22 @@ def parse_providers(raw: Any) -> dict[str, ProviderConfig]:
     for name, spec in raw.items():
         if not isinstance(spec, dict):
             raise ConfigError(f"provider {name!r} must be a mapping")
+        headers = spec.get("headers") or {}
+        if not isinstance(headers, dict):
+            raise ConfigError(f"provider {name!r}: headers must be a mapping")
+        timeout = spec.get("timeout_s")
         out[str(name)] = ProviderConfig(
             name=str(name),
             base_url=spec.get("base_url"),
             api_key_env=spec.get("api_key_env"),
             api_key=spec.get("api_key"),
             models=tuple(spec.get("models") or ()),
+            timeout_s=float(timeout) if timeout else None,
+            max_retries=int(spec.get("max_retries") or 0),
+            organization=spec.get("organization"),
+            project=spec.get("project"),
+            headers=tuple((str(k), str(v)) for k, v in headers.items()),
+            ca_file=spec.get("ca_file"),
         )
     return out
 
@@ -104,8 +116,9 @@ class Agent:
     def llm_for(self, model: str | None, timeout_s: float = 600.0) -> LlmClient:
         """An OpenAI-compatible client for ``provider/model`` (default model if None)."""
         provider, name = parse_model(model or self.default_model)
-        base_url, key = resolve_endpoint(self.providers.get(provider))
-        return OpenAIChatClient(name, base_url, key, timeout_s)
+        config = self.providers.get(provider)
+        base_url, key = resolve_endpoint(config)
+        return OpenAIChatClient(name, base_url, key, timeout_s, config)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -7,9 +7,11 @@ pod the key is a mounted file named by ``BERTH_LLM_API_KEY_FILE`` (read once, ne
 the environment tools inherit); ``OPENAI_API_KEY`` remains for local runs. Requests
 always stream (``stream_options.include_usage``), so text arrives as deltas and usage at the end.
 
-Errors: transient failures (connection, timeout, 429, 5xx) raise ``LlmTransientError`` — the
-loop's circuit breaker counts them; others raise ``LlmError``. The openai package's own retries
-are off (``max_retries=0``) so the breaker is the one retry policy.
+Retries: the openai package's own machinery (``max_retries`` per provider, default 0 here; the
+operator renders ``spec.llm.maxRetries``, default 2) retries connection errors, 408, 409, 429 and
+5xx with backoff, honouring ``Retry-After``. Errors: what is still failing after those retries —
+transient failures (connection, timeout, 429, 5xx) raise ``LlmTransientError``, which the loop's
+circuit breaker counts; others raise ``LlmError``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -75,6 +78,18 @@ class ProviderConfig:
     api_key_env: str | None = None
     api_key: str | None = None
     models: tuple[str, ...] = ()
+    timeout_s: float | None = None
+    """Per-request timeout (seconds); None: the session's ``llm_timeout_s``."""
+    max_retries: int = 0
+    """Retries of the openai client (connection errors, 408, 409, 429, 5xx; ``Retry-After``)."""
+    organization: str | None = None
+    """``OpenAI-Organization`` header."""
+    project: str | None = None
+    """``OpenAI-Project`` header."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """Extra request headers (a proxy's routing or tenant headers; never credentials)."""
+    ca_file: str | None = None
+    """PEM bundle of the CAs to trust for ``base_url`` (a private or proxy endpoint)."""
 
 
 def parse_model(model: str) -> tuple[str, str]:
@@ -130,15 +145,31 @@ def resolve_endpoint(provider: ProviderConfig | None) -> tuple[str | None, str]:
 class OpenAIChatClient:
     """:class:`LlmClient` over ``openai.AsyncOpenAI``. ``model`` is the name sent to the server
     (the part after ``provider/``). One AsyncOpenAI per event loop (its HTTP pool is loop-bound).
-    ``timeout_s`` is the per-request timeout in seconds."""
+    ``timeout_s`` is the per-request timeout in seconds; ``provider`` carries the client settings
+    (retries, organization, project, headers, CA bundle; see :class:`ProviderConfig`).
+    Raises ``ConfigError`` when the CA bundle cannot be read."""
 
     def __init__(
-        self, model: str, base_url: str | None, api_key: str, timeout_s: float = 600.0
+        self,
+        model: str,
+        base_url: str | None,
+        api_key: str,
+        timeout_s: float = 600.0,
+        provider: ProviderConfig | None = None,
     ) -> None:
         self.model = model
         self.base_url = base_url
         self._api_key = api_key
-        self._timeout_s = timeout_s
+        self._provider = provider or ProviderConfig(name="openai")
+        self._timeout_s = self._provider.timeout_s or timeout_s
+        self._ssl: ssl.SSLContext | None = None
+        if self._provider.ca_file:
+            try:
+                self._ssl = ssl.create_default_context(cafile=self._provider.ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(
+                    f"cannot read the LLM CA bundle {self._provider.ca_file}: {exc}"
+                ) from exc
         self._clients: dict[int, tuple[asyncio.AbstractEventLoop, openai.AsyncOpenAI]] = {}
 
     def _client(self) -> openai.AsyncOpenAI:
@@ -148,11 +179,20 @@ class OpenAIChatClient:
             for key, (other, _) in list(self._clients.items()):
                 if other.is_closed():
                     del self._clients[key]
+            p = self._provider
             client = openai.AsyncOpenAI(
                 api_key=self._api_key,
                 base_url=self.base_url,
-                max_retries=0,
+                max_retries=p.max_retries,
                 timeout=self._timeout_s,
+                organization=p.organization,
+                project=p.project,
+                default_headers=dict(p.headers) or None,
+                http_client=(
+                    openai.DefaultAsyncHttpxClient(verify=self._ssl)
+                    if self._ssl is not None
+                    else None
+                ),
             )
             entry = (loop, client)
             self._clients[id(loop)] = entry

@@ -32,7 +32,8 @@ Turn keys:
 - ``usage``: ``{prompt_tokens, completion_tokens}``; default: bytes/4 of the request messages and
   of the reply (deterministic, so usage assertions can be computed).
 - ``delay_ms``: wait this long before answering (simulates model latency).
-- ``error``: ``{status, message}``: answer with that HTTP error instead (the turn is consumed).
+- ``error``: ``{status, message, retry_after?}``: answer with that HTTP error instead (the turn
+  is consumed); ``retry_after`` (seconds) is sent as the ``Retry-After`` header.
 - ``when_last_tool_output_contains``: matching mode. The turn is only eligible if the last
   ``tool`` message of the request contains this string; the server takes the next eligible turn
   at or after its cursor, skipping (and consuming) turns whose condition does not hold.
@@ -293,6 +294,11 @@ class ScriptedServer:
                 "message_count": len(messages),
                 "stream": bool(body.get("stream")),
                 "messages": messages,
+                "headers": {  # what a test may check; never the credentials
+                    k.lower(): v
+                    for k, v in request.headers.items()
+                    if k.lower() not in ("authorization", "api-key", "x-api-key")
+                },
             }
         )
         if picked is None:
@@ -302,7 +308,10 @@ class ScriptedServer:
             await asyncio.sleep(float(turn["delay_ms"]) / 1000)
         if "error" in turn:
             err = turn["error"]
-            return _error(int(err.get("status", 500)), str(err.get("message", "scripted error")))
+            answer = _error(int(err.get("status", 500)), str(err.get("message", "scripted error")))
+            if "retry_after" in err:
+                answer.headers["Retry-After"] = str(err["retry_after"])
+            return answer
         reply = _reply(index, turn, messages, str(body.get("model", "scripted")))
         if body.get("stream"):
             return await self._stream(

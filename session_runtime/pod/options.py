@@ -85,6 +85,31 @@ class LlmOptions(_Model):
         default=None, validation_alias=AliasChoices("baseUrl", "baseURL", "base_url")
     )
     api_key_env: str = "OPENAI_API_KEY"
+    timeout_seconds: int | None = None
+    max_retries: int = 0
+    organization: str | None = None
+    project: str | None = None
+    headers: dict[str, str] | None = None
+    ca_file: str | None = None
+
+    def provider(self, base_url: str | None, model: str) -> dict[str, Any]:
+        """The agent config's provider entry (``session_runtime.agent.agent.parse_providers``)."""
+        entry: dict[str, Any] = {
+            "base_url": base_url,
+            "api_key_env": self.api_key_env,
+            "models": [model],
+            "max_retries": self.max_retries,
+        }
+        for key, value in (
+            ("timeout_s", self.timeout_seconds),
+            ("organization", self.organization),
+            ("project", self.project),
+            ("headers", self.headers),
+            ("ca_file", self.ca_file),
+        ):
+            if value:
+                entry[key] = value
+        return entry
 
 
 class IdentityOptions(_Model):

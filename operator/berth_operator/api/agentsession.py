@@ -19,6 +19,7 @@ from berth_operator.api.common import (
     LABEL_KEY_CEL,
     LABEL_VALUE,
     Condition,
+    ConfigMapKeySelector,
     ImageRef,
     Int64,
     K8sModel,
@@ -76,6 +77,41 @@ class LLMSpec(K8sModel):
     otherwise no pod is placed (condition Placed=False, reason SecretNotAllowed)."""
     api_key: str | None = Field(default=None, alias="apiKey")
     """Forbidden. A literal API key is never accepted in a spec; use apiKeySecretRef."""
+    timeout_seconds: Annotated[int, Field(ge=1, le=3600)] | None = None
+    """Timeout of one model request (seconds; default 600)."""
+    max_retries: Annotated[int, Field(ge=0, le=10)] | None = None
+    """Retries of a failed request by the openai client (connection errors, 408, 409, 429,
+    5xx, with backoff honouring Retry-After); default 2. What still fails is counted by the
+    session's circuit breaker."""
+    organization: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    """OpenAI organization (``OpenAI-Organization`` header)."""
+    project: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    """OpenAI project (``OpenAI-Project`` header)."""
+    headers: (
+        Annotated[
+            dict[str, Annotated[str, Field(max_length=4096)]],
+            Field(
+                max_length=16,
+                json_schema_extra={
+                    "x-kubernetes-validations": [
+                        {
+                            "rule": "self.all(k, k.matches('^[A-Za-z0-9-]{1,128}$') && "
+                            "!(k.lowerAscii() in ['authorization', 'proxy-authorization', "
+                            "'api-key', 'x-api-key', 'cookie']))",
+                            "message": "header names are letters, digits and '-', and credentials "
+                            "(Authorization, api-key, x-api-key, Cookie) never go in a spec: "
+                            "use apiKeySecretRef",
+                        }
+                    ]
+                },
+            ),
+        ]
+        | None
+    ) = None
+    """Extra request headers (a gateway's routing or tenant headers); never credentials."""
+    ca_bundle: ConfigMapKeySelector | None = None
+    """A ConfigMap key holding the PEM CAs to trust for baseURL (a private endpoint or a TLS
+    proxy), mounted read-only into the session pod."""
 
     model_config = K8sModel.model_config | {
         "json_schema_extra": {

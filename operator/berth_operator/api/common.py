@@ -93,6 +93,15 @@ PullSecrets = Annotated[list[LocalObjectReference], Field(max_length=16)]
 """``imagePullSecrets`` of a pod: Secrets (type kubernetes.io/dockerconfigjson) of its namespace."""
 
 
+class ConfigMapKeySelector(K8sModel):
+    """A key of a ConfigMap in the object's namespace."""
+
+    name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]
+    """Name of the ConfigMap."""
+    key: Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")]
+    """Key inside the ConfigMap."""
+
+
 class SecretKeySelector(K8sModel):
     """A key of a Secret in the session's namespace."""
 

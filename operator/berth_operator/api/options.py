@@ -69,6 +69,18 @@ class LLMOptions(K8sModel):
     """OpenAI-compatible base URL (also exported as OPENAI_BASE_URL); absent = the default."""
     api_key_env: str = "OPENAI_API_KEY"
     """Env var holding the API key (set from the Secret by secretKeyRef; never in this file)."""
+    timeout_seconds: int | None = None
+    """spec.llm.timeoutSeconds."""
+    max_retries: int = 2
+    """spec.llm.maxRetries (default 2)."""
+    organization: str | None = None
+    """spec.llm.organization."""
+    project: str | None = None
+    """spec.llm.project."""
+    headers: dict[str, str] | None = None
+    """spec.llm.headers."""
+    ca_file: str | None = None
+    """Path of the mounted spec.llm.caBundle in the session pod."""
 
 
 class LaneWorkerTarget(K8sModel):

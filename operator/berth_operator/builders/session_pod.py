@@ -38,6 +38,7 @@ from berth_operator.api.constants import (
     ANNOTATION_REPLACED_REASON,
     ANNOTATION_RESUME_RUN_ID,
     LABEL_EPOCH,
+    LLM_CA_MOUNT_PATH,
     LLM_KEY_FILE,
     LLM_KEY_MOUNT_PATH,
     OPTIONS_KEY,
@@ -114,7 +115,7 @@ def build_options(
         session=SessionIdentity(namespace=ref.namespace, name=ref.name, uid=ref.uid),
         prompt=spec.prompt,
         model=spec.model,
-        llm=LLMOptions(base_url=spec.llm.base_url if spec.llm else None),
+        llm=llm_options(spec),
         identity=spec.identity,
         limits=spec.limits,
         retention=spec.retention,
@@ -210,6 +211,22 @@ SECRET_FILE_MODE = 0o440
 """defaultMode of the Secret volumes: owner and group (fsGroup) read, nobody else."""
 
 
+def llm_options(spec: AgentSessionSpec) -> LLMOptions:
+    """options.json ``llm`` from ``spec.llm`` (the key itself never: it is a mounted file)."""
+    llm = spec.llm
+    if llm is None:
+        return LLMOptions()
+    return LLMOptions(
+        base_url=llm.base_url,
+        timeout_seconds=llm.timeout_seconds,
+        max_retries=2 if llm.max_retries is None else llm.max_retries,
+        organization=llm.organization,
+        project=llm.project,
+        headers=dict(llm.headers) if llm.headers else None,
+        ca_file=f"{LLM_CA_MOUNT_PATH}/ca.crt" if llm.ca_bundle is not None else None,
+    )
+
+
 def session_mounts(ref: SessionRef, spec: AgentSessionSpec) -> list[dict[str, Any]]:
     """volumeMounts of the session container (see the module docstring)."""
     mounts: list[dict[str, Any]] = [
@@ -229,6 +246,8 @@ def session_mounts(ref: SessionRef, spec: AgentSessionSpec) -> list[dict[str, An
     ]
     if spec.llm is not None and spec.llm.api_key_secret_ref is not None:
         mounts.append({"name": "llm-key", "mountPath": LLM_KEY_MOUNT_PATH, "readOnly": True})
+    if spec.llm is not None and spec.llm.ca_bundle is not None:
+        mounts.append({"name": "llm-ca", "mountPath": LLM_CA_MOUNT_PATH, "readOnly": True})
     return mounts
 
 
@@ -262,6 +281,14 @@ def session_volumes(ref: SessionRef, spec: AgentSessionSpec, claim: str) -> list
                     "items": [{"key": key_ref.key, "path": LLM_KEY_FILE}],
                     "defaultMode": SECRET_FILE_MODE,
                 },
+            }
+        )
+    ca = spec.llm.ca_bundle if spec.llm is not None else None
+    if ca is not None:
+        volumes.append(
+            {
+                "name": "llm-ca",
+                "configMap": {"name": ca.name, "items": [{"key": ca.key, "path": "ca.crt"}]},
             }
         )
     return volumes

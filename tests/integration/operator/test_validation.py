@@ -72,6 +72,13 @@ CASES: list[tuple[str, dict[str, Any], Mutation, tuple[str, ...], bool]] = [
     ("missing-prompt", SESSION, spec_del("prompt"), ("spec.prompt", "Required"), False),
     ("empty-prompt", SESSION, spec_set("prompt", ""), ("spec.prompt",), False),
     ("model-without-provider", SESSION, spec_set("model", "gpt-4o"), ("spec.model",), False),
+    (
+        "llm-authorization-header",
+        SESSION,
+        spec_set("llm.headers", {"Authorization": "Bearer sk-live"}),
+        ("spec.llm.headers", "credentials"),
+        False,
+    ),
     ("session-image-not-a-ref", SESSION, spec_set("image", "My Image:1"), ("spec.image",), False),
     (
         "worker-image-not-a-ref",

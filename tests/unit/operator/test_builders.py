@@ -236,3 +236,40 @@ def test_session_image_and_pull_secrets_default_to_the_operators_and_are_overrid
 def test_settings_read_pull_secrets_comma_separated() -> None:
     env = {"BERTH_IMAGE_PULL_SECRETS": "reg-a, reg-b,"}
     assert OperatorSettings.from_env(env).image_pull_secrets == ["reg-a", "reg-b"]
+
+
+def test_llm_provider_settings_reach_the_options_and_the_ca_bundle_is_mounted() -> None:
+    from berth_operator.builders.session_pod import build_options, build_session_pod
+
+    s = make_session().with_llm(
+        baseURL="https://llm.internal.example/v1",
+        timeoutSeconds=90,
+        maxRetries=4,
+        organization="org-1",
+        project="proj-1",
+        headers={"X-Tenant": "acme"},
+        caBundle={"name": "corp-ca", "key": "bundle.pem"},
+    )
+    llm = build_options(s.ref(), s.spec(), SETTINGS).llm
+    assert (llm.timeout_seconds, llm.max_retries, llm.organization, llm.project) == (
+        90,
+        4,
+        "org-1",
+        "proj-1",
+    )
+    assert llm.headers == {"X-Tenant": "acme"}
+    assert llm.ca_file == "/var/run/berth/llm-ca/ca.crt"
+    pod = build_session_pod(s.ref(), s.spec(), SETTINGS, epoch=1, resume_run_id=None, reason="x")
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["llm-ca"]["configMap"] == {
+        "name": "corp-ca",
+        "items": [{"key": "bundle.pem", "path": "ca.crt"}],
+    }
+    mounts = {m["name"]: m for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts["llm-ca"] == {
+        "name": "llm-ca",
+        "mountPath": "/var/run/berth/llm-ca",
+        "readOnly": True,
+    }
+    plain = build_options(make_session().ref(), make_session().spec(), SETTINGS).llm
+    assert plain.max_retries == 2 and plain.ca_file is None  # the openai client's default

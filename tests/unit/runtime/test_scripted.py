@@ -226,3 +226,44 @@ async def test_history_cursor_answers_the_turn_the_history_calls_for(scripted: A
     await client.close()
     with pytest.raises(ValueError, match="cursor"):
         parse_script({"cursor": "sideways", "turns": [{"text": "x"}]})
+
+
+async def test_provider_settings_reach_the_server_and_retries_honour_retry_after(
+    scripted: Any, tmp_path: Path
+) -> None:
+    """The openai client's own retries (not a hand loop) take a 429 with Retry-After, and the
+    organization, project and extra headers of the provider are sent."""
+    from session_runtime.errors import LlmTransientError
+
+    overloaded = {"error": {"status": 429, "message": "slow down", "retry_after": 0}}
+    srv = await scripted([overloaded, {"text": "after the retry"}])
+    provider = ProviderConfig(
+        name="openai",
+        max_retries=2,
+        organization="org-1",
+        project="proj-1",
+        headers=(("X-Tenant", "acme"),),
+        timeout_s=30,
+    )
+    client = OpenAIChatClient("m", srv.base_url, "k", provider=provider)
+    answer = await client.complete([{"role": "user", "content": "hi"}], None)
+    assert answer.text == "after the retry"
+    assert len(srv.requests) == 2  # the 429 and its retry
+    sent = srv.requests[-1]["headers"]
+    assert (sent["openai-organization"], sent["openai-project"]) == ("org-1", "proj-1")
+    assert sent["x-tenant"] == "acme"
+    assert "authorization" not in sent  # the server never records credentials
+    await client.aclose()
+
+    srv = await scripted([overloaded, {"text": "never reached"}])
+    no_retry = OpenAIChatClient("m", srv.base_url, "k", provider=ProviderConfig(name="openai"))
+    with pytest.raises(LlmTransientError, match="429"):
+        await no_retry.complete([{"role": "user", "content": "hi"}], None)
+    await no_retry.aclose()
+
+
+def test_an_unreadable_ca_bundle_is_a_config_error(tmp_path: Path) -> None:
+    bad = tmp_path / "ca.crt"
+    bad.write_text("not a certificate")
+    with pytest.raises(ConfigError, match="CA bundle"):
+        OpenAIChatClient("m", None, "k", provider=ProviderConfig(name="x", ca_file=str(bad)))
