@@ -100,7 +100,7 @@ def threshold_event_fields(decision: Decision, kind: Literal["soft", "hard"]) ->
 class GuardCaller:
     """Calls a guard's methods under the failure mode and timeout; returns Decisions."""
 
-    def __init__(self, guard: Any, failure_mode: str, timeout_ms: int) -> None:
+    def __init__(self, guard: BudgetGuard, failure_mode: str, timeout_ms: int) -> None:
         self.guard = guard
         self.failure_mode = str(getattr(guard, "failure_mode", None) or failure_mode)
         self.timeout_ms = int(getattr(guard, "timeout_ms", None) or timeout_ms)

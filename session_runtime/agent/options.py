@@ -8,9 +8,14 @@ framework's option surface; every other field and default comes from RUNTIME-CON
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from session_runtime.agent.budget import BudgetGuard
 from session_runtime.hostenv import HostEnv
+from session_runtime.store.base import SessionStore
+
+if TYPE_CHECKING:
+    from session_runtime.lanes.config import SessionQueueConfig  # lanes load lazily
 
 FailureMode = Literal["fail_open", "fail_closed"]
 
@@ -61,8 +66,8 @@ class SessionOptions:
 
     model: str | None = None
     session_id: str | None = None
-    #: A ``session_runtime.store.base.SessionStore``; None = no persistence.
-    session_store: Any = None
+    #: None = no persistence.
+    session_store: SessionStore | None = None
     #: A3S ``auto_save``. With a store, Berth always saves the session record (metadata, run
     #: records) at run start and run end, because run records must survive a crash
     #: (RUNTIME-CONTRACT "Persistence"); this flag is kept and persisted for parity.
@@ -79,12 +84,13 @@ class SessionOptions:
     auto_compact_threshold: float = 0.80
     continuation_enabled: bool = True
     max_continuation_turns: int = 3
-    #: An object with any of check_before_llm / record_after_llm / check_before_tool.
-    budget_guard: Any = None
+    #: A guard with any of check_before_llm / record_after_llm / check_before_tool (sync or
+    #: async; a missing method allows); None = no budget.
+    budget_guard: BudgetGuard | None = None
     retention_limits: SessionRetentionLimits | dict[str, Any] | None = None
     host_env: HostEnv | None = None
-    #: A ``session_runtime.lanes.config.SessionQueueConfig``; None = tools run directly.
-    queue_config: Any = None
+    #: None = tools run directly; else the session builds a ``LaneQueue`` from it.
+    queue_config: SessionQueueConfig | None = None
     #: *Berth*: system prompt (None = the built-in coding-agent prompt).
     system_prompt: str | None = None
     #: *Berth*: context window of the model, in tokens (for auto-compaction).
