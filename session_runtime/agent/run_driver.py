@@ -211,6 +211,8 @@ class RunDriver:
         )
         settled = await settle_pending(pending, calls, self.executor(), ctx)
         store = self.options.session_store
+        if store is None:  # a pending round is only ever read from a store
+            raise ResumeError("resume_run requires a session_store")
         await self.loop.persist(
             "begin_round",
             lambda: store.begin_round(self.session_id, state.run_id, turn, amsg),
