@@ -29,8 +29,8 @@ variable                   required meaning
                                     Bearer`` or ``X-Berth-Token``) on every endpoint but
                                     /healthz, /readyz, /metrics; read once at start
 ``BERTH_TASK_KEY_FILE``    no       file holding the session's task HMAC key (external lanes)
-``BERTH_LLM_API_KEY_FILE`` no       file holding the LLM API key (read by the LLM client; wins
-                                    over ``OPENAI_API_KEY``)
+``BERTH_LLM_API_KEY_FILE`` no       file holding the LLM API key (read by the LLM client itself,
+                                    not part of this config; wins over ``OPENAI_API_KEY``)
 ``BERTH_SHARED_ROOT``      no       legacy (local runs): mount path of a whole shared volume;
                                     external tasks then carry the workspace relative to it.
                                     Session pods no longer get it (they see only their own
@@ -97,7 +97,6 @@ class PodConfig:
     workspace_root: Path | None = None
     api_token_file: Path | None = None
     task_key_file: Path | None = None
-    llm_api_key_file: Path | None = None
     pod_name: str | None = None
     pod_ip: str = DEFAULT_BIND_HOST
     node_name: str | None = None
@@ -192,7 +191,6 @@ def parse_env(env: Mapping[str, str]) -> PodConfig:
         workspace_root=Path(w) if (w := _opt(env, "BERTH_WORKSPACE_ROOT")) else None,
         api_token_file=Path(token_file),
         task_key_file=Path(k) if (k := _opt(env, "BERTH_TASK_KEY_FILE")) else None,
-        llm_api_key_file=Path(k) if (k := _opt(env, "BERTH_LLM_API_KEY_FILE")) else None,
         pod_name=_opt(env, "POD_NAME"),
         pod_ip=_opt(env, "POD_IP") or DEFAULT_BIND_HOST,
         node_name=_opt(env, "NODE_NAME"),

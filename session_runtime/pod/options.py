@@ -24,7 +24,8 @@ Shape (every block optional except ``prompt`` and ``model``)::
      "budget": {"maxTotalTokens", "maxToolCalls", "softLimitPercent"},
      "lanes": {"query"|"execute"|"generate"|"control":
                {"mode": "internal|external|hybrid", "timeoutSeconds", "maxConcurrency",
-                "laneWorker": {"name", "taskStream"?, "consumerGroup": "workers"}}},
+                "laneWorker": {"name", "taskStream"?}}},  (the operator's "consumerGroup" is
+                                                      ignored: the group is always "workers")
      "resultStream": "berth:{ns}:s:{uid}:results",
      "keepAlive": bool,
      "passivation": {"deadlineSeconds": int (default 120)}}
@@ -176,7 +177,6 @@ class LaneWorkerTarget(_Model):
 
     name: str = Field(min_length=1)
     task_stream: str | None = None
-    consumer_group: str = "workers"
 
 
 class LaneOptions(_Model):
