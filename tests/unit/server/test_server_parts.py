@@ -12,10 +12,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from session_runtime.errors import ConfigError, FencedError, ResumeError, SessionRuntimeError
 from session_runtime.metrics import SessionMetrics
 from session_runtime.pod.config import parse_env
+from session_runtime.pod.lifecycle import SessionPod
 from session_runtime.pod.metered import MeteredBudgetGuard, MeteredStore
 from session_runtime.pod.options import BudgetOptions, PodOptions, parse_options
 from session_runtime.pod.wiring import build_executor, queue_settings
-from session_runtime.server import SessionPod
 from session_runtime.store.base import LoopCheckpoint
 
 
