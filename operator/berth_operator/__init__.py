@@ -9,4 +9,18 @@ Package map (layers enforced by import-linter, see pyproject.toml):
 - ``api``        pydantic models of the CRDs and of the pod contract, constants, CRD generator.
 - ``k8s``        the only module that calls the Kubernetes API.
 - ``settings``, ``metrics``, ``errors``, ``runtime_client`` (HTTP to session pods).
+
+``__version__`` is the installed distribution's (``berth-operator``; pyproject.toml is the one
+source: the default session image tag and the plugin's ``version`` read it, and a test holds the
+chart's ``appVersion`` to it).
 """
+
+from importlib.metadata import PackageNotFoundError, version
+
+DISTRIBUTION = "berth-operator"
+"""The Python distribution name (``pip install berth-operator``)."""
+
+try:
+    __version__ = version(DISTRIBUTION)
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0.0.0+unknown"

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from berth_operator import __version__
 from berth_operator.errors import SettingsError
 
 ENV_PREFIX = "BERTH_"
@@ -38,7 +39,7 @@ class OperatorSettings(BaseModel):
     """storageClassName of claims the operator creates; empty = the cluster's default class."""
     shared_claim_size: str = "10Gi"
     """Requested size of claims the operator creates (a Kubernetes quantity). Default 10Gi."""
-    session_image: str = "ghcr.io/berth-dev/berth:0.1.0"
+    session_image: str = f"ghcr.io/berth-dev/berth:{__version__}"
     """Image of session pods (and of the store-cleanup Job)."""
     image_pull_policy: str = "IfNotPresent"
     """imagePullPolicy of session pods."""
