@@ -2,9 +2,14 @@
 
 Commands::
 
-    kubectl berth status NAME              conditions, run lineage and usage as tables
-    kubectl berth send NAME "prompt"       another prompt for a keepAlive session
-    kubectl berth passivate NAME           ask the session pod to checkpoint and exit
+    kubectl berth status NAME [-o json|yaml]  conditions, run lineage and usage as tables
+    kubectl berth send NAME "prompt"          another prompt for a keepAlive session
+    kubectl berth passivate NAME              ask the session pod to checkpoint and exit
+    kubectl berth suspend NAME | resume NAME  set spec.suspend (passivate and keep it at rest)
+    kubectl berth logs NAME [-f]              the session's logs, following it across pods
+    kubectl berth events NAME                 the session's Events, oldest first
+    kubectl berth version                     the plugin's version
+    kubectl berth --install-completion        shell completion (bash, zsh, fish, PowerShell)
 
 ``status`` reads the AgentSession through the Kubernetes API (``berth_operator.k8s.plugin_client``,
 the caller's kubeconfig). ``send`` and ``passivate`` talk to the session pod's HTTP API
@@ -29,12 +34,14 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
+import yaml
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from berth_operator import __version__
 from berth_operator.api.agentsession import AgentSessionStatus
-from berth_operator.api.constants import API_TOKEN_HEADER, SESSION_PORT
+from berth_operator.api.constants import API_TOKEN_HEADER, SESSION_CONTAINER, SESSION_PORT
 from berth_operator.errors import BerthOperatorError, RuntimeUnreachable
 from berth_operator.k8s.plugin_client import PluginClient, connect
 
@@ -47,7 +54,7 @@ app = typer.Typer(
     name="kubectl-berth",
     help="Inspect and drive Berth AgentSessions.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
 )
 out = Console()
 err = Console(stderr=True)
@@ -269,7 +276,8 @@ def status(
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
     output: Annotated[
-        str, typer.Option("--output", "-o", help="table (default) or json (the raw status).")
+        str,
+        typer.Option("--output", "-o", help="table (default), json or yaml (the raw status)."),
     ] = "table",
 ) -> None:
     """Show conditions, run lineage and token usage of an AgentSession."""
@@ -278,8 +286,11 @@ def status(
         if output == "json":
             out.print_json(data=body.get("status") or {})
             return
+        if output == "yaml":
+            typer.echo(yaml.safe_dump(body.get("status") or {}, sort_keys=False), nl=False)
+            return
         if output != "table":
-            raise PluginError(f"unknown output format {output!r}; use table or json")
+            raise PluginError(f"unknown output format {output!r}; use table, json or yaml")
         for table in status_tables(body, datetime.now(UTC)):
             out.print(table)
     except (BerthOperatorError, PluginError) as exc:
@@ -343,6 +354,117 @@ def passivate(
         )
     except (BerthOperatorError, PluginError) as exc:
         raise _fail(str(exc)) from exc
+
+
+@app.command()
+def suspend(
+    name: Annotated[str, typer.Argument(help="AgentSession name.")],
+    namespace: NamespaceOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Suspend a session: it passivates at a safe point and stays at rest (spec.suspend)."""
+    _set_suspend(name, True, namespace, kubeconfig, context)
+
+
+@app.command()
+def resume(
+    name: Annotated[str, typer.Argument(help="AgentSession name.")],
+    namespace: NamespaceOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Resume a suspended session from its last checkpoint (spec.suspend false)."""
+    _set_suspend(name, False, namespace, kubeconfig, context)
+
+
+def _set_suspend(
+    name: str, value: bool, namespace: str | None, kubeconfig: str | None, context: str | None
+) -> None:
+    try:
+        api = _client(kubeconfig, context, namespace)
+        api.set_suspend(name, value)
+    except BerthOperatorError as exc:
+        raise _fail(str(exc)) from exc
+    verb = "suspended (it passivates, then stays at rest)" if value else "resumed"
+    out.print(f"agentsession {api.namespace}/{name} {verb}", highlight=False)
+
+
+@app.command()
+def events(
+    name: Annotated[str, typer.Argument(help="AgentSession name.")],
+    namespace: NamespaceOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """List the Events of an AgentSession, oldest first."""
+    try:
+        items = _client(kubeconfig, context, namespace).events_of("AgentSession", name)
+    except BerthOperatorError as exc:
+        raise _fail(str(exc)) from exc
+    out.print(events_table(items, datetime.now(UTC)))
+
+
+@app.command()
+def logs(
+    name: Annotated[str, typer.Argument(help="AgentSession name.")],
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Stream, following the session across pods.")
+    ] = False,
+    namespace: NamespaceOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Print the session's logs (its current pod). With ``-f``, keep streaming and continue with
+    each new pod (epoch) until the session is Succeeded or Failed."""
+    try:
+        api = _client(kubeconfig, context, namespace)
+        for line in session_log(api, name, follow):
+            typer.echo(line, nl=False)
+    except (BerthOperatorError, PluginError) as exc:
+        raise _fail(str(exc)) from exc
+
+
+def session_log(api: PluginClient, name: str, follow: bool) -> Any:
+    """Yield the log text of the session's pods: the current one, and with ``follow`` every
+    later one (a ``--- pod <name>`` line marks each), until the session is terminal."""
+    shown: set[str] = set()
+    while True:
+        st = api.get_session(name).get("status") or {}
+        pod = st.get("podName")
+        if pod and pod not in shown:
+            shown.add(pod)
+            if follow or len(shown) > 1:
+                yield f"--- pod {pod} (epoch {st.get('epoch')})\n"
+            for chunk in api.pod_log_lines(pod, SESSION_CONTAINER, follow):
+                yield chunk.decode(errors="replace") if isinstance(chunk, bytes) else str(chunk)
+        elif not pod and not shown and not follow:
+            raise PluginError(f"agentsession {name} has no pod now (phase {st.get('phase')})")
+        if not follow or st.get("phase") in ("Succeeded", "Failed"):
+            return
+        time.sleep(1.0)
+
+
+def events_table(items: list[dict[str, Any]], now: datetime) -> Table:
+    """Events as a table: LAST SEEN, TYPE, REASON, COUNT, MESSAGE (like kubectl events)."""
+    table = Table("LAST SEEN", "TYPE", "REASON", "COUNT", "MESSAGE", box=None)
+    for e in items:
+        seen = e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")
+        when = datetime.fromisoformat(str(seen).replace("Z", "+00:00")) if seen else None
+        table.add_row(
+            age(when, now),
+            str(e.get("type") or ""),
+            str(e.get("reason") or ""),
+            str(e.get("count") or 1),
+            str(e.get("message") or ""),
+        )
+    return table
+
+
+@app.command()
+def version() -> None:
+    """Print the plugin's version (the berth-operator distribution's)."""
+    typer.echo(f"kubectl-berth {__version__}")
 
 
 @app.command("cleanup-lease", hidden=True)

@@ -145,6 +145,51 @@ class PluginClient:
         except json.JSONDecodeError:
             return status, text
 
+    def set_suspend(self, name: str, suspend: bool) -> dict[str, Any]:
+        """Merge-patch ``spec.suspend`` of AgentSession ``name``; returns the object. Raises
+        NotFound or KubeError (e.g. 403 without ``patch`` on agentsessions)."""
+        objects = client.CustomObjectsApi(self.api)
+        body: Any = calls.call_sync(
+            f"patch agentsession {self.namespace}/{name}",
+            objects.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            SESSION_PLURAL,
+            name,
+            {"spec": {"suspend": suspend}},
+        )
+        return body if isinstance(body, dict) else {}
+
+    def events_of(self, kind: str, name: str) -> list[dict[str, Any]]:
+        """Events of the ``kind`` object ``name`` (core/v1 Events, involvedObject field
+        selector), as dicts, oldest first. Raises KubeError."""
+        core = client.CoreV1Api(self.api)
+        listed = calls.call_sync(
+            f"list events of {kind} {self.namespace}/{name}",
+            core.list_namespaced_event,
+            self.namespace,
+            field_selector=f"involvedObject.kind={kind},involvedObject.name={name}",
+        )
+        sanitize: Any = self.api.sanitize_for_serialization  # untyped in the client
+        items = [sanitize(e) for e in listed.items]
+        return sorted(items, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+
+    def pod_log_lines(self, pod: str, container: str, follow: bool) -> Any:
+        """An iterator over the log lines (bytes) of ``container`` in ``pod``; with ``follow``
+        it lasts until the container stops. Raises NotFound or KubeError."""
+        core = client.CoreV1Api(self.api)
+        response: Any = calls.call_sync(
+            f"read log of pod {self.namespace}/{pod}",
+            core.read_namespaced_pod_log,
+            pod,
+            self.namespace,
+            container=container,
+            follow=follow,
+            _preload_content=False,
+        )
+        return response.stream() if follow else iter(response.data.splitlines(keepends=True))
+
     def count_pods(self, selector: str) -> int:
         """Pods in the namespace matching the label ``selector``. Raises KubeError."""
         core = client.CoreV1Api(self.api)
