@@ -93,6 +93,22 @@ ensure_berth() {
   buildah push --quiet "$BERTH_IMAGE" "docker-archive:$BERTH_ARCHIVE.tmp:$BERTH_IMAGE"
   mv "$BERTH_ARCHIVE.tmp" "$BERTH_ARCHIVE"
   log "berth image built in $(( $(date +%s) - t0 ))s ($(du -h "$BERTH_ARCHIVE" | cut -f1))"
+  prune_builds
+}
+
+# prune_builds: every source change makes a ~600 MB image; keep the archives (and buildah images)
+# of the KEEP_IMAGES newest builds only, so the disk does not fill up (a full disk makes the
+# kubelets taint their nodes with disk-pressure and garbage-collect images, the pause image too).
+KEEP_IMAGES=${BERTH_KEEP_IMAGES:-3}
+prune_builds() {
+  local old tag
+  while read -r old; do
+    [[ -n $old ]] || continue
+    tag=${old##*/berth-}; tag=${tag%.tar}
+    rm -f "$old"
+    buildah rmi "berth.dev.local/berth:$tag" >/dev/null 2>&1 || true
+  done < <(ls -1t "$IMAGES"/berth-*.tar 2>/dev/null | tail -n +$((KEEP_IMAGES + 1)))
+  buildah rmi --prune >/dev/null 2>&1 || true
 }
 
 # load_into SOCKET NAME ARCHIVE IMAGE: import ARCHIVE into one node's containerd unless present.
@@ -101,6 +117,11 @@ load_into() {
   if ctr -a "$sock" -n k8s.io images ls -q 2>/dev/null | grep -qxF "$image"; then return; fi
   log "loading $image into $node"
   ctr -a "$sock" -n k8s.io images import --no-unpack=false "$archive" >/dev/null
+  # Older builds of the same repository are not needed by this cluster any more.
+  local repo=${image%:*} other
+  for other in $(ctr -a "$sock" -n k8s.io images ls -q 2>/dev/null | grep "^$repo:" | grep -vxF "$image"); do
+    ctr -a "$sock" -n k8s.io images rm "$other" >/dev/null 2>&1 || true
+  done
 }
 
 BASE_IMAGE=berth.dev.local/debian-python:bookworm
