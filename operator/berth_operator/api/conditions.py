@@ -77,6 +77,7 @@ class Reason:
     STUCK_WAITING: Final = (
         "ImagePullBackOff",
         "ErrImagePull",
+        "ErrImageNeverPull",
         "InvalidImageName",
         "CreateContainerConfigError",
         "CreateContainerError",

@@ -185,6 +185,37 @@ def test_a_missing_user_managed_claim_is_reported_not_left_pending(
         assert events.strip(), "no ClaimMissing Event"
 
 
+def test_an_image_that_cannot_be_pulled_is_the_sessions_ready_reason(
+    dev_cluster: DevCluster,
+) -> None:
+    """kubectl get ags says why the session does not start: the kubelet's waiting reason, with
+    its message in describe and a Warning Event."""
+    dc = dev_cluster
+    with dc.namespace("pull", shared_pvc=True) as ns, operator(dc, ns):
+        docs = example_docs("agentsession.yaml")
+        for doc in docs:
+            if doc.get("kind") == "AgentSession":
+                doc["spec"]["image"] = "berth.dev.local/no-such-image:1"
+        apply_in(dc, ns, docs)
+        pulling = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull"}
+
+        def stuck() -> Any:
+            obj = kget(dc, ns, "agentsession", "hello")
+            ready = condition(obj, "Ready") if obj else None
+            return obj if ready and ready["reason"] in pulling else None
+
+        obj = wait("Ready to name the image pull failure", stuck)
+        ready = condition(obj, "Ready")
+        assert ready is not None and "no-such-image" in ready["message"]
+        row = dc.kubectl("-n", ns, "get", "ags", "hello", "--no-headers").stdout.split()
+        assert row[3] in pulling  # the REASON column
+        events = dc.kubectl("-n", ns, "get", "events", "-o", "json").stdout
+        assert any(
+            e["reason"] in pulling and e["involvedObject"]["kind"] == "AgentSession"
+            for e in json.loads(events)["items"]
+        )
+
+
 def test_sigkilled_session_is_resumed_on_a_new_epoch_without_rerunning_tools(
     dev_cluster: DevCluster,
 ) -> None:
