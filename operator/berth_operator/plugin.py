@@ -103,12 +103,28 @@ def parse_status(body: dict[str, Any]) -> AgentSessionStatus:
 
 
 def status_tables(body: dict[str, Any], now: datetime) -> list[Table]:
-    """Summary, conditions, lineage and usage tables of one AgentSession object."""
+    """Summary, conditions, lineage and usage tables of one AgentSession object (and the last
+    error, when there is one)."""
     meta = body.get("metadata") or {}
     spec = body.get("spec") or {}
     st = parse_status(body)
+    title = f"AgentSession {meta.get('namespace', '')}/{meta.get('name', '')}"
+    tables = [
+        _summary(title, st, spec),
+        _conditions(st, now),
+        _lineage(st, now),
+        _usage(st, spec),
+    ]
+    if st.last_error:
+        errors = Table(title="Last error")
+        errors.add_column("Message")
+        errors.add_row(st.last_error)
+        tables.append(errors)
+    return tables
 
-    summary = Table(title=f"AgentSession {meta.get('namespace', '')}/{meta.get('name', '')}")
+
+def _summary(title: str, st: AgentSessionStatus, spec: dict[str, Any]) -> Table:
+    summary = Table(title=title)
     for col in ("Phase", "Pod", "Node", "Epoch", "Run", "Turn", "Passivations", "KeepAlive"):
         summary.add_column(col)
     summary.add_row(
@@ -121,7 +137,10 @@ def status_tables(body: dict[str, Any], now: datetime) -> list[Table]:
         str(st.passivations or 0),
         "yes" if spec.get("keepAlive") else "no",
     )
+    return summary
 
+
+def _conditions(st: AgentSessionStatus, now: datetime) -> Table:
     conditions = Table(title="Conditions")
     for col in ("Type", "Status", "Reason", "Age", "Message"):
         conditions.add_column(col)
@@ -129,7 +148,10 @@ def status_tables(body: dict[str, Any], now: datetime) -> list[Table]:
         conditions.add_row(
             c.type, c.status, c.reason, age(c.last_transition_time, now), c.message or ""
         )
+    return conditions
 
+
+def _lineage(st: AgentSessionStatus, now: datetime) -> Table:
     lineage = Table(title="Runs (oldest first)")
     for col in ("Run", "Resumed from", "Pod", "Node", "Started", "Ended", "Outcome", "Reason"):
         lineage.add_column(col)
@@ -144,7 +166,10 @@ def status_tables(body: dict[str, Any], now: datetime) -> list[Table]:
             r.outcome,
             r.reason or "",
         )
+    return lineage
 
+
+def _usage(st: AgentSessionStatus, spec: dict[str, Any]) -> Table:
     usage = Table(title="Usage")
     for col in ("Prompt tokens", "Completion tokens", "Total tokens", "Budget", "Tool calls"):
         usage.add_column(col, justify="right")
@@ -158,13 +183,7 @@ def status_tables(body: dict[str, Any], now: datetime) -> list[Table]:
         "-" if budget is None else str(budget),
         "-" if tool_calls is None else str(tool_calls),
     )
-    tables = [summary, conditions, lineage, usage]
-    if st.last_error:
-        errors = Table(title="Last error")
-        errors.add_column("Message")
-        errors.add_row(st.last_error)
-        tables.append(errors)
-    return tables
+    return usage
 
 
 def session_endpoint(body: dict[str, Any], override: str | None) -> str:

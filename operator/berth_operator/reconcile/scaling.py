@@ -343,68 +343,60 @@ def scaling_conditions(
     ``ScalingLimited`` is kept unchanged when this tick has no recommendation.
     """
     conds = ConditionSet(conditions, now, generation)
+    conds.set(LaneWorkerCondType.READY, *_ready(obs))
+    conds.set(LaneWorkerCondType.SCALING_ACTIVE, *_active(obs))
+    if obs.scaling_enabled and obs.recommendation is not None:
+        conds.set(LaneWorkerCondType.SCALING_LIMITED, *_limited(obs.recommendation))
+    return conds.items
+
+
+def _ready(obs: PoolObservation) -> tuple[ConditionStatus, str, str]:
     if not obs.deployment_exists:
-        ready: tuple[ConditionStatus, str, str] = (
+        return (
             "False",
             LaneWorkerReason.DEPLOYMENT_MISSING,
             "the worker Deployment does not exist yet",
         )
-    elif obs.ready_replicas >= obs.spec_replicas:
-        ready = (
-            "True",
-            LaneWorkerReason.PODS_READY,
-            f"{obs.ready_replicas}/{obs.spec_replicas} pods ready",
-        )
-    else:
-        ready = (
-            "False",
-            LaneWorkerReason.PODS_NOT_READY,
-            f"{obs.ready_replicas}/{obs.spec_replicas} pods ready",
-        )
-    conds.set(LaneWorkerCondType.READY, *ready)
+    counts = f"{obs.ready_replicas}/{obs.spec_replicas} pods ready"
+    if obs.ready_replicas >= obs.spec_replicas:
+        return "True", LaneWorkerReason.PODS_READY, counts
+    return "False", LaneWorkerReason.PODS_NOT_READY, counts
 
+
+def _active(obs: PoolObservation) -> tuple[ConditionStatus, str, str]:
     if not obs.scaling_enabled:
-        active: tuple[ConditionStatus, str, str] = (
+        return (
             "False",
             LaneWorkerReason.SCALING_DISABLED,
             "spec.scaling is omitted; replicas follow the /scale subresource",
         )
-    elif obs.pressure is None:
-        active = (
+    if obs.pressure is None:
+        return (
             "False",
             LaneWorkerReason.PRESSURE_UNAVAILABLE,
             f"reading pressure from {obs.source} failed: {obs.error}"[:1024],
         )
-    else:
-        active = (
-            "True",
-            LaneWorkerReason.VALID_PRESSURE,
-            f"pressure {obs.pressure} from {obs.source}",
-        )
-    conds.set(LaneWorkerCondType.SCALING_ACTIVE, *active)
+    return "True", LaneWorkerReason.VALID_PRESSURE, f"pressure {obs.pressure} from {obs.source}"
 
-    rec = obs.recommendation
-    if obs.scaling_enabled and rec is not None:
-        if rec.limited == "min":
-            limited: tuple[ConditionStatus, str, str] = (
-                "True",
-                LaneWorkerReason.TOO_FEW_REPLICAS,
-                f"recommended {rec.unclamped}, raised to minReplicas {rec.replicas}",
-            )
-        elif rec.limited == "max":
-            limited = (
-                "True",
-                LaneWorkerReason.TOO_MANY_REPLICAS,
-                f"recommended {rec.unclamped}, lowered to maxReplicas {rec.replicas}",
-            )
-        else:
-            limited = (
-                "False",
-                LaneWorkerReason.DESIRED_WITHIN_RANGE,
-                f"recommended {rec.replicas} is within [minReplicas, maxReplicas]",
-            )
-        conds.set(LaneWorkerCondType.SCALING_LIMITED, *limited)
-    return conds.items
+
+def _limited(rec: Recommendation) -> tuple[ConditionStatus, str, str]:
+    if rec.limited == "min":
+        return (
+            "True",
+            LaneWorkerReason.TOO_FEW_REPLICAS,
+            f"recommended {rec.unclamped}, raised to minReplicas {rec.replicas}",
+        )
+    if rec.limited == "max":
+        return (
+            "True",
+            LaneWorkerReason.TOO_MANY_REPLICAS,
+            f"recommended {rec.unclamped}, lowered to maxReplicas {rec.replicas}",
+        )
+    return (
+        "False",
+        LaneWorkerReason.DESIRED_WITHIN_RANGE,
+        f"recommended {rec.replicas} is within [minReplicas, maxReplicas]",
+    )
 
 
 # ------------------------------------------------------------------------------ observations

@@ -462,6 +462,21 @@ def _handle_death(
         finish(st, conds, "Resuming")
         plan.requeue_after = 0
         return
+    _failed_pod(obs, st, conds, plan, pod, verdict, settings)
+
+
+def _failed_pod(
+    obs: Observation,
+    st: AgentSessionStatus,
+    conds: ConditionSet,
+    plan: Plan,
+    pod: ObservedPod,
+    verdict: Verdict,
+    settings: OperatorSettings,
+) -> None:
+    """A death that counts as a failure: Degraded, then a backoff before the replacement, or
+    Failed once ``max_placement_retries`` replacements were made in a row."""
+    now = obs.now
     st.restarts = (st.restarts or 0) + 1
     conds.set(CondType.DEGRADED, "True", verdict.reason, f"pod {pod.name}: {verdict.detail}")
     if st.restarts > settings.max_placement_retries:
