@@ -109,18 +109,31 @@ class Workspace:
             raise PathEscapeError("symlink expansion is too long; access refused")
         return True
 
+    @staticmethod
+    def _enter(name: str, dir_fd: int, create: bool) -> int | None:
+        """Open the intermediate directory ``name`` (made first if ``create``); None when a
+        symlink was swapped in after the caller's stat (ELOOP), so the caller looks again."""
+        if create:
+            os.mkdir(name, 0o777, dir_fd=dir_fd)
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return None
+            raise
+
     def _resolve(
         self, parts: list[str], flags: int, mode: int, create_dirs: bool
     ) -> tuple[int, str]:
+        if not parts:
+            if flags & os.O_CREAT:
+                raise IsADirectoryError(errno.EISDIR, "the workspace is a directory", ".")
+            return os.open(".", DIR_FLAGS | os.O_CLOEXEC, dir_fd=self.fd), "."
         todo: deque[str] = deque(parts)
         stack = [os.dup(self.fd)]
         names: list[str] = []
         links = 0
         try:
-            if not todo:
-                if flags & os.O_CREAT:
-                    raise IsADirectoryError(errno.EISDIR, "the workspace is a directory", ".")
-                return os.open(".", DIR_FLAGS | os.O_CLOEXEC, dir_fd=stack[-1]), "."
             while todo:
                 name = todo.popleft()
                 if name == "..":
@@ -145,17 +158,12 @@ class Workspace:
                     todo.appendleft(name)  # swapped back to a non-link meanwhile: retry
                     continue
                 if todo:  # an intermediate directory
-                    if st is None and create_dirs:
-                        os.mkdir(name, 0o777, dir_fd=dir_fd)
-                    try:
-                        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
-                    except OSError as exc:
-                        if exc.errno == errno.ELOOP:  # a symlink swapped in after the stat
-                            todo.appendleft(name)
-                            links += 1
-                            continue
-                        raise
-                    stack.append(fd)
+                    entered = self._enter(name, dir_fd, st is None and create_dirs)
+                    if entered is None:  # a symlink swapped in after the stat
+                        todo.appendleft(name)
+                        links += 1
+                        continue
+                    stack.append(entered)
                     names.append(name)
                     continue
                 if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
