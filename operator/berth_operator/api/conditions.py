@@ -69,6 +69,8 @@ class Reason:
     """spec.llm.apiKeySecretRef names a Secret or key that does not exist."""
     BASE_URL_NOT_ALLOWED: Final = "BaseURLNotAllowed"
     """spec.llm.baseURL is outside the operator's BERTH_LLM_ALLOWED_BASE_URLS."""
+    UNSCHEDULABLE: Final = "Unschedulable"
+    """The scheduler cannot place the pod (its message says why: resources, selectors, taints)."""
     CLAIM_MISSING: Final = "ClaimMissing"
     """The session's shared claim does not exist and claims are the user's to create."""
     # Running

@@ -370,7 +370,7 @@ def _handle_alive(
             CondType.PLACED, "True", Reason.POD_SCHEDULED, f"pod {pod.name} on node {pod.node_name}"
         )
     elif pod.unschedulable_message:
-        conds.set(CondType.PLACED, "False", "Unschedulable", pod.unschedulable_message[:1024])
+        conds.set(CondType.PLACED, "False", Reason.UNSCHEDULABLE, pod.unschedulable_message[:1024])
     else:
         conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"pod {pod.name} created")
     running = pod.phase == "Running" and obs.state is not None
@@ -394,7 +394,9 @@ def _handle_alive(
         finish(st, conds, "Running")
         plan.requeue_after = settings.status_refresh_seconds
     elif pod.waiting_reason in Reason.STUCK_WAITING:
-        _stuck(st, conds, plan, pod)
+        _stuck(st, conds, plan, pod.name, pod.waiting_reason, pod.waiting_message)
+    elif pod.unschedulable_message:
+        _stuck(st, conds, plan, pod.name, Reason.UNSCHEDULABLE, pod.unschedulable_message)
     else:
         why = obs.state_error or f"pod phase {pod.phase}"
         conds.set(CondType.RUNNING, "False", Reason.STARTING, why[:1024])
@@ -404,11 +406,18 @@ def _handle_alive(
         plan.requeue_after = settings.status_refresh_seconds
 
 
-def _stuck(st: AgentSessionStatus, conds: ConditionSet, plan: Plan, pod: ObservedPod) -> None:
-    """The pod's container waits for something a user must fix (``Reason.STUCK_WAITING``): say
-    so in Running and Ready with the kubelet's message, and once per new problem in an Event."""
-    reason = pod.waiting_reason
-    msg = f"pod {pod.name}: {reason}: {pod.waiting_message or 'see kubectl describe pod'}"[:1024]
+def _stuck(
+    st: AgentSessionStatus,
+    conds: ConditionSet,
+    plan: Plan,
+    pod_name: str,
+    reason: str,
+    detail: str,
+) -> None:
+    """The pod waits for something a user must fix: a kubelet waiting reason
+    (``Reason.STUCK_WAITING``) or the scheduler's ``Unschedulable``. Say so in Running and
+    Ready with the kubelet's or scheduler's message, and once per new problem in an Event."""
+    msg = f"pod {pod_name}: {reason}: {detail or 'see kubectl describe pod'}"[:1024]
     before = conds.get(CondType.RUNNING)
     if before is None or (before.reason, before.message) != (reason, msg):
         plan.events.append(Event("Warning", reason, msg))

@@ -337,3 +337,22 @@ def test_an_ordinary_start_is_not_reported_as_stuck() -> None:
     plan = decide(observation(session, pod, nodes=(make_node("proc-a"),)), SETTINGS)
     assert cond(plan, "Ready") == ("False", "Pending")
     assert cond(plan, "Running") == ("False", "Starting")
+
+
+def test_an_unschedulable_pod_is_the_ready_reason_with_the_schedulers_message() -> None:
+    session = make_session().with_status(epoch=1, podName="demo-e1", podUid="pod-uid-1")
+    pod = make_pod(1)
+    pod.body["status"]["conditions"] = [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/2 nodes are available: 2 Insufficient memory.",
+        }
+    ]
+    plan = decide(observation(session, pod), SETTINGS)
+    assert cond(plan, "Placed") == ("False", "Unschedulable")
+    assert cond(plan, "Ready") == ("False", "Unschedulable")
+    ready = get_condition(plan.status.conditions, "Ready")
+    assert ready is not None and "Insufficient memory" in ready.message
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", "Unschedulable")]
