@@ -347,6 +347,11 @@ def test_helm_install_runs_a_session_to_succeeded_and_uninstall_is_clean(
             assert plugin.returncode == 0, plugin.stderr
             assert "Succeeded" in plugin.stdout and "Completed" in plugin.stdout, plugin.stdout
 
+            # --- 4b. helm test: a tiny session against the test pod's scripted model ---------
+            tested = helm(dc, "test", release, "--namespace", ns, "--timeout", "240s", "--logs")
+            assert "Succeeded" in tested.stdout, tested.stdout
+            assert kget(dc, ns, "agentsession", f"{release}-berth-test") is None  # cleaned up
+
             # --- 5. uninstall -----------------------------------------------------------------
             dc.kubectl("-n", ns, "delete", "agentsession", "via-chart", "--timeout=120s")
             dc.kubectl("-n", ns, "delete", "laneworker", "pool", "--timeout=120s")

@@ -82,8 +82,14 @@ def run_helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]
     return proc
 
 
-def render(values: dict[str, Any] | None = None, *extra: str, release: str = "berth") -> str:
-    """``helm template`` of the chart with ``values`` (a dict written to a temp file)."""
+def render(
+    values: dict[str, Any] | None = None,
+    *extra: str,
+    release: str = "berth",
+    tests: bool = False,
+) -> str:
+    """``helm template`` of the chart with ``values`` (a dict written to a temp file); the
+    ``helm test`` hooks only with ``tests``."""
     args = [
         "template",
         release,
@@ -93,6 +99,8 @@ def render(values: dict[str, Any] | None = None, *extra: str, release: str = "be
         "--namespace",
         "berth-system",
     ]
+    if not tests:
+        args.append("--skip-tests")
     if values:
         args += ["--values", "-"]
         proc = subprocess.run(

@@ -237,3 +237,30 @@ def test_image_pull_secrets_reach_session_and_worker_pods_through_the_operator()
     assert env["BERTH_IMAGE_PULL_SECRETS"]["value"] == "reg-a,reg-b"
     settings = OperatorSettings.from_env({k: v["value"] for k, v in env.items() if "value" in v})
     assert settings.image_pull_secrets == ["reg-a", "reg-b"]
+
+
+def test_helm_test_runs_a_session_in_the_watched_namespace_with_least_privilege() -> None:
+    docs = [
+        d
+        for d in documents(render({"operator": {"watchNamespaces": ["team-a"]}}, tests=True))
+        if (d["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test"
+    ]
+    assert {d["kind"] for d in docs} == {
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "NetworkPolicy",
+        "Pod",
+    }
+    assert {d["metadata"]["namespace"] for d in docs} == {"team-a"}
+    role = one(docs, "Role")
+    assert role["rules"] == [
+        {
+            "apiGroups": ["berth.dev"],
+            "resources": ["agentsessions"],
+            "verbs": ["get", "create", "delete"],
+        }
+    ]
+    pod = one(docs, "Pod")
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert "session_runtime.llm.scripted" in pod["spec"]["containers"][0]["args"][0]
