@@ -19,6 +19,7 @@ from berth_operator.api.conditions import ConditionSet, CondType, Reason
 from berth_operator.api.options import RuntimeState
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod
 from berth_operator.reconcile.passivation import Trigger
+from berth_operator.settings import OperatorSettings
 
 NOT_RUNNING_REQUEUE = 1.0
 """Seconds between looks while a pod is starting or being removed."""
@@ -132,6 +133,19 @@ _READY_BY_PHASE: dict[str, tuple[ConditionStatus, str]] = {
     "Passivated": ("False", Reason.PASSIVATED),
     "Failed": ("False", "Failed"),
 }
+
+
+@dataclass(slots=True)
+class Decision:
+    """One decision in progress (``decide`` builds it): what was observed, the status being
+    written, its conditions, the plan, and the operator's settings. Each step of the decision
+    reads ``obs`` and ``settings`` and updates ``st``, ``conds`` and ``plan``."""
+
+    obs: Observation
+    st: AgentSessionStatus
+    conds: ConditionSet
+    plan: Plan
+    settings: OperatorSettings
 
 
 def finish(

@@ -49,6 +49,7 @@ from berth_operator.reconcile.plan import (
     NOT_RUNNING_REQUEUE,
     TERMINAL_REQUEUE,
     CreatePod,
+    Decision,
     DeletePod,
     Event,
     Observation,
@@ -176,17 +177,10 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
     st.observed_generation = obs.ref.generation
     conds = ConditionSet(st.conditions, obs.now, obs.ref.generation)
     plan = Plan(status=st)
-    if obs.claim is not None:
-        ready, reason, message = obs.claim
-        conds.set(CondType.STORE_READY, "True" if ready else "False", reason, message[:1024])
+    d = Decision(obs, st, conds, plan, settings)
     current = _current_pod(obs, st, plan)
+    _store_ready(d, current)
     epoch = st.epoch or 0
-    store = conds.get(CondType.STORE_READY)
-    unconfirmed = store is not None and store.status != "True"
-    if obs.claim is None and current is not None and current.node_name and unconfirmed:
-        # the pod was scheduled, so its claims are bound
-        msg = f"pod {current.name} was scheduled with its claim bound"
-        conds.set(CondType.STORE_READY, "True", "ClaimBound", msg)
 
     if conds.is_true(CondType.COMPLETED) or conds.is_true(CondType.FAILED):
         finish(st, conds, "Succeeded" if conds.is_true(CondType.COMPLETED) else "Failed")
@@ -197,12 +191,26 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
         finish(st, conds, "Pending" if epoch <= 1 else "Resuming")
         plan.requeue_after = NOT_RUNNING_REQUEUE
     elif current is not None and current.deleting:
-        _current_deleting(obs, st, conds, plan, current, settings)
+        _current_deleting(d, current)
     elif current is not None:
-        _current_pod_step(obs, st, conds, plan, current, settings)
+        _current_pod_step(d, current)
     else:
-        _no_current_pod(obs, st, conds, plan, settings, epoch)
+        _no_current_pod(d, epoch)
     return plan
+
+
+def _store_ready(d: Decision, current: ObservedPod | None) -> None:
+    """``StoreReady`` from the claim as observed; without a new look, a scheduled pod confirms
+    it (the scheduler binds a pod only with its claims bound)."""
+    conds = d.conds
+    if d.obs.claim is not None:
+        ready, reason, message = d.obs.claim
+        conds.set(CondType.STORE_READY, "True" if ready else "False", reason, message[:1024])
+        return
+    store = conds.get(CondType.STORE_READY)
+    if store is not None and store.status != "True" and current is not None and current.node_name:
+        msg = f"pod {current.name} was scheduled with its claim bound"
+        conds.set(CondType.STORE_READY, "True", "ClaimBound", msg)
 
 
 def _current_pod(obs: Observation, st: AgentSessionStatus, plan: Plan) -> ObservedPod | None:
@@ -222,20 +230,14 @@ def _current_pod(obs: Observation, st: AgentSessionStatus, plan: Plan) -> Observ
     return current
 
 
-def _current_deleting(
-    obs: Observation,
-    st: AgentSessionStatus,
-    conds: ConditionSet,
-    plan: Plan,
-    current: ObservedPod,
-    settings: OperatorSettings,
-) -> None:
+def _current_deleting(d: Decision, current: ObservedPod) -> None:
     """The current pod is being deleted: wait until it is gone (force it if its node is lost);
     deleted by someone else while we still counted on it: account for its death now."""
+    obs, st, conds, plan, settings = d.obs, d.st, d.conds, d.plan, d.settings
     node = obs.nodes.get(current.node_name)
     verdict = classify(current, node, obs.now, node_grace_seconds=settings.node_lost_grace_seconds)
     if st.pod_uid == current.uid:
-        _handle_death(obs, st, conds, plan, current, verdict_or_deleted(verdict), settings)
+        _handle_death(d, current, verdict_or_deleted(verdict))
         return
     if verdict.force_delete:
         plan.delete.append(DeletePod(current.name, current.uid, force=True))
@@ -244,15 +246,9 @@ def _current_deleting(
     plan.requeue_after = NOT_RUNNING_REQUEUE
 
 
-def _current_pod_step(
-    obs: Observation,
-    st: AgentSessionStatus,
-    conds: ConditionSet,
-    plan: Plan,
-    current: ObservedPod,
-    settings: OperatorSettings,
-) -> None:
+def _current_pod_step(d: Decision, current: ObservedPod) -> None:
     """The current pod exists: follow it while alive, record its result, or replace it."""
+    obs, st, conds, plan, settings = d.obs, d.st, d.conds, d.plan, d.settings
     now = obs.now
     node = obs.nodes.get(current.node_name)
     verdict = classify(current, node, now, node_grace_seconds=settings.node_lost_grace_seconds)
@@ -261,33 +257,27 @@ def _current_pod_step(
     st.pod_ip = current.pod_ip or None
     st.node_name = current.node_name or None
     if verdict.kind == "alive":
-        _handle_alive(obs, st, conds, plan, current, settings)
-        sp.on_alive(obs, st, conds, plan, current, settings)
+        _handle_alive(d, current)
+        sp.on_alive(d, current)
     elif verdict.kind == "completed":
-        _completed(obs, st, conds, plan, current, verdict)
+        _completed(d, current, verdict)
     elif verdict.kind == "budget_exhausted":
         _absorb_termination(st, current, verdict.termination, now)
         st.runs = _end_run(list(st.runs or []), current, st.run_id, "failed", verdict.detail, now)
         st.last_error = verdict.detail[:4096]
-        sp.on_run_ended(obs, st, conds, plan, "failed")
+        sp.on_run_ended(d, "failed")
         conds.set(CondType.BUDGET_EXHAUSTED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
         conds.set(CondType.FAILED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
         conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, "pod finished")
         plan.events.append(Event("Warning", Reason.BUDGET_EXHAUSTED, verdict.detail))
         finish(st, conds, "Failed", verdict.detail)
     else:
-        _handle_death(obs, st, conds, plan, current, verdict, settings)
+        _handle_death(d, current, verdict)
 
 
-def _completed(
-    obs: Observation,
-    st: AgentSessionStatus,
-    conds: ConditionSet,
-    plan: Plan,
-    current: ObservedPod,
-    verdict: Verdict,
-) -> None:
+def _completed(d: Decision, current: ObservedPod, verdict: Verdict) -> None:
     """The run completed: result, lineage, Completed=True, phase Succeeded."""
+    obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
     now = obs.now
     _absorb_termination(st, current, verdict.termination, now)
     if obs.state is not None:
@@ -302,7 +292,7 @@ def _completed(
     st.result = Result(text=text, truncated=truncated or None, finished_at=now)
     st.restarts = 0
     st.next_attempt_at = None
-    sp.on_run_ended(obs, st, conds, plan, "completed")
+    sp.on_run_ended(d, "completed")
     conds.set(CondType.COMPLETED, "True", Reason.RUN_COMPLETED, "the task finished")
     conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, "pod finished")
     conds.set(CondType.DEGRADED, "False", Reason.AS_EXPECTED)
@@ -310,16 +300,10 @@ def _completed(
     finish(st, conds, "Succeeded")
 
 
-def _no_current_pod(
-    obs: Observation,
-    st: AgentSessionStatus,
-    conds: ConditionSet,
-    plan: Plan,
-    settings: OperatorSettings,
-    epoch: int,
-) -> None:
+def _no_current_pod(d: Decision, epoch: int) -> None:
     """No pod of the current epoch: account for the one status names (it vanished, or its
     create never happened), then place the next one when allowed."""
+    st, conds = d.st, d.conds
     if st.pod_name is not None and epoch > 0:
         gone = ObservedPod(name=st.pod_name, uid=st.pod_uid or "", epoch=epoch)
         if st.pod_uid:
@@ -337,10 +321,10 @@ def _no_current_pod(
                 f"pod {st.pod_name} was never seen",
                 run_outcome="lost",
             )
-        _handle_death(obs, st, conds, plan, gone, verdict, settings)
+        _handle_death(d, gone, verdict)
         if conds.is_true(CondType.FAILED):
             return
-    _maybe_place(obs, st, conds, plan, settings, epoch)
+    _maybe_place(d, epoch)
 
 
 def verdict_or_deleted(verdict: Verdict) -> Verdict:
@@ -356,14 +340,8 @@ def verdict_or_deleted(verdict: Verdict) -> Verdict:
     )
 
 
-def _handle_alive(
-    obs: Observation,
-    st: AgentSessionStatus,
-    conds: ConditionSet,
-    plan: Plan,
-    pod: ObservedPod,
-    settings: OperatorSettings,
-) -> None:
+def _handle_alive(d: Decision, pod: ObservedPod) -> None:
+    obs, st, conds, plan, settings = d.obs, d.st, d.conds, d.plan, d.settings
     now = obs.now
     if pod.scheduled or pod.node_name:
         conds.set(
@@ -427,16 +405,9 @@ def _stuck(
     plan.requeue_after = LANEWORKER_REQUEUE  # pod changes wake the session sooner
 
 
-def _handle_death(
-    obs: Observation,
-    st: AgentSessionStatus,
-    conds: ConditionSet,
-    plan: Plan,
-    pod: ObservedPod,
-    verdict: Verdict,
-    settings: OperatorSettings,
-) -> None:
+def _handle_death(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
     """The current pod is gone or must go: record it, delete it, schedule the replacement."""
+    obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
     now = obs.now
     verdict = pv.reclassify(st.passivation, pod.name, verdict)
     _absorb_termination(st, pod, verdict.termination, now)
@@ -460,7 +431,7 @@ def _handle_death(
     if verdict.reason == PlacementReason.PASSIVATED:
         st.passivations = (st.passivations or 0) + 1
         st.next_attempt_at = None
-        sp.on_pod_ended(obs, st, conds, plan, pod, verdict)
+        sp.on_pod_ended(d, pod, verdict)
         plan.events.append(Event("Normal", "Passivated", f"pod {pod.name} passivated; resuming"))
         finish(st, conds, "Resuming")
         plan.requeue_after = 0
@@ -471,20 +442,13 @@ def _handle_death(
         finish(st, conds, "Resuming")
         plan.requeue_after = 0
         return
-    _failed_pod(obs, st, conds, plan, pod, verdict, settings)
+    _failed_pod(d, pod, verdict)
 
 
-def _failed_pod(
-    obs: Observation,
-    st: AgentSessionStatus,
-    conds: ConditionSet,
-    plan: Plan,
-    pod: ObservedPod,
-    verdict: Verdict,
-    settings: OperatorSettings,
-) -> None:
+def _failed_pod(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
     """A death that counts as a failure: Degraded, then a backoff before the replacement, or
     Failed once ``max_placement_retries`` replacements were made in a row."""
+    obs, st, conds, plan, settings = d.obs, d.st, d.conds, d.plan, d.settings
     now = obs.now
     st.restarts = (st.restarts or 0) + 1
     conds.set(CondType.DEGRADED, "True", verdict.reason, f"pod {pod.name}: {verdict.detail}")
@@ -544,15 +508,9 @@ def _blocked(obs: Observation, st: AgentSessionStatus, plan: Plan) -> _Blocked |
     return None
 
 
-def _maybe_place(
-    obs: Observation,
-    st: AgentSessionStatus,
-    conds: ConditionSet,
-    plan: Plan,
-    settings: OperatorSettings,
-    epoch: int,
-) -> None:
+def _maybe_place(d: Decision, epoch: int) -> None:
     """No pod of the current epoch: place the next one when allowed."""
+    obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
     resuming = epoch > 0
     if obs.spec.suspend:
         conds.set(CondType.PASSIVATED, "True", Reason.PASSIVATED, "spec.suspend is true")
@@ -574,13 +532,12 @@ def _maybe_place(
         finish(st, conds, phase, "" if transient else blocked.message, reason=ready_reason)
         plan.requeue_after = blocked.requeue
         return
-    _place(obs, st, conds, plan, epoch)
+    _place(d, epoch)
 
 
-def _place(
-    obs: Observation, st: AgentSessionStatus, conds: ConditionSet, plan: Plan, epoch: int
-) -> None:
+def _place(d: Decision, epoch: int) -> None:
     """Bump the epoch in status and plan the create of its pod (resuming the last run)."""
+    obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
     resuming = epoch > 0
     new_epoch = epoch + 1
     reason = st.placement_reason if resuming and st.placement_reason else PlacementReason.INITIAL

@@ -9,18 +9,17 @@ a decision of :mod:`.passivation` to the status, conditions and :class:`~.plan.P
 from __future__ import annotations
 
 from berth_operator.api.agentsession import (
-    AgentSessionStatus,
     PassivationOutcome,
     PassivationStatus,
 )
-from berth_operator.api.conditions import ConditionSet, CondType, Reason
+from berth_operator.api.conditions import CondType, Reason
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile.observe import ObservedPod
 from berth_operator.reconcile.plan import (
     NOT_RUNNING_REQUEUE,
+    Decision,
     DeletePod,
     Event,
-    Observation,
     PassivateCall,
     PassivationMetric,
     Plan,
@@ -30,17 +29,11 @@ from berth_operator.reconcile.replacement import Verdict
 from berth_operator.settings import OperatorSettings
 
 
-def on_alive(
-    obs: Observation,
-    st: AgentSessionStatus,
-    conds: ConditionSet,
-    plan: Plan,
-    pod: ObservedPod,
-    settings: OperatorSettings,
-) -> None:
+def on_alive(d: Decision, pod: ObservedPod) -> None:
     """After ``_handle_alive``: request, wait for or cut off a passivation; notice a resume."""
+    obs, st, conds, plan, settings = d.obs, d.st, d.conds, d.plan, d.settings
     now = obs.precise_now or obs.now
-    _notice_resume(obs, st, conds, plan, pod)
+    _notice_resume(d, pod)
     trigger = pv.trigger_for(
         suspend=bool(obs.spec.suspend),
         pod=pod,
@@ -71,11 +64,10 @@ def on_alive(
     plan.requeue_after = min(refresh, decision.requeue) if decision.requeue else NOT_RUNNING_REQUEUE
 
 
-def _notice_resume(
-    obs: Observation, st: AgentSessionStatus, conds: ConditionSet, plan: Plan, pod: ObservedPod
-) -> None:
+def _notice_resume(d: Decision, pod: ObservedPod) -> None:
     """A passivated run is seen running again on ``pod``: close the record (Resumed), observe
     the resume latency, tell it in a condition and an Event."""
+    obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
     now = obs.precise_now or obs.now
     done = pv.resumed(st.passivation, pod, obs.state.run_id if obs.state else None, now)
     if done is None:
@@ -128,15 +120,9 @@ def _apply_step(
     return detail
 
 
-def on_pod_ended(
-    obs: Observation,
-    st: AgentSessionStatus,
-    conds: ConditionSet,
-    plan: Plan,
-    pod: ObservedPod,
-    verdict: Verdict,
-) -> None:
+def on_pod_ended(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
     """The pod of an active passivation ended: close the record, observe the latency."""
+    obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
     now = obs.precise_now or obs.now
     rec = st.passivation
     if rec is None or not pv.active_for(rec, pod.name):
@@ -153,14 +139,9 @@ def on_pod_ended(
     conds.set(CondType.PASSIVATED, "False", Reason.PASSIVATED, msg)
 
 
-def on_run_ended(
-    obs: Observation,
-    st: AgentSessionStatus,
-    conds: ConditionSet,
-    plan: Plan,
-    outcome: PassivationOutcome,
-) -> None:
+def on_run_ended(d: Decision, outcome: PassivationOutcome) -> None:
     """The run ended (completed/failed) while a passivation was pending: close the record."""
+    obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
     rec = st.passivation
     if rec is None or rec.outcome != "passivating":
         return
