@@ -248,21 +248,6 @@ class SessionPod:
         default), retention caps, the budget guard and the store; ``auto_save`` on so run records
         survive a crash (RUNTIME-CONTRACT "Persistence")."""
         opts, cfg = self.opts, self.cfg
-        lim = opts.limits
-        kwargs: dict[str, Any] = {}
-        for name, value in (
-            ("max_tool_rounds", lim.max_tool_rounds),
-            ("max_parse_retries", lim.max_parse_retries),
-            ("circuit_breaker_threshold", lim.circuit_breaker_threshold),
-            ("auto_compact", lim.auto_compact),
-            ("auto_compact_threshold", lim.auto_compact_threshold),
-            ("continuation_enabled", lim.continuation_enabled),
-            ("max_continuation_turns", lim.max_continuation_turns),
-        ):
-            if value is not None:
-                kwargs[name] = value
-        if lim.tool_timeout_seconds is not None:
-            kwargs["tool_timeout_ms"] = lim.tool_timeout_seconds * 1000
         ident = opts.identity
         return SessionOptions(
             model=opts.model,
@@ -275,7 +260,7 @@ class SessionPod:
             correlation_id=ident.correlation_id,
             budget_guard=guard,
             retention_limits=SessionRetentionLimits(**opts.retention.model_dump()),
-            **kwargs,
+            **opts.limits.session_options(),
         )
 
     def _on_tool_end(self, event: Mapping[str, Any]) -> None:

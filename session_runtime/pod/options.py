@@ -37,6 +37,7 @@ failing validation with the offending field paths).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Literal
@@ -122,6 +123,28 @@ class IdentityOptions(_Model):
     correlation_id: str | None = None
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
+def _seconds_to_ms(value: int) -> int:
+    return value * 1000
+
+
+#: ``spec.limits`` (options.json ``limits``) -> ``SessionOptions``: the one mapping, with the one
+#: unit conversion (seconds in the spec, milliseconds in the A3S options).
+LIMITS_TO_SESSION_OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "max_tool_rounds": ("max_tool_rounds", _same),
+    "max_parse_retries": ("max_parse_retries", _same),
+    "tool_timeout_seconds": ("tool_timeout_ms", _seconds_to_ms),
+    "circuit_breaker_threshold": ("circuit_breaker_threshold", _same),
+    "auto_compact": ("auto_compact", _same),
+    "auto_compact_threshold": ("auto_compact_threshold", _same),
+    "continuation_enabled": ("continuation_enabled", _same),
+    "max_continuation_turns": ("max_continuation_turns", _same),
+}
+
+
 class LimitsOptions(_Model):
     """``spec.limits``; None = the runtime's A3S default."""
 
@@ -133,6 +156,16 @@ class LimitsOptions(_Model):
     auto_compact_threshold: float | None = None
     continuation_enabled: bool | None = None
     max_continuation_turns: int | None = Field(default=None, ge=0)
+
+    def session_options(self) -> dict[str, Any]:
+        """The ``SessionOptions`` keyword arguments of the limits that are set
+        (:data:`LIMITS_TO_SESSION_OPTIONS`)."""
+        out: dict[str, Any] = {}
+        for name, (target, convert) in LIMITS_TO_SESSION_OPTIONS.items():
+            value = getattr(self, name)
+            if value is not None:
+                out[target] = convert(value)
+        return out
 
     @field_validator("auto_compact_threshold", mode="before")
     @classmethod

@@ -158,3 +158,18 @@ def test_reads_what_the_operator_writes() -> None:
     assert read.lanes["execute"].timeout_seconds == 60
     assert read.result_stream == "berth:team-a:s:u-1:results"
     assert read.keep_alive is True and read.passivation.deadline_seconds == 45
+
+
+def test_every_limit_has_one_mapping_to_the_session_options() -> None:
+    """A limit added to spec.limits without a mapping (or mapped to a SessionOptions field that
+    does not exist) fails here instead of being dropped silently."""
+    import dataclasses
+
+    from session_runtime.agent.options import SessionOptions
+    from session_runtime.pod.options import LIMITS_TO_SESSION_OPTIONS, LimitsOptions
+
+    assert set(LIMITS_TO_SESSION_OPTIONS) == set(LimitsOptions.model_fields)
+    session_fields = {f.name for f in dataclasses.fields(SessionOptions)}
+    assert {target for target, _ in LIMITS_TO_SESSION_OPTIONS.values()} <= session_fields
+    limits = LimitsOptions(max_tool_rounds=7, tool_timeout_seconds=30)
+    assert limits.session_options() == {"max_tool_rounds": 7, "tool_timeout_ms": 30_000}
