@@ -223,12 +223,14 @@ class LaneOptions(_Model):
     def stream_for(self, namespace: str) -> str | None:
         """The Redis task stream of this lane's LaneWorker (ARCHITECTURE §7), or None.
 
-        None for an internal lane; the operator's ``taskStream`` if rendered, else
-        ``berth:{ns}:lw:{laneworker}:tasks``.
+        None for an internal lane; the operator's ``taskStream`` if rendered, else the name
+        :func:`session_runtime.transport.names.task_stream` gives.
         """
         if self.mode == "internal" or self.lane_worker is None:
             return None
-        return self.lane_worker.task_stream or f"berth:{namespace}:lw:{self.lane_worker.name}:tasks"
+        from session_runtime.transport.names import task_stream  # redis only when needed
+
+        return self.lane_worker.task_stream or task_stream(namespace, self.lane_worker.name)
 
 
 class PassivationOptions(_Model):

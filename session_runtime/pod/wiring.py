@@ -77,7 +77,14 @@ def build_executor(
             session_name=cfg.name,
             session_uid=cfg.session_uid,
             epoch=cfg.epoch,
-            lane_workers=workers,
+            # The stream names the operator rendered into options.json (one source of names:
+            # session_runtime.transport.names, which the operator's rendering matches).
+            task_streams={
+                lane: stream
+                for lane in workers
+                if (stream := opts.lanes[lane].stream_for(cfg.namespace)) is not None
+            },
+            reply_stream=opts.result_stream,
             shared_root=_task_root(cfg),
             task_key=key,
             on_rejected=on_rejected,
