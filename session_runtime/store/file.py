@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
 import logging
 import os
 import threading
@@ -355,16 +354,11 @@ class FileSessionStore:
         except (OSError, ValueError) as exc:  # garbage stays; correctness does not depend on it
             log.warning("store: cannot remove old files in %s: %s", d, exc)
 
-    def _write(
-        self,
-        session_id: str,
-        rec: dict[str, Any],
-        live_messages: list[dict[str, Any]] | None = None,
-    ) -> None:
+    def _write(self, session_id: str, rec: dict[str, Any]) -> None:
         """Check the lease, append ``rec``, apply it to the writer's state, compact if due.
 
-        ``live_messages``: for a commit record, the checkpoint's message list; the state keeps
-        those dicts rather than decoded copies (see ``SessionState.delta``).
+        The state applies the record decoded from the journaled bytes, so it never shares an
+        object with the caller and always equals what a load from disk rebuilds.
         """
         payload = shapes.encode(rec)
         with self._lock:
@@ -383,10 +377,7 @@ class FileSessionStore:
             except OSError as exc:
                 w.broken = True  # the segment may now end in a torn record: rotate first
                 raise StoreError(f"cannot append to the journal of '{session_id}': {exc}") from exc
-            if live_messages is not None:
-                w.state.apply_live_commit(rec, live_messages)
-            else:
-                w.state.apply(shapes.decode(payload))
+            w.state.apply(shapes.decode(payload))
             # Check again now that the record is durable: if a newer epoch claimed the session
             # meanwhile, it may have read the journal before this record, so the caller must not
             # act on it (no tool may run on an intent the new owner has not seen).
@@ -437,24 +428,19 @@ class FileSessionStore:
     def commit_round(self, checkpoint: LoopCheckpoint) -> None:
         """Durably journal ``checkpoint`` as a delta against the run's previous checkpoint.
 
-        The message dicts handed over are kept by reference (for a cheap prefix check next
-        round), so the caller must not edit them in place afterwards; the agent loop hands over
-        fresh shallow copies. Credentials in the new tool messages are masked (:mod:`.redact`);
-        a run whose history had one masked then pays a full record per round, since its live
-        messages no longer equal the stored ones. Raises ``CheckpointError`` for a schema version
-        this build cannot load (it would write a checkpoint nobody can resume).
+        The record carries only the messages after the kept prefix (``SessionState.delta``):
+        O(new messages) when ``checkpoint.known_prefix`` vouches for the prefix, else the
+        history is compared first. Nothing of ``checkpoint`` is kept by reference. Credentials
+        in the new tool messages are masked (:mod:`.redact`). Raises ``CheckpointError`` for a
+        schema version this build cannot load (it would write a checkpoint nobody can resume).
         """
         check_id("run id", checkpoint.run_id)
         checkpoint.ensure_loadable()
         sid = checkpoint.session_id
         with self._lock:
             keep, base = self._writer(sid).state.delta(checkpoint)
-            messages = redact_messages(checkpoint.messages, keep)
-            if messages is not checkpoint.messages:
-                checkpoint = dataclasses.replace(checkpoint, messages=messages)
-            self._write(
-                sid, commit_record(checkpoint, keep, base), live_messages=checkpoint.messages
-            )
+            append = redact_messages(checkpoint.messages[keep:])
+            self._write(sid, commit_record(checkpoint, keep, base, append))
 
     def load_checkpoint(self, session_id: str, run_id: str) -> LoopCheckpoint | None:
         """The run's last checkpoint, or None. ``CheckpointError`` if it cannot be used."""
