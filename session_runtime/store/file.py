@@ -98,6 +98,9 @@ class _Writer:
     snapshot_bytes: int = 0
     broken: bool = False
     fenced: FencedError | None = None
+    #: The session directory as a string (the fence check runs twice per write; a ``Path``
+    #: built per write costs more CPU than the check's system calls).
+    path: str = ""
 
 
 class FileSessionStore:
@@ -300,7 +303,7 @@ class FileSessionStore:
             raise StoreError(f"cannot open session '{session_id}' in {d}: {exc}") from exc
         loaded = self.read_state(session_id)
         state = loaded.state if loaded is not None else SessionState(session_id=session_id)
-        w = _Writer(state=state, seq=listing.next_seq(self.epoch))
+        w = _Writer(state=state, seq=listing.next_seq(self.epoch), path=str(d))
         self._rotate(session_id, w, w.seq)
         self._writers[session_id] = w
         return w
@@ -357,6 +360,10 @@ class FileSessionStore:
     def _write(self, session_id: str, rec: dict[str, Any]) -> None:
         """Check the lease, append ``rec``, apply it to the writer's state, compact if due.
 
+        The append is synced (durable on return), except for the result that completes its
+        round (``SessionState.completes_round``): that one is written and made durable by the
+        round's commit, the next write (see ``record_tool_result``).
+
         The state applies the record decoded from the journaled bytes, so it never shares an
         object with the caller and always equals what a load from disk rebuilds.
         """
@@ -365,15 +372,18 @@ class FileSessionStore:
             w = self._writer(session_id)
             if w.fenced is not None:
                 raise w.fenced
-            d = self.session_dir(session_id)
-            self._check_fence(w, d, session_id)
+            self._check_fence(w, session_id)
             w.state.precheck(rec)
             if w.broken or w.journal is None:
                 self._rotate(session_id, w, w.seq + 1)
             if w.journal is None:  # pragma: no cover - _rotate sets it or raises
                 raise StoreError(f"no journal open for session '{session_id}'")
+            defer = rec["t"] == "result" and w.state.completes_round(rec)
             try:
-                w.since_snapshot += w.journal.append(payload)
+                if defer:
+                    w.since_snapshot += w.journal.append_unsynced(payload)
+                else:
+                    w.since_snapshot += w.journal.append(payload)
             except OSError as exc:
                 w.broken = True  # the segment may now end in a torn record: rotate first
                 raise StoreError(f"cannot append to the journal of '{session_id}': {exc}") from exc
@@ -381,16 +391,16 @@ class FileSessionStore:
             # Check again now that the record is durable: if a newer epoch claimed the session
             # meanwhile, it may have read the journal before this record, so the caller must not
             # act on it (no tool may run on an intent the new owner has not seen).
-            self._check_fence(w, d, session_id)
+            self._check_fence(w, session_id)
             if w.since_snapshot >= max(self.snapshot_min_bytes, w.snapshot_bytes):
                 try:
                     self._rotate(session_id, w, w.seq + 1)
                 except StoreError as exc:  # the record is durable; compact on the next write
                     log.warning("store: compaction of '%s' failed: %s", session_id, exc)
 
-    def _check_fence(self, w: _Writer, d: Path, session_id: str) -> None:
+    def _check_fence(self, w: _Writer, session_id: str) -> None:
         try:
-            fence.check(d, session_id, self.epoch, self._writer_id)
+            fence.check(w.path, session_id, self.epoch, self._writer_id)
         except FencedError as exc:
             w.fenced = exc
             raise
@@ -419,8 +429,17 @@ class FileSessionStore:
     def record_tool_result(
         self, session_id: str, run_id: str, turn: int, tool_call_id: str, result: dict[str, Any]
     ) -> None:
-        """Durably journal one tool result (credentials in its text masked, see :mod:`.redact`);
-        ``CheckpointError`` if the round was never begun."""
+        """Journal one tool result (credentials in its text masked, see :mod:`.redact`);
+        ``CheckpointError`` if the round was never begun.
+
+        A result is durable when this returns, except the round's last missing result: that
+        one is only written (a crash of this process keeps it; the kernel writes it out) and
+        becomes durable with the round's commit, which the agent loop writes right after it (one
+        ``fdatasync`` covers both), so a one-call round costs two durability points, not three.
+        Only if the machine (or, on a network file system, this client) dies between the two
+        can the result be lost; the intent is durable, so the call is then reported as
+        interrupted on resume, as for a tool that was still running, and never re-run blindly.
+        The fence check after the write still runs."""
         check_id("run id", run_id)
         rec = result_record(run_id, turn, tool_call_id, redact_tool_result(result))
         self._write(session_id, rec)

@@ -133,6 +133,20 @@ class SessionState:
                     f"session '{self.session_id}': that round was never begun"
                 )
 
+    def completes_round(self, rec: dict[str, Any]) -> bool:
+        """True if result record ``rec`` is the last missing result of its pending round (every
+        other call of the round's assistant message has a result), so the round's commit is
+        the next write the agent loop makes."""
+        run = self.runs.get(rec["run"])
+        pending = None if run is None else run.pending
+        if pending is None or pending.turn != rec["turn"]:
+            return False
+        calls = pending.message.get("tool_calls")
+        if not isinstance(calls, list) or not calls:
+            return False
+        ids = {c.get("id") for c in calls if isinstance(c, dict)}
+        return rec["call"] in ids and ids <= pending.results.keys() | {rec["call"]}
+
     def apply(self, rec: dict[str, Any]) -> None:
         """Apply one journal record (already shape-checked). Raises ``CheckpointError`` when
         the record cannot follow the current state (a delta with no base to apply to)."""
@@ -248,11 +262,10 @@ class SessionState:
         if not isinstance(prev, list):
             return 0
         k = cp.known_prefix
-        if (
-            0 < k == len(prev) <= len(cp.messages)
-            and redact_messages(cp.messages[k - 1 : k])[0] == prev[k - 1]
-        ):
-            return k
+        if 0 < k == len(prev) <= len(cp.messages):
+            mine, stored = cp.messages[k - 1], prev[k - 1]
+            if mine == stored or redact_messages([mine])[0] == stored:
+                return k
         return len(prev) if _is_prefix(prev, cp.messages) else 0
 
     # -- views -----------------------------------------------------------------------------------
