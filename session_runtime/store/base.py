@@ -7,7 +7,8 @@ ARCHITECTURE.md §6) and ``MemorySessionStore`` (tests).
 Write protocol of one tool round (intent before action):
 
 1. ``begin_round``: the assistant message that asks for tools is durable *before* any tool runs;
-2. ``record_tool_result``: each result is durable as it arrives;
+2. ``record_tool_result``: each result is kept as it arrives (``FileSessionStore`` makes it
+   durable at once, except the round's last result, which becomes durable with the commit);
 3. ``commit_round``: the round's ``LoopCheckpoint`` (A3S shape) is durable; the round is complete.
 
 On resume the loop reads ``load_checkpoint`` (last completed round) and ``load_pending_round``
