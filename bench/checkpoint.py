@@ -82,7 +82,7 @@ class Session:
                 }
             ],
         }
-        output = f"round {t}: " + "." * 180
+        output = f"{self.sid} round {t}: " + "." * 170  # unique, like real tool output
         t0 = time.perf_counter()
         self.store.begin_round(self.sid, "run-1", t, amsg)
         self.store.record_tool_result(
