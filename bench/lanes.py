@@ -3,19 +3,24 @@
 1. Internal dispatch overhead: N no-op tool calls through ``LaneQueue.submit`` (internal mode,
    default config) against the same N no-op coroutines started with bare ``asyncio.create_task``;
    reports µs per task and the ratio.
-2. External round trip: sequential tool calls through ``LaneQueue`` (execute lane external) with
+2. Dispatch as sessions share a process: S sessions (S = 1, 10, 100; one ``LaneQueue`` each, as
+   the session pod builds it) submit the same total number of no-op calls concurrently in one
+   event loop; reports µs per task, the ratio to one session and to bare ``create_task``.
+3. External round trip: sequential tool calls through ``LaneQueue`` (execute lane external) with
    ``RedisTaskTransport`` and an in-process ``LaneWorker`` running a no-op tool, against a bare
    ``XADD -> XREADGROUP -> XADD -> XREAD`` round trip between two coroutines on the same private
    ``redis-server``; reports p50/p99 in ms and their ratios.
 
-Run: ``.venv/bin/python bench/lanes.py [--tasks 20000] [--round-trips 500]`` (needs ``redis-server``
-on PATH; it starts its own on a free loopback port and stops it).
+Run: ``.venv/bin/python bench/lanes.py [--tasks 20000] [--round-trips 500] [--sessions 1,10,100]
+[--json FILE]`` (needs ``redis-server`` on PATH; it starts its own on a free loopback port and
+stops it). ``--json`` also writes the per-session-count figures (``bench/curves.py`` plots them).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import socket
@@ -88,6 +93,28 @@ async def bench_sequential(n: int) -> tuple[float, float]:
             await asyncio.create_task(queue.submit(call, ctx))
         queue_best = min(queue_best, (time.perf_counter() - t0) / n * 1e6)
     return queue_best, bare_best
+
+
+async def bench_sessions(n: int, sessions: int) -> float:
+    """µs per task when ``sessions`` LaneQueues (one per session) dispatch ``n`` no-op calls in
+    all, concurrently, in this event loop; best of 3."""
+    per = max(1, n // sessions)
+    best = float("inf")
+    for _ in range(3):
+        queues = [LaneQueue(SessionQueueConfig(), runner=NoopRunner()) for _ in range(sessions)]
+        work = [
+            (q, ToolContext(f"s{i}", "/nonexistent", "run-1", 1), ToolCall(f"c{j}", "read", {}))
+            for i, q in enumerate(queues)
+            for j in range(per)
+        ]
+        t0 = time.perf_counter()
+        await asyncio.gather(*(asyncio.create_task(q.submit(c, ctx)) for q, ctx, c in work))
+        best = min(best, (time.perf_counter() - t0) / len(work) * 1e6)
+    return best
+
+
+def write_json(path: str, data: Any) -> None:
+    Path(path).write_text(json.dumps(data, indent=1) + "\n")
 
 
 def start_redis() -> tuple[subprocess.Popen[bytes], str, str]:
@@ -193,6 +220,9 @@ async def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--tasks", type=int, default=20_000)
     p.add_argument("--round-trips", type=int, default=500)
+    p.add_argument("--sessions", default="1,10,100", help="session counts, comma-separated")
+    p.add_argument("--json", default=None, help="also write the per-session figures here")
+    p.add_argument("--skip-redis", action="store_true", help="skip the external round trip")
     a = p.parse_args(argv)
 
     queue_us, bare_us = await bench_internal(a.tasks)
@@ -208,6 +238,24 @@ async def main(argv: Sequence[str] | None = None) -> None:
     print(f"  asyncio.create_task    {seq_bare_us:8.2f} µs/task")
     ratio = seq_us / seq_bare_us
     print(f"  overhead               {seq_us - seq_bare_us:8.2f} µs/task  ratio {ratio:.1f}x")
+
+    counts = [int(x) for x in a.sessions.split(",")]
+    per_session = {s: await bench_sessions(a.tasks, s) for s in counts}
+    base_us = per_session[counts[0]]
+    print(f"internal dispatch, {a.tasks} no-op tasks in all, S sessions per process (best of 3):")
+    for s, us in per_session.items():
+        print(
+            f"  S={s:<4} {us:8.2f} µs/task  vs S={counts[0]}: {us / base_us:5.2f}"
+            f"  vs create_task: {us / bare_us:5.1f}x"
+        )
+    if a.json:
+        figures = [
+            {"sessions": s, "us_per_task": us, "ratio": us / base_us, "bare_us": bare_us}
+            for s, us in per_session.items()
+        ]
+        write_json(a.json, {"tasks": a.tasks, "curve": figures})
+    if a.skip_redis:
+        return
 
     proc, url, workdir = start_redis()
     shared = tempfile.mkdtemp(prefix="berth-bench-shared-")

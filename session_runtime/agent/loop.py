@@ -67,6 +67,11 @@ class RunState:
     last_checkpoint: dict[str, Any] | None = None
     #: (turn, message count) of the last commit, to skip committing an unchanged state twice.
     committed: tuple[int, int] | None = None
+    #: ``messages[:synced]`` are, unmodified, the messages of the run's last stored checkpoint
+    #: (0: unknown). Set after a commit the store accepted; reset by anything that rewrites the
+    #: list rather than appending to it (auto-compaction). Handed to the store as
+    #: ``LoopCheckpoint.known_prefix``, so a commit costs only the new messages.
+    synced: int = 0
 
 
 @dataclass(slots=True)
@@ -180,7 +185,13 @@ class AgentLoop:
                 raise
 
     async def commit(self, state: RunState) -> None:
-        """Persist the LoopCheckpoint of ``state`` (if a store is set) and remember it."""
+        """Persist the LoopCheckpoint of ``state`` (if a store is set) and remember it.
+
+        The checkpoint hands the store ``state.messages`` itself (no copy; the store copies what
+        it keeps during the call) and ``known_prefix=state.synced``, so the cost does not grow
+        with the history. ``synced`` moves only when the store accepted the checkpoint; a
+        failed commit leaves it at the previous checkpoint's length, which the store still
+        holds."""
         mark = (state.turn, len(state.messages))
         if state.committed == mark:
             return
@@ -197,12 +208,18 @@ class AgentLoop:
                 run_id=state.run_id,
                 session_id=self.session_id,
                 turn=state.turn,
-                messages=[dict(m) for m in state.messages],
+                messages=state.messages,
                 total_usage=dict(state.usage),
                 tool_calls_count=state.tool_calls_count,
                 checkpoint_ms=now,
+                known_prefix=state.synced,
             )
-            await self.persist("commit_round", lambda: self.store.commit_round(cp))
+
+            def write() -> None:
+                self.store.commit_round(cp)
+                state.synced = mark[1]
+
+            await self.persist("commit_round", write)
         state.last_checkpoint = info
 
     # ---- the loop ------------------------------------------------------------------------
@@ -260,6 +277,7 @@ class AgentLoop:
         new, removed = compact_messages(state.messages, self.tools, int(window * threshold / 2))
         if removed:
             state.messages[:] = new
+            state.synced = 0  # rewritten, not appended to: the store must compare
             after = estimate_tokens(state.messages, self.tools)
             await self.emit(
                 "context_compacted",

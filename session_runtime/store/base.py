@@ -7,7 +7,8 @@ ARCHITECTURE.md §6) and ``MemorySessionStore`` (tests).
 Write protocol of one tool round (intent before action):
 
 1. ``begin_round``: the assistant message that asks for tools is durable *before* any tool runs;
-2. ``record_tool_result``: each result is durable as it arrives;
+2. ``record_tool_result``: each result is kept as it arrives (``FileSessionStore`` makes it
+   durable at once, except the round's last result, which becomes durable with the commit);
 3. ``commit_round``: the round's ``LoopCheckpoint`` (A3S shape) is durable; the round is complete.
 
 On resume the loop reads ``load_checkpoint`` (last completed round) and ``load_pending_round``
@@ -55,6 +56,13 @@ class LoopCheckpoint:
     ``messages`` are OpenAI chat-format dicts (role/content/tool_calls/tool_call_id);
     ``total_usage`` has ``prompt_tokens``, ``completion_tokens``, ``total_tokens``;
     ``checkpoint_ms`` is epoch milliseconds from the session's ``HostEnv`` clock.
+
+    ``known_prefix`` is not part of the A3S shape (``to_dict`` leaves it out, equality ignores
+    it): a writer's promise that ``messages[:known_prefix]`` are, unmodified, the messages of
+    this run's previous checkpoint, so a store may journal only ``messages[known_prefix:]``
+    without comparing the history (a round then costs the same at round 10,000 as at round 10).
+    0 (the default) promises nothing and the store compares. ``messages`` may be the writer's
+    own live list: a store copies what it keeps before ``commit_round`` returns.
     """
 
     run_id: str
@@ -65,6 +73,7 @@ class LoopCheckpoint:
     tool_calls_count: int
     checkpoint_ms: int
     schema_version: int = LOOP_CHECKPOINT_SCHEMA_VERSION
+    known_prefix: int = field(default=0, compare=False)
 
     def ensure_loadable(self) -> None:
         """Refuse a checkpoint this build cannot read (A3S ``LoopCheckpoint::ensure_loadable``).
@@ -235,7 +244,11 @@ class SessionStore(Protocol):
         ...
 
     def commit_round(self, checkpoint: LoopCheckpoint) -> None:
-        """Make the round's checkpoint durable; the round is complete after this returns."""
+        """Make the round's checkpoint durable; the round is complete after this returns.
+
+        ``checkpoint.messages`` may be the caller's live list (it keeps growing after the call):
+        copy what you keep. ``checkpoint.known_prefix`` may be used to skip comparing the
+        history (see ``LoopCheckpoint``)."""
         ...
 
     def load_checkpoint(self, session_id: str, run_id: str) -> LoopCheckpoint | None:

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
 import logging
 import os
 import threading
@@ -99,6 +98,9 @@ class _Writer:
     snapshot_bytes: int = 0
     broken: bool = False
     fenced: FencedError | None = None
+    #: The session directory as a string (the fence check runs twice per write; a ``Path``
+    #: built per write costs more CPU than the check's system calls).
+    path: str = ""
 
 
 class FileSessionStore:
@@ -301,7 +303,7 @@ class FileSessionStore:
             raise StoreError(f"cannot open session '{session_id}' in {d}: {exc}") from exc
         loaded = self.read_state(session_id)
         state = loaded.state if loaded is not None else SessionState(session_id=session_id)
-        w = _Writer(state=state, seq=listing.next_seq(self.epoch))
+        w = _Writer(state=state, seq=listing.next_seq(self.epoch), path=str(d))
         self._rotate(session_id, w, w.seq)
         self._writers[session_id] = w
         return w
@@ -355,51 +357,50 @@ class FileSessionStore:
         except (OSError, ValueError) as exc:  # garbage stays; correctness does not depend on it
             log.warning("store: cannot remove old files in %s: %s", d, exc)
 
-    def _write(
-        self,
-        session_id: str,
-        rec: dict[str, Any],
-        live_messages: list[dict[str, Any]] | None = None,
-    ) -> None:
+    def _write(self, session_id: str, rec: dict[str, Any]) -> None:
         """Check the lease, append ``rec``, apply it to the writer's state, compact if due.
 
-        ``live_messages``: for a commit record, the checkpoint's message list; the state keeps
-        those dicts rather than decoded copies (see ``SessionState.delta``).
+        The append is synced (durable on return), except for the result that completes its
+        round (``SessionState.completes_round``): that one is written and made durable by the
+        round's commit, the next write (see ``record_tool_result``).
+
+        The state applies the record decoded from the journaled bytes, so it never shares an
+        object with the caller and always equals what a load from disk rebuilds.
         """
         payload = shapes.encode(rec)
         with self._lock:
             w = self._writer(session_id)
             if w.fenced is not None:
                 raise w.fenced
-            d = self.session_dir(session_id)
-            self._check_fence(w, d, session_id)
+            self._check_fence(w, session_id)
             w.state.precheck(rec)
             if w.broken or w.journal is None:
                 self._rotate(session_id, w, w.seq + 1)
             if w.journal is None:  # pragma: no cover - _rotate sets it or raises
                 raise StoreError(f"no journal open for session '{session_id}'")
+            defer = rec["t"] == "result" and w.state.completes_round(rec)
             try:
-                w.since_snapshot += w.journal.append(payload)
+                if defer:
+                    w.since_snapshot += w.journal.append_unsynced(payload)
+                else:
+                    w.since_snapshot += w.journal.append(payload)
             except OSError as exc:
                 w.broken = True  # the segment may now end in a torn record: rotate first
                 raise StoreError(f"cannot append to the journal of '{session_id}': {exc}") from exc
-            if live_messages is not None:
-                w.state.apply_live_commit(rec, live_messages)
-            else:
-                w.state.apply(shapes.decode(payload))
+            w.state.apply(shapes.decode(payload))
             # Check again now that the record is durable: if a newer epoch claimed the session
             # meanwhile, it may have read the journal before this record, so the caller must not
             # act on it (no tool may run on an intent the new owner has not seen).
-            self._check_fence(w, d, session_id)
+            self._check_fence(w, session_id)
             if w.since_snapshot >= max(self.snapshot_min_bytes, w.snapshot_bytes):
                 try:
                     self._rotate(session_id, w, w.seq + 1)
                 except StoreError as exc:  # the record is durable; compact on the next write
                     log.warning("store: compaction of '%s' failed: %s", session_id, exc)
 
-    def _check_fence(self, w: _Writer, d: Path, session_id: str) -> None:
+    def _check_fence(self, w: _Writer, session_id: str) -> None:
         try:
-            fence.check(d, session_id, self.epoch, self._writer_id)
+            fence.check(w.path, session_id, self.epoch, self._writer_id)
         except FencedError as exc:
             w.fenced = exc
             raise
@@ -428,8 +429,17 @@ class FileSessionStore:
     def record_tool_result(
         self, session_id: str, run_id: str, turn: int, tool_call_id: str, result: dict[str, Any]
     ) -> None:
-        """Durably journal one tool result (credentials in its text masked, see :mod:`.redact`);
-        ``CheckpointError`` if the round was never begun."""
+        """Journal one tool result (credentials in its text masked, see :mod:`.redact`);
+        ``CheckpointError`` if the round was never begun.
+
+        A result is durable when this returns, except the round's last missing result: that
+        one is only written (a crash of this process keeps it; the kernel writes it out) and
+        becomes durable with the round's commit, which the agent loop writes right after it (one
+        ``fdatasync`` covers both), so a one-call round costs two durability points, not three.
+        Only if the machine (or, on a network file system, this client) dies between the two
+        can the result be lost; the intent is durable, so the call is then reported as
+        interrupted on resume, as for a tool that was still running, and never re-run blindly.
+        The fence check after the write still runs."""
         check_id("run id", run_id)
         rec = result_record(run_id, turn, tool_call_id, redact_tool_result(result))
         self._write(session_id, rec)
@@ -437,24 +447,19 @@ class FileSessionStore:
     def commit_round(self, checkpoint: LoopCheckpoint) -> None:
         """Durably journal ``checkpoint`` as a delta against the run's previous checkpoint.
 
-        The message dicts handed over are kept by reference (for a cheap prefix check next
-        round), so the caller must not edit them in place afterwards; the agent loop hands over
-        fresh shallow copies. Credentials in the new tool messages are masked (:mod:`.redact`);
-        a run whose history had one masked then pays a full record per round, since its live
-        messages no longer equal the stored ones. Raises ``CheckpointError`` for a schema version
-        this build cannot load (it would write a checkpoint nobody can resume).
+        The record carries only the messages after the kept prefix (``SessionState.delta``):
+        O(new messages) when ``checkpoint.known_prefix`` vouches for the prefix, else the
+        history is compared first. Nothing of ``checkpoint`` is kept by reference. Credentials
+        in the new tool messages are masked (:mod:`.redact`). Raises ``CheckpointError`` for a
+        schema version this build cannot load (it would write a checkpoint nobody can resume).
         """
         check_id("run id", checkpoint.run_id)
         checkpoint.ensure_loadable()
         sid = checkpoint.session_id
         with self._lock:
             keep, base = self._writer(sid).state.delta(checkpoint)
-            messages = redact_messages(checkpoint.messages, keep)
-            if messages is not checkpoint.messages:
-                checkpoint = dataclasses.replace(checkpoint, messages=messages)
-            self._write(
-                sid, commit_record(checkpoint, keep, base), live_messages=checkpoint.messages
-            )
+            append = redact_messages(checkpoint.messages[keep:])
+            self._write(sid, commit_record(checkpoint, keep, base, append))
 
     def load_checkpoint(self, session_id: str, run_id: str) -> LoopCheckpoint | None:
         """The run's last checkpoint, or None. ``CheckpointError`` if it cannot be used."""

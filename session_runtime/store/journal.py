@@ -12,8 +12,9 @@ checksum is a **damaged record**: it was durable once, so the caller must not dr
 crash of a single appending writer, so it is reported as corruption.
 
 Appends are ``write`` + ``fdatasync``: when :meth:`JournalWriter.append` returns the record is
-durable. A writer never appends to a file it did not create, so a torn tail is never followed by
-new records in the same file.
+durable (:meth:`JournalWriter.append_unsynced`: written, and made durable by the next append).
+A writer never appends to a file it did not create, so a torn tail is never followed by new
+records in the same file.
 """
 
 from __future__ import annotations
@@ -104,21 +105,41 @@ class JournalWriter:
             path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600
         )
         self.size = 0
+        #: True while a record appended with ``sync=False`` is not yet durable.
+        self.unsynced = False
         if fsync:
             os.fsync(self._fd)
             fsync_dir(path.parent)
 
     def append(self, payload: bytes) -> int:
-        """Append one record and make it durable; returns the bytes written."""
+        """Append one record and make it (and every unsynced one before it) durable; returns
+        the bytes written."""
+        return self._append(payload, sync=True)
+
+    def append_unsynced(self, payload: bytes) -> int:
+        """Append one record without ``fdatasync``; returns the bytes written. The record is in
+        the kernel's page cache (it survives this process, not the machine or a network file
+        system client's crash) until the next :meth:`append` or :meth:`close`, since one
+        ``fdatasync`` of this append-only file covers all earlier writes, in order."""
+        return self._append(payload, sync=False)
+
+    def _append(self, payload: bytes, *, sync: bool) -> int:
         data = frame(payload)
         write_all(self._fd, data)
-        if self._fsync:
+        if sync and self._fsync:
             os.fdatasync(self._fd)
+            self.unsynced = False
+        elif self._fsync:
+            self.unsynced = True
         self.size += len(data)
         return len(data)
 
     def close(self) -> None:
-        """Close the file (idempotent)."""
+        """Make unsynced records durable, then close the file (idempotent)."""
         if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+            try:
+                if self.unsynced:
+                    os.fdatasync(self._fd)
+            finally:
+                os.close(self._fd)
+                self._fd = -1

@@ -9,7 +9,6 @@ fencing: one process owns the object.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from typing import Any
 
@@ -83,14 +82,17 @@ class MemorySessionStore:
 
     def commit_round(self, checkpoint: LoopCheckpoint) -> None:
         """Store ``checkpoint`` as the run's last checkpoint (drops its pending round); tool
-        output credentials masked. ``CheckpointError`` for a schema version this build cannot
-        load."""
+        output credentials masked. Same delta records as ``FileSessionStore`` (O(new messages)
+        when ``checkpoint.known_prefix`` vouches for the prefix). ``CheckpointError`` for a
+        schema version this build cannot load."""
         check_id("run id", checkpoint.run_id)
         checkpoint.ensure_loadable()
-        messages = redact_messages(checkpoint.messages)
-        if messages is not checkpoint.messages:
-            checkpoint = dataclasses.replace(checkpoint, messages=messages)
-        self._apply(checkpoint.session_id, commit_record(checkpoint, 0))  # whole: no aliasing
+        sid = checkpoint.session_id
+        with self._lock:
+            keep, base = self._state(sid).delta(checkpoint)
+            append = redact_messages(checkpoint.messages[keep:])
+            rec = shapes.decode(shapes.encode(commit_record(checkpoint, keep, base, append)))
+            self._state(sid).apply(rec)
 
     def load_checkpoint(self, session_id: str, run_id: str) -> LoopCheckpoint | None:
         """The run's last checkpoint, or None. ``CheckpointError`` if it cannot be used."""

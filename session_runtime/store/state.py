@@ -26,6 +26,7 @@ from session_runtime.store.base import (
     PendingRound,
     WorkflowCheckpoint,
 )
+from session_runtime.store.redact import redact_messages
 
 
 def copy_json(value: Any) -> Any:
@@ -48,10 +49,16 @@ def result_record(run: str, turn: int, call: str, result: dict[str, Any]) -> dic
     return {"t": "result", "run": run, "turn": turn, "call": call, "result": result}
 
 
-def commit_record(cp: LoopCheckpoint, keep: int, base: str | None = None) -> dict[str, Any]:
+def commit_record(
+    cp: LoopCheckpoint,
+    keep: int,
+    base: str | None = None,
+    append: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The delta record of ``cp``: its messages are the first ``keep`` messages of the run's
     previous checkpoint (or, with ``base``, of run ``base``'s checkpoint: the first checkpoint of
-    a resumed run) followed by ``append``."""
+    a resumed run) followed by ``append`` (default ``cp.messages[keep:]``; writers pass that
+    slice with credentials masked)."""
     rec: dict[str, Any] = {
         "t": "commit",
         "run": cp.run_id,
@@ -59,7 +66,7 @@ def commit_record(cp: LoopCheckpoint, keep: int, base: str | None = None) -> dic
         "turn": cp.turn,
         "v": cp.schema_version,
         "keep": keep,
-        "append": cp.messages[keep:],
+        "append": cp.messages[keep:] if append is None else append,
         "usage": cp.total_usage,
         "tool_calls": cp.tool_calls_count,
         "ms": cp.checkpoint_ms,
@@ -126,6 +133,20 @@ class SessionState:
                     f"session '{self.session_id}': that round was never begun"
                 )
 
+    def completes_round(self, rec: dict[str, Any]) -> bool:
+        """True if result record ``rec`` is the last missing result of its pending round (every
+        other call of the round's assistant message has a result), so the round's commit is
+        the next write the agent loop makes."""
+        run = self.runs.get(rec["run"])
+        pending = None if run is None else run.pending
+        if pending is None or pending.turn != rec["turn"]:
+            return False
+        calls = pending.message.get("tool_calls")
+        if not isinstance(calls, list) or not calls:
+            return False
+        ids = {c.get("id") for c in calls if isinstance(c, dict)}
+        return rec["call"] in ids and ids <= pending.results.keys() | {rec["call"]}
+
     def apply(self, rec: dict[str, Any]) -> None:
         """Apply one journal record (already shape-checked). Raises ``CheckpointError`` when
         the record cannot follow the current state (a delta with no base to apply to)."""
@@ -151,7 +172,7 @@ class SessionState:
         else:  # pragma: no cover - shapes.RECORD admits no other kind
             raise CheckpointError(f"unknown journal record kind {t!r}")
 
-    def _apply_commit(self, rec: dict[str, Any], live: list[dict[str, Any]] | None = None) -> None:
+    def _apply_commit(self, rec: dict[str, Any]) -> None:
         run = self.runs.setdefault(rec["run"], RunState())
         if rec["v"] != LOOP_CHECKPOINT_SCHEMA_VERSION:
             # Written by another build: keep only what ensure_loadable needs to refuse it.
@@ -178,8 +199,7 @@ class SessionState:
                     f"journal of session '{self.session_id}' keeps {keep} messages of run "
                     f"{base_id or rec['run']} but only {len(head)} exist"
                 )
-            # A live writer keeps the caller's own dicts (fast prefix checks next round).
-            messages = list(live) if live is not None else head + list(rec["append"])
+            messages = head + list(rec["append"])
             if base_id is not None:
                 run.base = (base_id, keep) if keep else None
             elif run.base is not None:
@@ -197,18 +217,13 @@ class SessionState:
         if run.pending is not None and run.pending.turn <= rec["turn"]:
             run.pending = None
 
-    def apply_live_commit(self, rec: dict[str, Any], messages: list[dict[str, Any]]) -> None:
-        """Apply a commit record a writer just journaled for a checkpoint whose message list is
-        ``messages``; the state keeps those dict objects (see :meth:`delta`)."""
-        self._apply_commit(rec, live=messages)
-
     def delta(self, cp: LoopCheckpoint) -> tuple[int, str | None]:
         """``(keep, base)`` for the commit record of ``cp`` (see :func:`commit_record`).
 
-        Same run: ``keep`` = the previous checkpoint's length when ``cp`` extends it, else 0.
-        First checkpoint of a run: if the newest other runs' messages (up to 3 are tried) are a
-        prefix of ``cp.messages`` (a resumed run starts from its origin's history), that run is
-        the ``base`` and only the new messages are journaled.
+        Same run: ``keep`` from :meth:`keep_count`. First checkpoint of a run: if the newest
+        other runs' messages (up to 3 are tried) are a prefix of ``cp.messages`` (a resumed run
+        starts from its origin's history), that run is the ``base`` and only the new messages are
+        journaled; this compares the whole history, once per run.
         """
         run = self.runs.get(cp.run_id)
         if run is not None and run.checkpoint is not None:
@@ -227,17 +242,31 @@ class SessionState:
         return 0, None
 
     def keep_count(self, cp: LoopCheckpoint) -> int:
-        """How many leading messages of ``cp`` equal the run's previous checkpoint's messages.
+        """How many leading messages of ``cp`` are the run's previous checkpoint's messages.
 
         Returns the previous length when ``cp.messages`` extends it (the usual append-only case),
         else 0 (the history was rewritten, e.g. by auto-compaction: the record carries every
-        message). Cost: one C-level list comparison; fast because a writer's state keeps the
-        message dicts it was given, whose values are the very objects the loop's next (shallow)
-        copies hold, so each value compares by identity.
+        message).
+
+        Cost: O(1) in the history's length when the caller vouches for the prefix
+        (``cp.known_prefix`` equals the previous length; the agent loop does, see
+        ``AgentLoop.commit``): only the last message of that prefix is compared, as a guard
+        against a caller that got its count wrong. Otherwise every message of the previous
+        checkpoint is compared (O(history)). Stored messages have credentials masked
+        (:mod:`.redact`), so the live message is masked before it is compared; a run whose
+        history had one masked therefore still pays only its new messages when the caller
+        vouches, and a full record per round when it does not.
         """
         run = self.runs.get(cp.run_id)
         prev = None if run is None or run.checkpoint is None else run.checkpoint.get("messages")
-        return len(prev) if isinstance(prev, list) and _is_prefix(prev, cp.messages) else 0
+        if not isinstance(prev, list):
+            return 0
+        k = cp.known_prefix
+        if 0 < k == len(prev) <= len(cp.messages):
+            mine, stored = cp.messages[k - 1], prev[k - 1]
+            if mine == stored or redact_messages([mine])[0] == stored:
+                return k
+        return len(prev) if _is_prefix(prev, cp.messages) else 0
 
     # -- views -----------------------------------------------------------------------------------
 

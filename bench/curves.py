@@ -1,0 +1,97 @@
+"""Cost curves: runs ``bench/checkpoint.py`` (baseline and current way of building checkpoints)
+and ``bench/lanes.py`` (dispatch at 1, 10, 100 sessions per process), prints their tables and
+draws ``bench/curves.png``.
+
+    .venv/bin/python bench/curves.py [--samples 60] [--out bench/curves.png]
+
+The baseline (``--copy-history``: a shallow copy of every message per checkpoint, the store
+compares the history) is run on the current store, so it shows the cost the loop's old way of
+building checkpoints adds today. Needs matplotlib (the ``dev`` extra) and ``redis-server`` only
+if ``--redis`` is given. Timing is printed and drawn, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def run(script: str, *args: str) -> Any:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd = [sys.executable, str(HERE / script), *args, "--json", out.name]
+        subprocess.run(cmd, check=True)
+        return json.loads(Path(out.name).read_text())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--samples", default="60")
+    ap.add_argument("--out", default=str(HERE / "curves.png"))
+    ap.add_argument("--redis", action="store_true", help="also run the external round trip")
+    args = ap.parse_args()
+
+    now = run("checkpoint.py", "--samples", args.samples)
+    old = run("checkpoint.py", "--samples", args.samples, "--copy-history")
+    lanes = run("lanes.py", *([] if args.redis else ["--skip-redis"]))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(13, 3.8))
+    for data, style, label in ((now, "o-", "known_prefix"), (old, "s--", "copy of history")):
+        rounds = [a["round"] for a in data["ages"]]
+        ax1.plot(rounds, [a["wall_s"] * 1e3 for a in data["ages"]], style, label=f"{label}, wall")
+        ax1.plot(
+            rounds,
+            [a["cpu_s"] * 1e3 for a in data["ages"]],
+            style,
+            alpha=0.5,
+            label=f"{label}, CPU only",
+        )
+        ax2.plot(rounds, [a["bare_ratio"] for a in data["ages"]], style, label=label)
+    bare = [a["bare_s"] * 1e3 for a in now["ages"]]
+    ax1.plot([a["round"] for a in now["ages"]], bare, "k:", label="bare write+fsync+rename")
+    ax1.set(
+        xscale="log",
+        yscale="log",
+        xlabel="session age (round)",
+        ylabel="ms per round",
+        title="checkpoint round (median)",
+    )
+    ax1.legend(fontsize=7)
+    ax2.axhline(1.5, color="grey", lw=0.8, ls=":")
+    ax2.set(
+        xscale="log",
+        yscale="log",
+        xlabel="session age (round)",
+        ylabel="round / bare write",
+        title="round vs bare durable write",
+    )
+    ax2.legend(fontsize=7)
+    sessions = [c["sessions"] for c in lanes["curve"]]
+    ax3.plot(sessions, [c["us_per_task"] for c in lanes["curve"]], "o-", label="LaneQueue.submit")
+    ax3.plot(sessions, [c["bare_us"] for c in lanes["curve"]], "k:", label="asyncio.create_task")
+    ax3.set(
+        xscale="log",
+        xlabel="sessions per process",
+        ylabel="µs per task",
+        title=f"lane dispatch ({lanes['tasks']} tasks in all)",
+        ylim=(0, None),
+    )
+    ax3.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=80)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
