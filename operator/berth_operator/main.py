@@ -88,20 +88,20 @@ async def _serve(settings: OperatorSettings, health: _Health) -> web.AppRunner:
     app.router.add_get("/metrics", health.metrics)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, settings.http_host, settings.http_port).start()
+    await web.TCPSite(runner, settings.server.http_host, settings.server.http_port).start()
     return runner
 
 
 def _context(settings: OperatorSettings) -> OperatorContext:
     """The clients every handler shares, built once (one connection pool to the apiserver)."""
-    kube = KubeClient(make_api_client(settings.kube_connection_pool))
+    kube = KubeClient(make_api_client(settings.server.kube_connection_pool))
     ctx = OperatorContext(
         settings=settings,
         kube=kube,
-        runtime=RuntimeClient(settings.state_timeout_seconds),
+        runtime=RuntimeClient(settings.session_api.state_timeout_seconds),
         secrets=SecretApi.from_kube(kube),
     )
-    if settings.pdb_enabled:
+    if settings.passivation.pdb_enabled:
         ctx.disruption = DisruptionClient.from_kube(kube)
     ctx.lanes = LaneClients.create(settings, kube)
     return ctx
@@ -112,17 +112,17 @@ async def _lead(
 ) -> tuple[LeaderElector | None, asyncio.Task[None] | None] | None:
     """Wait for the Lease (when leader election is on): (elector, its renewing task), (None,
     None) without election, or None when stopped before leading."""
-    if not settings.leader_election:
+    if not settings.leader_election.enabled:
         return None, None
     elector = LeaderElector(
         kube,
-        namespace=settings.resolved_lease_namespace(),
-        name=settings.lease_name,
-        identity=settings.resolved_identity(),
-        duration_seconds=settings.lease_duration_seconds,
-        renew_seconds=settings.lease_renew_seconds,
+        namespace=settings.leader_election.resolved_namespace(),
+        name=settings.leader_election.name,
+        identity=settings.leader_election.resolved_identity(),
+        duration_seconds=settings.leader_election.duration_seconds,
+        renew_seconds=settings.leader_election.renew_seconds,
     )
-    log.info("waiting for lease %s as %s", settings.lease_name, elector.identity)
+    log.info("waiting for lease %s as %s", settings.leader_election.name, elector.identity)
     acquire = asyncio.create_task(elector.acquire())
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({acquire, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -145,8 +145,8 @@ async def _controllers(
     ready = asyncio.Event()
     operator = asyncio.create_task(
         kopf.operator(
-            clusterwide=not settings.namespaces,
-            namespaces=settings.namespaces,
+            clusterwide=not settings.scope.namespaces,
+            namespaces=settings.scope.namespaces,
             standalone=True,
             stop_flag=kopf_stop,
             ready_flag=ready,
@@ -187,7 +187,7 @@ async def run(settings: OperatorSettings) -> int:
     # like the connection pool (the stock min(32, cpus + 4) is 6 threads on a 2-CPU node).
     loop = asyncio.get_running_loop()
     loop.set_default_executor(
-        ThreadPoolExecutor(settings.kube_connection_pool, thread_name_prefix="kube")
+        ThreadPoolExecutor(settings.server.kube_connection_pool, thread_name_prefix="kube")
     )
     ctx = _context(settings)
     webhook.register(settings)

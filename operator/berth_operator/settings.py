@@ -1,62 +1,171 @@
 """Operator settings, read once from the environment at start-up (``berth-operator``).
 
-Every field is read from ``BERTH_<FIELD_NAME_UPPERCASE>`` (e.g. ``max_placement_retries`` from
-``BERTH_MAX_PLACEMENT_RETRIES``); lists are comma-separated; booleans accept true/false/1/0.
-``OperatorSettings.from_env()`` raises ``SettingsError`` naming every bad variable. The Helm chart
-sets these from values.yaml. Attribute docstrings give unit and default.
+Settings come in small groups, one per concern (the style of kopf's ``OperatorSettings``:
+``settings.placement.backoff_cap_seconds``, ``settings.webhook.port``). Each group is a
+pydantic-settings model whose fields are read from ``BERTH_...`` variables: the group's prefix
+plus the field name in upper case (``PassivationSettings.deadline_seconds`` from
+``BERTH_PASSIVATION_DEADLINE_SECONDS``), or the variable a field names as its alias. Lists are
+comma-separated; booleans accept true/false/1/0. The Helm chart sets these from values.yaml;
+attribute docstrings give unit and default.
+
+Constructing a group or ``OperatorSettings`` never reads the environment (tests build them from
+keywords); only :meth:`OperatorSettings.from_env` does, and it raises ``SettingsError`` naming
+every bad variable.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+from pydantic_settings import SettingsError as SourceError
 
 from berth_operator import __version__
 from berth_operator.errors import SettingsError
 
 ENV_PREFIX = "BERTH_"
 
+#: A comma-separated list in one variable ("a, b" → ["a", "b"]).
+CommaList = Annotated[list[str], NoDecode]
 
-class OperatorSettings(BaseModel):
-    """Configuration of one berth-operator process."""
 
-    model_config = ConfigDict(use_attribute_docstrings=True, frozen=True, extra="forbid")
+def _split(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
 
-    namespaces: list[str] = Field(default_factory=list)
+
+def _env(name: str) -> Any:
+    """A field read from the variable ``name`` (its alias); keywords still use the field name."""
+    return AliasChoices(name)
+
+
+class SettingsGroup(BaseSettings):
+    """Base of the settings groups: frozen, documented fields, built from keywords only.
+
+    ``settings_customise_sources`` keeps only the keywords, so building a group in a test or a
+    benchmark never picks up the machine's ``BERTH_*`` variables; ``OperatorSettings.from_env``
+    reads them explicitly with pydantic-settings' ``EnvSettingsSource``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        frozen=True,
+        extra="forbid",
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Keywords only (see the class docstring)."""
+        return (init_settings,)
+
+    @classmethod
+    def env_name(cls, field: str) -> str:
+        """The variable ``field`` is read from: its alias, else the group's prefix + NAME."""
+        alias = cls.model_fields[field].validation_alias
+        if isinstance(alias, AliasChoices):
+            return str(alias.choices[0])
+        return str(cls.model_config.get("env_prefix", "")) + field.upper()
+
+
+class ScopeSettings(SettingsGroup):
+    """What the operator watches."""
+
+    namespaces: CommaList = Field(default_factory=list)
     """Namespaces watched, comma-separated; empty (default) = all namespaces (cluster-wide)."""
-    default_claim_name: str = "berth-shared"
-    """PVC mounted by session pods when spec.store.claimName is unset. Default berth-shared."""
-    shared_claim_managed: bool = True
-    """Create a session's or LaneWorker's shared claim in its namespace when it does not exist
-    (ReadWriteMany, from the three settings below; never deleted by the operator: stores outlive
-    sessions). False: claims are the user's, and a missing one is reported (StoreReady=False,
-    reason ClaimMissing). Default true."""
-    shared_claim_storage_class: str = ""
-    """storageClassName of claims the operator creates; empty = the cluster's default class."""
-    shared_claim_size: str = "10Gi"
-    """Requested size of claims the operator creates (a Kubernetes quantity). Default 10Gi."""
-    session_image: str = f"ghcr.io/berth-dev/berth:{__version__}"
+
+    _split_namespaces = field_validator("namespaces", mode="before")(_split)
+
+
+class ImageSettings(SettingsGroup):
+    """Images of the pods the operator creates."""
+
+    model_config = SettingsConfigDict(env_prefix="BERTH_IMAGE_")
+
+    session: str = Field(
+        f"ghcr.io/berth-dev/berth:{__version__}", validation_alias=_env("BERTH_SESSION_IMAGE")
+    )
     """Image of session pods (and of the store-cleanup Job)."""
-    image_pull_policy: str = "IfNotPresent"
+    pull_policy: str = "IfNotPresent"
     """imagePullPolicy of session pods."""
-    image_pull_secrets: list[str] = Field(default_factory=list)
+    pull_secrets: CommaList = Field(default_factory=list)
     """imagePullSecrets of session and worker pods, comma-separated Secret names (each in the
     pod's namespace); a session's or LaneWorker's own list replaces it. Default none."""
-    redis_url: str = "redis://redis:6379/0"
+
+    _split_secrets = field_validator("pull_secrets", mode="before")(_split)
+
+
+class SharedClaimSettings(SettingsGroup):
+    """The shared (ReadWriteMany) claim of each namespace: workspaces and session stores."""
+
+    model_config = SettingsConfigDict(env_prefix="BERTH_SHARED_CLAIM_")
+
+    default_name: str = Field("berth-shared", validation_alias=_env("BERTH_DEFAULT_CLAIM_NAME"))
+    """PVC mounted by session pods when spec.store.claimName is unset. Default berth-shared."""
+    managed: bool = True
+    """Create a session's or LaneWorker's shared claim in its namespace when it does not exist
+    (ReadWriteMany, from the two settings below; never deleted by the operator: stores outlive
+    sessions). False: claims are the user's, and a missing one is reported (StoreReady=False,
+    reason ClaimMissing). Default true."""
+    storage_class: str = ""
+    """storageClassName of claims the operator creates; empty = the cluster's default class."""
+    size: str = "10Gi"
+    """Requested size of claims the operator creates (a Kubernetes quantity). Default 10Gi."""
+
+
+class RedisSettings(SettingsGroup):
+    """Redis of the lane transport, one URL (and ACL user) per role."""
+
+    model_config = SettingsConfigDict(env_prefix="BERTH_REDIS_")
+
+    url: str = "redis://redis:6379/0"
     """Redis of the lane transport, for every role that has no URL of its own below."""
-    redis_session_url: str = ""
+    session_url: str = ""
     """Redis URL session pods use (the ``berth-session`` ACL user and its password); copied into
-    each session's Secret, never into a pod spec. Empty = redis_url."""
-    redis_worker_url: str = ""
+    each session's Secret, never into a pod spec. Empty = url."""
+    worker_url: str = ""
     """Redis URL LaneWorker pods use (the ``berth-worker`` ACL user); copied into each
-    namespace's ``berth-worker-redis`` Secret. Empty = redis_url."""
-    redis_operator_url: str = ""
+    namespace's ``berth-worker-redis`` Secret. Empty = url."""
+    operator_url: str = ""
     """Redis URL of the operator's own pressure reads (the read-only ``berth-operator`` ACL
-    user). Empty = redis_url."""
+    user). Empty = url."""
+
+    @property
+    def for_sessions(self) -> str:
+        """The Redis URL of session pods: session_url, else url."""
+        return self.session_url or self.url
+
+    @property
+    def for_workers(self) -> str:
+        """The Redis URL of worker pods: worker_url, else url."""
+        return self.worker_url or self.url
+
+    @property
+    def for_operator(self) -> str:
+        """The Redis URL of the operator's pressure reads: operator_url, else url."""
+        return self.operator_url or self.url
+
+
+class PodSettings(SettingsGroup):
+    """Security and resource defaults of session and worker pods (the Berth security contract)."""
+
     session_runtime_class: str = ""
     """runtimeClassName of session pods (e.g. gvisor or kata for a sandboxed agent); empty =
     the cluster's default runtime."""
@@ -66,72 +175,6 @@ class OperatorSettings(BaseModel):
     """ServiceAccount of session pods; empty = the namespace's default (token not mounted)."""
     run_as_user: Annotated[int, Field(ge=1)] = 10001
     """Non-root UID (and GID, fsGroup) of session pods; the image's user. Default 10001."""
-    max_placement_retries: Annotated[int, Field(ge=0, le=1000)] = 5
-    """Replacements after pods that died without passivating before the session is Failed
-    (counted since the last pod that ran for restart_reset_seconds). Default 5."""
-    backoff_base_seconds: Annotated[float, Field(ge=0)] = 2.0
-    """First replacement delay; doubles per consecutive failure (seconds). Default 2."""
-    backoff_cap_seconds: Annotated[float, Field(ge=0)] = 300.0
-    """Upper bound of the replacement delay (seconds). Default 300."""
-    restart_reset_seconds: Annotated[float, Field(ge=0)] = 600.0
-    """A pod Running this long resets the consecutive-failure count (seconds). Default 600."""
-    status_refresh_seconds: Annotated[float, Field(gt=0)] = 10.0
-    """How often GET /v1/state of each running session pod is polled (seconds). Default 10."""
-    state_timeout_seconds: Annotated[float, Field(gt=0)] = 3.0
-    """HTTP timeout of calls to session pods (seconds). Default 3."""
-    passivation_deadline_seconds: Annotated[int, Field(ge=1)] = 120
-    """Passivation grace when spec.passivation.deadlineSeconds is unset (seconds). Default 120."""
-    node_lost_grace_seconds: Annotated[float, Field(ge=0)] = 0.0
-    """How long a node must be NotReady/Unknown (after the node controller's own grace) before
-    its session pods are force-deleted and replaced (seconds). Default 0."""
-    inflight_ttl_seconds: Annotated[float, Field(gt=0)] = 60.0
-    """How long a created pod unseen by the watch cache counts as in flight (s). Default 60."""
-    leader_election: bool = True
-    """Run only while holding the Lease (two replicas: one active). Default true."""
-    lease_name: str = "berth-operator"
-    """Name of the coordination.k8s.io Lease. Default berth-operator."""
-    lease_namespace: str = ""
-    """Namespace of the Lease; empty = $POD_NAMESPACE, else "default"."""
-    lease_duration_seconds: Annotated[float, Field(gt=0)] = 15.0
-    """Lease duration (seconds). Default 15."""
-    lease_renew_seconds: Annotated[float, Field(gt=0)] = 5.0
-    """Renew period of the leader; must be below lease_duration_seconds (seconds). Default 5."""
-    identity: str = ""
-    """Holder identity in the Lease; empty = $POD_NAME or <hostname>-<pid>."""
-    http_host: str = "0.0.0.0"
-    """Bind address of the health and metrics server. Default 0.0.0.0."""
-    http_port: Annotated[int, Field(ge=0, le=65535)] = 8081
-    """Port serving /healthz, /readyz and /metrics. Default 8081."""
-    kube_connection_pool: Annotated[int, Field(ge=1)] = 32
-    """HTTP connections to the apiserver. Default 32."""
-    # --- passivation before eviction (ARCHITECTURE.md §8) -------------------------------------
-    passivation_kill_grace_seconds: Annotated[int, Field(ge=0, le=3600)] = 10
-    """gracePeriodSeconds of the DELETE the operator sends when a pod has not passivated by its
-    deadline: SIGTERM, then SIGKILL after this many seconds (seconds). Default 10."""
-    pdb_enabled: bool = True
-    """Create a PodDisruptionBudget (minAvailable 1) per session so evictions (kubectl drain,
-    cluster autoscaler) wait for passivation. Default true."""
-    webhook_enabled: bool = False
-    """Serve the validating webhook on pods/eviction (answers 429 and starts passivation). Needs
-    webhook_cert_dir. Default false (the PDB alone still makes drains wait)."""
-    webhook_listen_host: str = "0.0.0.0"
-    """Bind address of the webhook's HTTPS server. Default 0.0.0.0."""
-    webhook_port: Annotated[int, Field(ge=1, le=65535)] = 9443
-    """Port of the webhook's HTTPS server. Default 9443."""
-    webhook_host: str = ""
-    """Host (DNS name or IP, in the certificate's SANs) the apiserver uses in the webhook URL
-    https://<host>:<port>/<handler>; empty = webhook_listen_host."""
-    webhook_cert_dir: str = "/etc/berth/webhook"
-    """Directory with tls.crt, tls.key (server) and ca.crt (the caBundle), e.g. made by
-    hack/webhook-certs.sh with openssl; re-read when they change. Default /etc/berth/webhook."""
-    webhook_configuration: str = "berth-operator"
-    """Name of the ValidatingWebhookConfiguration the operator keeps up to date (kopf's managed
-    mode; failurePolicy Ignore); empty = installed by someone else. Default berth-operator."""
-
-    # --- security defaults (the Berth security contract) ------------------------------------
-    llm_allowed_base_urls: list[str] = Field(default_factory=list)
-    """Prefixes spec.llm.baseURL must start with, comma-separated (the default OpenAI endpoint
-    https://api.openai.com/v1 stands for an unset baseURL); empty (default) = any endpoint."""
     default_cpu_limit: str = "2"
     """CPU limit of session and worker containers that set none (a Kubernetes quantity)."""
     default_memory_limit: str = "4Gi"
@@ -141,48 +184,108 @@ class OperatorSettings(BaseModel):
     default_memory_request: str = "256Mi"
     """Memory request of session and worker containers that set none. Default 256Mi."""
 
-    @property
-    def session_redis_url(self) -> str:
-        """The Redis URL of session pods: redis_session_url, else redis_url."""
-        return self.redis_session_url or self.redis_url
 
-    @property
-    def worker_redis_url(self) -> str:
-        """The Redis URL of worker pods: redis_worker_url, else redis_url."""
-        return self.redis_worker_url or self.redis_url
+class LlmSettings(SettingsGroup):
+    """Which LLM endpoints sessions may use."""
 
-    @property
-    def operator_redis_url(self) -> str:
-        """The Redis URL of the operator's pressure reads: redis_operator_url, else redis_url."""
-        return self.redis_operator_url or self.redis_url
+    model_config = SettingsConfigDict(env_prefix="BERTH_LLM_")
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorSettings:
-        """Build settings from ``env`` (default ``os.environ``). Raises SettingsError."""
-        env = os.environ if env is None else env
-        raw: dict[str, Any] = {}
-        for name in cls.model_fields:
-            key = ENV_PREFIX + name.upper()
-            if key not in env:
-                continue
-            value = env[key]
-            if name in ("namespaces", "llm_allowed_base_urls", "image_pull_secrets"):
-                raw[name] = [n.strip() for n in value.split(",") if n.strip()]
-            else:
-                raw[name] = value
-        try:
-            settings = cls.model_validate(raw)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{ENV_PREFIX}{str(e['loc'][0]).upper()}: {e['msg']}" for e in exc.errors()
-            )
-            raise SettingsError(f"invalid operator settings: {problems}") from exc
-        if settings.lease_renew_seconds >= settings.lease_duration_seconds:
-            raise SettingsError(
-                "invalid operator settings: BERTH_LEASE_RENEW_SECONDS must be below "
-                "BERTH_LEASE_DURATION_SECONDS"
-            )
-        return settings
+    allowed_base_urls: CommaList = Field(default_factory=list)
+    """Prefixes spec.llm.baseURL must start with, comma-separated (the default OpenAI endpoint
+    https://api.openai.com/v1 stands for an unset baseURL); empty (default) = any endpoint."""
+
+    _split_urls = field_validator("allowed_base_urls", mode="before")(_split)
+
+
+class PlacementSettings(SettingsGroup):
+    """Replacing session pods that died: retries, back-off, lost nodes, in-flight creates."""
+
+    max_placement_retries: Annotated[int, Field(ge=0, le=1000)] = 5
+    """Replacements after pods that died without passivating before the session is Failed
+    (counted since the last pod that ran for restart_reset_seconds). Default 5."""
+    backoff_base_seconds: Annotated[float, Field(ge=0)] = 2.0
+    """First replacement delay; doubles per consecutive failure (seconds). Default 2."""
+    backoff_cap_seconds: Annotated[float, Field(ge=0)] = 300.0
+    """Upper bound of the replacement delay (seconds). Default 300."""
+    restart_reset_seconds: Annotated[float, Field(ge=0)] = 600.0
+    """A pod Running this long resets the consecutive-failure count (seconds). Default 600."""
+    node_lost_grace_seconds: Annotated[float, Field(ge=0)] = 0.0
+    """How long a node must be NotReady/Unknown (after the node controller's own grace) before
+    its session pods are force-deleted and replaced (seconds). Default 0."""
+    inflight_ttl_seconds: Annotated[float, Field(gt=0)] = 60.0
+    """How long a created pod unseen by the watch cache counts as in flight (s). Default 60."""
+
+    def backoff_seconds(self, failures: int) -> float:
+        """Delay before replacement number ``failures`` (1-based): base·2^(n-1), capped."""
+        if failures <= 0:
+            return 0.0
+        return float(min(self.backoff_cap_seconds, self.backoff_base_seconds * 2 ** (failures - 1)))
+
+
+class SessionApiSettings(SettingsGroup):
+    """Calls to the session pods' API (``GET /v1/state`` and friends)."""
+
+    status_refresh_seconds: Annotated[float, Field(gt=0)] = 10.0
+    """How often GET /v1/state of each running session pod is polled (seconds). Default 10."""
+    state_timeout_seconds: Annotated[float, Field(gt=0)] = 3.0
+    """HTTP timeout of calls to session pods (seconds). Default 3."""
+
+
+class PassivationSettings(SettingsGroup):
+    """Passivation before eviction (ARCHITECTURE.md §8)."""
+
+    model_config = SettingsConfigDict(env_prefix="BERTH_PASSIVATION_")
+
+    deadline_seconds: Annotated[int, Field(ge=1)] = 120
+    """Passivation grace when spec.passivation.deadlineSeconds is unset (seconds). Default 120."""
+    kill_grace_seconds: Annotated[int, Field(ge=0, le=3600)] = 10
+    """gracePeriodSeconds of the DELETE the operator sends when a pod has not passivated by its
+    deadline: SIGTERM, then SIGKILL after this many seconds (seconds). Default 10."""
+    pdb_enabled: bool = Field(True, validation_alias=_env("BERTH_PDB_ENABLED"))
+    """Create a PodDisruptionBudget (minAvailable 1) per session so evictions (kubectl drain,
+    cluster autoscaler) wait for passivation. Default true."""
+
+
+class WebhookSettings(SettingsGroup):
+    """The validating webhook on pods/eviction (answers 429 and starts passivation)."""
+
+    model_config = SettingsConfigDict(env_prefix="BERTH_WEBHOOK_")
+
+    enabled: bool = False
+    """Serve the webhook. Needs cert_dir. Default false (the PDB alone still makes drains
+    wait)."""
+    listen_host: str = "0.0.0.0"
+    """Bind address of the webhook's HTTPS server. Default 0.0.0.0."""
+    port: Annotated[int, Field(ge=1, le=65535)] = 9443
+    """Port of the webhook's HTTPS server. Default 9443."""
+    host: str = ""
+    """Host (DNS name or IP, in the certificate's SANs) the apiserver uses in the webhook URL
+    https://<host>:<port>/<handler>; empty = listen_host."""
+    cert_dir: str = "/etc/berth/webhook"
+    """Directory with tls.crt, tls.key (server) and ca.crt (the caBundle), e.g. made by
+    hack/webhook-certs.sh with openssl; re-read when they change. Default /etc/berth/webhook."""
+    configuration: str = "berth-operator"
+    """Name of the ValidatingWebhookConfiguration the operator keeps up to date (kopf's managed
+    mode; failurePolicy Ignore); empty = installed by someone else. Default berth-operator."""
+
+
+class LeaderElectionSettings(SettingsGroup):
+    """Leader election over a coordination.k8s.io Lease (two replicas: one active)."""
+
+    model_config = SettingsConfigDict(env_prefix="BERTH_LEASE_")
+
+    enabled: bool = Field(True, validation_alias=_env("BERTH_LEADER_ELECTION"))
+    """Run only while holding the Lease. Default true."""
+    name: str = "berth-operator"
+    """Name of the Lease. Default berth-operator."""
+    namespace: str = ""
+    """Namespace of the Lease; empty = $POD_NAMESPACE, else "default"."""
+    duration_seconds: Annotated[float, Field(gt=0)] = 15.0
+    """Lease duration (seconds). Default 15."""
+    renew_seconds: Annotated[float, Field(gt=0)] = 5.0
+    """Renew period of the leader; must be below duration_seconds (seconds). Default 5."""
+    identity: str = Field("", validation_alias=_env("BERTH_IDENTITY"))
+    """Holder identity in the Lease; empty = $POD_NAME or <hostname>-<pid>."""
 
     def resolved_identity(self) -> str:
         """Lease holder identity: the setting, $POD_NAME, or <hostname>-<pid>."""
@@ -190,12 +293,95 @@ class OperatorSettings(BaseModel):
             self.identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
         )
 
-    def resolved_lease_namespace(self) -> str:
+    def resolved_namespace(self) -> str:
         """Lease namespace: the setting, $POD_NAMESPACE, or default."""
-        return self.lease_namespace or os.environ.get("POD_NAMESPACE") or "default"
+        return self.namespace or os.environ.get("POD_NAMESPACE") or "default"
 
-    def backoff_seconds(self, failures: int) -> float:
-        """Delay before replacement number ``failures`` (1-based): base·2^(n-1), capped."""
-        if failures <= 0:
-            return 0.0
-        return float(min(self.backoff_cap_seconds, self.backoff_base_seconds * 2 ** (failures - 1)))
+
+class ServerSettings(SettingsGroup):
+    """The operator's own HTTP server and its connections to the apiserver."""
+
+    http_host: str = "0.0.0.0"
+    """Bind address of the health and metrics server. Default 0.0.0.0."""
+    http_port: Annotated[int, Field(ge=0, le=65535)] = 8081
+    """Port serving /healthz, /readyz and /metrics. Default 8081."""
+    kube_connection_pool: Annotated[int, Field(ge=1)] = 32
+    """HTTP connections to the apiserver. Default 32."""
+
+
+class OperatorSettings(BaseModel):
+    """Configuration of one berth-operator process: one field per settings group."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    scope: ScopeSettings = Field(default_factory=ScopeSettings)
+    """What the operator watches."""
+    images: ImageSettings = Field(default_factory=ImageSettings)
+    """Images of session and worker pods."""
+    claims: SharedClaimSettings = Field(default_factory=SharedClaimSettings)
+    """The shared claim of each namespace."""
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    """Redis URLs per role."""
+    pods: PodSettings = Field(default_factory=PodSettings)
+    """Security and resource defaults of pods."""
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+    """Allowed LLM endpoints."""
+    placement: PlacementSettings = Field(default_factory=PlacementSettings)
+    """Replacement of dead pods."""
+    session_api: SessionApiSettings = Field(default_factory=SessionApiSettings)
+    """Calls to session pods."""
+    passivation: PassivationSettings = Field(default_factory=PassivationSettings)
+    """Passivation before eviction."""
+    webhook: WebhookSettings = Field(default_factory=WebhookSettings)
+    """The eviction webhook."""
+    leader_election: LeaderElectionSettings = Field(default_factory=LeaderElectionSettings)
+    """Leader election."""
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    """HTTP server and apiserver connections."""
+
+    @classmethod
+    def group_types(cls) -> dict[str, type[SettingsGroup]]:
+        """Group name → its settings class."""
+        out: dict[str, type[SettingsGroup]] = {}
+        for name, field in cls.model_fields.items():
+            annotation = field.annotation
+            assert isinstance(annotation, type) and issubclass(annotation, SettingsGroup)
+            out[name] = annotation
+        return out
+
+    @classmethod
+    def env_names(cls) -> set[str]:
+        """Every variable the operator reads its settings from."""
+        return {g.env_name(f) for g in cls.group_types().values() for f in g.model_fields}
+
+    @classmethod
+    def from_env(cls) -> OperatorSettings:
+        """Read every group from ``os.environ`` (pydantic-settings' ``EnvSettingsSource``).
+
+        Raises ``SettingsError`` naming every bad variable (all groups are checked before it
+        raises) and when the lease renew period is not below its duration."""
+        groups: dict[str, SettingsGroup] = {}
+        problems: list[str] = []
+        for name, group in cls.group_types().items():
+            try:
+                groups[name] = group(**EnvSettingsSource(group)())
+            except ValidationError as exc:
+                problems += [_problem(group, e["loc"], e["msg"]) for e in exc.errors()]
+            except SourceError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise SettingsError(f"invalid operator settings: {'; '.join(problems)}")
+        settings = cls.model_validate(groups)
+        lease = settings.leader_election
+        if lease.renew_seconds >= lease.duration_seconds:
+            raise SettingsError(
+                "invalid operator settings: BERTH_LEASE_RENEW_SECONDS must be below "
+                "BERTH_LEASE_DURATION_SECONDS"
+            )
+        return settings
+
+
+def _problem(group: type[SettingsGroup], loc: tuple[int | str, ...], msg: str) -> str:
+    key = str(loc[0]) if loc else ""
+    name = key if key.startswith(ENV_PREFIX) else group.env_name(key)
+    return f"{name}: {msg}"

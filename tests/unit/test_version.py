@@ -17,7 +17,7 @@ def test_everything_carries_the_pyproject_version() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["name"] == DISTRIBUTION
     assert __version__ == project["version"]
-    assert OperatorSettings().session_image.endswith(f":{project['version']}")
+    assert OperatorSettings().images.session.endswith(f":{project['version']}")
     chart = yaml.safe_load((ROOT / "charts" / "berth" / "Chart.yaml").read_text())
     assert (chart["version"], chart["appVersion"]) == (project["version"], project["version"])
 

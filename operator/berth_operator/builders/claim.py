@@ -30,7 +30,7 @@ ANNOTATION_KEEP = "berth.dev/keep"
 def claim_name(spec: AgentSessionSpec | LaneWorkerSpec, settings: OperatorSettings) -> str:
     """``spec.store.claimName`` (AgentSession or LaneWorker), else ``default_claim_name``."""
     store = spec.store
-    return (store.claim_name if store is not None else None) or settings.default_claim_name
+    return (store.claim_name if store is not None else None) or settings.claims.default_name
 
 
 def build_shared_claim(namespace: str, name: str, settings: OperatorSettings) -> dict[str, Any]:
@@ -38,10 +38,10 @@ def build_shared_claim(namespace: str, name: str, settings: OperatorSettings) ->
     ``shared_claim_storage_class`` or the default class)."""
     spec: dict[str, Any] = {
         "accessModes": ["ReadWriteMany"],
-        "resources": {"requests": {"storage": settings.shared_claim_size}},
+        "resources": {"requests": {"storage": settings.claims.size}},
     }
-    if settings.shared_claim_storage_class:
-        spec["storageClassName"] = settings.shared_claim_storage_class
+    if settings.claims.storage_class:
+        spec["storageClassName"] = settings.claims.storage_class
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",

@@ -40,7 +40,7 @@ def build_store_cleanup_job(
     ref: SessionRef, spec: AgentSessionSpec, settings: OperatorSettings
 ) -> dict[str, Any]:
     """The cleanup Job (not owned by the session, which is being deleted)."""
-    claim = (spec.store.claim_name if spec.store else None) or settings.default_claim_name
+    claim = (spec.store.claim_name if spec.store else None) or settings.claims.default_name
     paths = [session_store_path(ref, SHARED_MOUNT_PATH)]
     paths.append(f"{SHARED_MOUNT_PATH}/{workspace_root_subpath(ref)}")
     labels = {
@@ -50,7 +50,7 @@ def build_store_cleanup_job(
         LABEL_SESSION: ref.name,
         LABEL_SESSION_UID: ref.uid,
     }
-    uid = settings.run_as_user
+    uid = settings.pods.run_as_user
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -58,8 +58,8 @@ def build_store_cleanup_job(
         "containers": [
             {
                 "name": "cleanup",
-                "image": settings.session_image,
-                "imagePullPolicy": settings.image_pull_policy,
+                "image": settings.images.session,
+                "imagePullPolicy": settings.images.pull_policy,
                 "command": ["sh", "-c", 'rm -rf -- "$@"', "berth-store-cleanup", *paths],
                 "volumeMounts": [{"name": "shared", "mountPath": SHARED_MOUNT_PATH}],
                 "securityContext": {

@@ -188,13 +188,13 @@ def build_pod_template(
     """The worker pod template (``spec.template`` of the Deployment). Raises SpecError."""
     labels = {**selector_labels(ref.name), LABEL_MANAGED_BY: MANAGED_BY}
     claim = claim_name(spec, settings)
-    uid = settings.run_as_user
+    uid = settings.pods.run_as_user
     template = spec.template
     security = hardened_container_security(template.security_context if template else None)
     container: dict[str, Any] = {
         "name": WORKER_CONTAINER,
-        "image": spec.image or settings.session_image,
-        "imagePullPolicy": settings.image_pull_policy,
+        "image": spec.image or settings.images.session,
+        "imagePullPolicy": settings.images.pull_policy,
         "command": [WORKER_COMMAND],
         "env": worker_env(ref, spec),
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
@@ -223,8 +223,8 @@ def build_pod_template(
     pull = pull_secrets(spec.image_pull_secrets, settings)
     if pull:
         pod_spec["imagePullSecrets"] = pull
-    if settings.worker_runtime_class:
-        pod_spec["runtimeClassName"] = settings.worker_runtime_class
+    if settings.pods.worker_runtime_class:
+        pod_spec["runtimeClassName"] = settings.pods.worker_runtime_class
     if template is not None and template.node_selector:
         pod_spec["nodeSelector"] = dict(template.node_selector)
     if template is not None and template.tolerations:

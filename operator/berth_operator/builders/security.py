@@ -38,7 +38,7 @@ def pull_secrets(
 ) -> list[dict[str, str]]:
     """``imagePullSecrets`` of a pod: the object's own list when it sets one (even empty),
     else the operator's ``image_pull_secrets``."""
-    names = [r.name for r in own] if own is not None else settings.image_pull_secrets
+    names = [r.name for r in own] if own is not None else settings.images.pull_secrets
     return [{"name": n} for n in names]
 
 
@@ -128,8 +128,8 @@ def with_default_resources(
     requests = dict((resources or {}).get("requests") or {})
     limits = dict((resources or {}).get("limits") or {})
     defaults = {
-        "cpu": (settings.default_cpu_request, settings.default_cpu_limit),
-        "memory": (settings.default_memory_request, settings.default_memory_limit),
+        "cpu": (settings.pods.default_cpu_request, settings.pods.default_cpu_limit),
+        "memory": (settings.pods.default_memory_request, settings.pods.default_memory_limit),
     }
     for name, (default_request, default_limit) in defaults.items():
         if name not in limits:

@@ -125,7 +125,7 @@ def build_options(
         keep_alive=bool(spec.keep_alive),
         passivation=PassivationOptions(
             deadline_seconds=spec.passivation_deadline_seconds(
-                settings.passivation_deadline_seconds
+                settings.passivation.deadline_seconds
             )
         ),
     )
@@ -309,8 +309,8 @@ def session_container(
     )
     return {
         "name": SESSION_CONTAINER,
-        "image": spec.image or settings.session_image,
-        "imagePullPolicy": settings.image_pull_policy,
+        "image": spec.image or settings.images.session,
+        "imagePullPolicy": settings.images.pull_policy,
         "command": [SESSION_COMMAND],
         "env": session_env(ref, spec, settings, epoch=epoch, resume_run_id=resume_run_id),
         "ports": [{"name": "http", "containerPort": SESSION_PORT, "protocol": "TCP"}],
@@ -369,7 +369,7 @@ def build_session_pod(
     passivation moved the session away from) becomes a required node affinity ``metadata.name
     NotIn`` ANDed into every term of spec.placement.affinity (see ``with_avoided_nodes``).
     """
-    uid = settings.run_as_user
+    uid = settings.pods.run_as_user
     claim = claim_name(spec, settings)
     labels = session_labels(ref, spec) | {LABEL_EPOCH: str(epoch)}
     container = session_container(ref, spec, settings, epoch, resume_run_id)
@@ -378,7 +378,7 @@ def build_session_pod(
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": spec.passivation_deadline_seconds(
-            settings.passivation_deadline_seconds
+            settings.passivation.deadline_seconds
         )
         + SHUTDOWN_MARGIN_SECONDS,
         "securityContext": pod_security_context(uid),
@@ -388,10 +388,10 @@ def build_session_pod(
     pull = pull_secrets(spec.image_pull_secrets, settings)
     if pull:
         pod_spec["imagePullSecrets"] = pull
-    if settings.session_service_account:
-        pod_spec["serviceAccountName"] = settings.session_service_account
-    if settings.session_runtime_class:
-        pod_spec["runtimeClassName"] = settings.session_runtime_class
+    if settings.pods.session_service_account:
+        pod_spec["serviceAccountName"] = settings.pods.session_service_account
+    if settings.pods.session_runtime_class:
+        pod_spec["runtimeClassName"] = settings.pods.session_runtime_class
     pod_spec.update(placement_fields(spec))
     if avoid_nodes:
         pod_spec["affinity"] = with_avoided_nodes(pod_spec.get("affinity"), avoid_nodes)

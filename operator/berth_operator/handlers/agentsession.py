@@ -212,7 +212,7 @@ async def _credentials_problem(
         secret = await ctx.secrets.read_secret(ns, ref.name)
     elif ref is not None:
         return None  # no Secret access configured (unit tests): nothing to check against
-    return llm_credentials_problem(spec, secret, ctx.settings.llm_allowed_base_urls)
+    return llm_credentials_problem(spec, secret, ctx.settings.llm.allowed_base_urls)
 
 
 async def _claim_status(
@@ -221,7 +221,7 @@ async def _claim_status(
     """``StoreReady`` of the session's shared claim (``builders.claim.claim_status``)."""
     name = claim_name(spec, ctx.settings)
     body = await ctx.kube.get_pvc(ns, name)
-    return claim_status(ns, name, body, ctx.settings.shared_claim_managed)
+    return claim_status(ns, name, body, ctx.settings.claims.managed)
 
 
 async def _api_token(ctx: OperatorContext, ref: SessionRef) -> str | None:
@@ -242,7 +242,7 @@ async def _ensure_secrets(ctx: OperatorContext, ref: SessionRef, spec: AgentSess
     if needs_task_master(spec):
         master = await ctx.secrets.ensure_task_master(ref.namespace)
     ctx.tokens[ref.uid] = await ctx.secrets.ensure_session_secret(
-        ref, master, ctx.settings.session_redis_url
+        ref, master, ctx.settings.redis.for_sessions
     )
 
 
@@ -441,7 +441,7 @@ async def _apply(
             return await _apply(ctx, body, again, decide(again, ctx.settings), may_create=False)
     if plan.requeue_after is not None:
         return plan.requeue_after
-    return ctx.settings.status_refresh_seconds
+    return ctx.settings.session_api.status_refresh_seconds
 
 
 async def _passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall) -> None:

@@ -49,13 +49,13 @@ class LaneClients:
 
     @classmethod
     def create(cls, settings: OperatorSettings, kube: KubeClient) -> LaneClients:
-        """Share ``kube``'s connection pool; Redis from ``settings.operator_redis_url``."""
+        """Share ``kube``'s connection pool; Redis from ``settings.redis.for_operator``."""
         return cls(
             settings=settings,
             kube=kube,
             api=LaneWorkerApi(kube.api_client),
             secrets=SecretApi.from_kube(kube),
-            redis=Redis.from_url(settings.operator_redis_url),
+            redis=Redis.from_url(settings.redis.for_operator),
             http=aiohttp.ClientSession(),
         )
 
@@ -114,7 +114,10 @@ class OperatorContext:
         if entry is None:
             return None
         name, since = entry
-        if name in cached_names or time.monotonic() - since > self.settings.inflight_ttl_seconds:
+        if (
+            name in cached_names
+            or time.monotonic() - since > self.settings.placement.inflight_ttl_seconds
+        ):
             del self.inflight[uid]
             INFLIGHT.set(len(self.inflight))
             return None

@@ -112,8 +112,8 @@ async def _ensure_deployment(
     """
     name = deployment_name(ref.name)
     await ctx.secrets.ensure_task_master(ref.namespace)  # mounted by every worker pod
-    await ctx.secrets.ensure_worker_redis(ref.namespace, ctx.settings.worker_redis_url)
-    if ctx.settings.shared_claim_managed:  # the workers mount the namespace's shared claim
+    await ctx.secrets.ensure_worker_redis(ref.namespace, ctx.settings.redis.for_workers)
+    if ctx.settings.claims.managed:  # the workers mount the namespace's shared claim
         claim = claim_name(spec, ctx.settings)
         if await ctx.kube.get_pvc(ref.namespace, claim) is None:
             await ctx.kube.create_pvc(build_shared_claim(ref.namespace, claim, ctx.settings))

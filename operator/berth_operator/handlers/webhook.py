@@ -84,7 +84,7 @@ async def pod_eviction(
 def register(settings: OperatorSettings) -> None:
     """Register ``pod_eviction`` with kopf (once per process)."""
     global _registered
-    if _registered or not settings.webhook_enabled:
+    if _registered or not settings.webhook.enabled:
         return
     kopf.on.validate(
         "",
@@ -105,20 +105,20 @@ def configure(kopf_settings: kopf.OperatorSettings, settings: OperatorSettings) 
     Raises ``FileNotFoundError`` naming the missing file when the certificate directory is
     incomplete (a start-up error, not something to retry).
     """
-    if not settings.webhook_enabled:
+    if not settings.webhook.enabled:
         return
-    cert_dir = Path(settings.webhook_cert_dir)
+    cert_dir = Path(settings.webhook.cert_dir)
     files = {n: cert_dir / n for n in ("tls.crt", "tls.key", "ca.crt")}
     for path in files.values():
         if not path.is_file():
             raise FileNotFoundError(f"webhook certificate file missing: {path}")
     kopf_settings.admission.server = kopf.WebhookServer(
-        addr=settings.webhook_listen_host,
-        port=settings.webhook_port,
-        host=settings.webhook_host or settings.webhook_listen_host,
+        addr=settings.webhook.listen_host,
+        port=settings.webhook.port,
+        host=settings.webhook.host or settings.webhook.listen_host,
         certfile=str(files["tls.crt"]),
         pkeyfile=str(files["tls.key"]),
         cafile=str(files["ca.crt"]),
     )
-    if settings.webhook_configuration:
-        kopf_settings.admission.managed = settings.webhook_configuration
+    if settings.webhook.configuration:
+        kopf_settings.admission.managed = settings.webhook.configuration

@@ -235,7 +235,9 @@ def _current_deleting(d: Decision, current: ObservedPod) -> None:
     deleted by someone else while we still counted on it: account for its death now."""
     obs, st, conds, plan, settings = d.obs, d.st, d.conds, d.plan, d.settings
     node = obs.nodes.get(current.node_name)
-    verdict = classify(current, node, obs.now, node_grace_seconds=settings.node_lost_grace_seconds)
+    verdict = classify(
+        current, node, obs.now, node_grace_seconds=settings.placement.node_lost_grace_seconds
+    )
     if st.pod_uid == current.uid:
         _handle_death(d, current, verdict_or_deleted(verdict))
         return
@@ -251,7 +253,9 @@ def _current_pod_step(d: Decision, current: ObservedPod) -> None:
     obs, st, conds, plan, settings = d.obs, d.st, d.conds, d.plan, d.settings
     now = obs.now
     node = obs.nodes.get(current.node_name)
-    verdict = classify(current, node, now, node_grace_seconds=settings.node_lost_grace_seconds)
+    verdict = classify(
+        current, node, now, node_grace_seconds=settings.placement.node_lost_grace_seconds
+    )
     st.pod_name = current.name
     st.pod_uid = current.uid
     st.pod_ip = current.pod_ip or None
@@ -365,12 +369,12 @@ def _handle_alive(d: Decision, pod: ObservedPod) -> None:
         if (
             st.restarts
             and pod.started_at is not None
-            and (now - pod.started_at).total_seconds() >= settings.restart_reset_seconds
+            and (now - pod.started_at).total_seconds() >= settings.placement.restart_reset_seconds
         ):
             st.restarts = 0
         st.next_attempt_at = None
         finish(st, conds, "Running")
-        plan.requeue_after = settings.status_refresh_seconds
+        plan.requeue_after = settings.session_api.status_refresh_seconds
     elif pod.waiting_reason in Reason.STUCK_WAITING:
         _stuck(st, conds, plan, pod.name, pod.waiting_reason, pod.waiting_message)
     elif pod.unschedulable_message:
@@ -381,7 +385,7 @@ def _handle_alive(d: Decision, pod: ObservedPod) -> None:
         finish(st, conds, "Pending" if (st.epoch or 0) <= 1 else "Resuming")
         # Pod changes (scheduled, started, ready) wake the session through the pod watch; the
         # runtime's /v1/state is polled at the refresh interval like for running sessions.
-        plan.requeue_after = settings.status_refresh_seconds
+        plan.requeue_after = settings.session_api.status_refresh_seconds
 
 
 def _stuck(
@@ -452,24 +456,24 @@ def _failed_pod(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
     now = obs.now
     st.restarts = (st.restarts or 0) + 1
     conds.set(CondType.DEGRADED, "True", verdict.reason, f"pod {pod.name}: {verdict.detail}")
-    if st.restarts > settings.max_placement_retries:
+    if st.restarts > settings.placement.max_placement_retries:
         msg = (
             f"pod {pod.name} died ({verdict.reason}: {verdict.detail}) and "
-            f"{settings.max_placement_retries} replacements were already made"
+            f"{settings.placement.max_placement_retries} replacements were already made"
         )
         st.last_error = msg
         conds.set(CondType.FAILED, "True", Reason.RETRIES_EXHAUSTED, msg)
         plan.events.append(Event("Warning", Reason.RETRIES_EXHAUSTED, msg))
         finish(st, conds, "Failed", msg)
         return
-    delay = settings.backoff_seconds(st.restarts)
+    delay = settings.placement.backoff_seconds(st.restarts)
     st.next_attempt_at = now + timedelta(seconds=delay)
     plan.events.append(
         Event(
             "Warning",
             verdict.reason,
             f"pod {pod.name}: {verdict.detail}; resuming in {delay:g}s "
-            f"(attempt {st.restarts}/{settings.max_placement_retries})",
+            f"(attempt {st.restarts}/{settings.placement.max_placement_retries})",
         )
     )
     finish(st, conds, "Resuming")

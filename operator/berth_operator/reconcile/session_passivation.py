@@ -47,7 +47,7 @@ def on_alive(d: Decision, pod: ObservedPod) -> None:
         trigger,
         now,
         deadline_seconds=obs.spec.passivation_deadline_seconds(
-            settings.passivation_deadline_seconds
+            settings.passivation.deadline_seconds
         ),
         state=obs.state,
     )
@@ -60,7 +60,7 @@ def on_alive(d: Decision, pod: ObservedPod) -> None:
         plan.passivate = PassivateCall(pod.pod_ip, rec.reason, pv.deadline_ms(rec))
     conds.set(CondType.PASSIVATED, "False", Reason.PASSIVATING, detail[:1024])
     finish(st, conds, "Passivating", detail[:1024])
-    refresh = settings.status_refresh_seconds
+    refresh = settings.session_api.status_refresh_seconds
     plan.requeue_after = min(refresh, decision.requeue) if decision.requeue else NOT_RUNNING_REQUEUE
 
 
@@ -106,7 +106,7 @@ def _apply_step(
         plan.delete.append(DeletePod(pod.name, pod.uid))
         detail += f"; pod {pod.name} had not started, deleting it"
     elif decision.kind == "deadline":
-        grace = settings.passivation_kill_grace_seconds
+        grace = settings.passivation.kill_grace_seconds
         plan.delete.append(DeletePod(pod.name, pod.uid, grace_seconds=grace))
         detail += f"; deadline passed, deleting pod {pod.name} (grace {grace}s)"
         plan.events.append(

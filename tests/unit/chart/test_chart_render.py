@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from berth_operator.settings import ENV_PREFIX, OperatorSettings
 
 from tests.unit.chart.helm import (
@@ -26,6 +27,14 @@ def _container(deploy: dict[str, Any]) -> dict[str, Any]:
     assert len(containers) == 1
     c: dict[str, Any] = containers[0]
     return c
+
+
+def _use_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    """The process environment holds exactly ``env`` among the operator's variables."""
+    for name in OperatorSettings.env_names():
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
 
 
 def _env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -80,22 +89,22 @@ def test_every_berth_env_the_chart_sets_is_an_operator_setting() -> None:
     """A renamed setting in berth_operator/settings.py must not leave a dead var in the chart."""
     deploy = one(documents(render(ALL_FEATURES)), "Deployment", "-operator")
     names = {n for n in _env(_container(deploy)) if n.startswith(ENV_PREFIX)}
-    known = {ENV_PREFIX + f.upper() for f in OperatorSettings.model_fields}
+    known = OperatorSettings.env_names()
     assert names, "the chart sets no operator settings"
     assert names <= known, f"not operator settings: {sorted(names - known)}"
     roles = {"BERTH_REDIS_SESSION_URL", "BERTH_REDIS_WORKER_URL", "BERTH_REDIS_OPERATOR_URL"}
     assert names >= roles | {"BERTH_SESSION_RUNTIME_CLASS", "BERTH_WORKER_RUNTIME_CLASS"}
 
 
-def test_rendered_settings_are_accepted_by_the_operator() -> None:
+def test_rendered_settings_are_accepted_by_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:
     """The env the chart renders parses with OperatorSettings.from_env (values are strings)."""
     for values in (None, ALL_FEATURES):
         c = _container(one(documents(render(values)), "Deployment", "-operator"))
         env = {e["name"]: e["value"] for e in c["env"] if "value" in e}
-        env = {k: v.replace("$(POD_IP)", "10.0.0.7") for k, v in env.items()}
-        settings = OperatorSettings.from_env(env)
-        assert settings.leader_election is True
-        assert settings.default_claim_name == "berth-shared"
+        _use_env(monkeypatch, {k: v.replace("$(POD_IP)", "10.0.0.7") for k, v in env.items()})
+        settings = OperatorSettings.from_env()
+        assert settings.leader_election.enabled is True
+        assert settings.claims.default_name == "berth-shared"
 
 
 def test_default_rendering_has_no_prometheus_operator_objects() -> None:
@@ -231,12 +240,15 @@ def test_berth_resources_are_aggregated_into_the_builtin_roles() -> None:
     assert not [n for n in names if n.endswith(("-edit", "-view"))], names
 
 
-def test_image_pull_secrets_reach_session_and_worker_pods_through_the_operator() -> None:
+def test_image_pull_secrets_reach_session_and_worker_pods_through_the_operator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     docs = documents(render({"imagePullSecrets": [{"name": "reg-a"}, {"name": "reg-b"}]}))
     env = _env(_container(one(docs, "Deployment", "-operator")))
     assert env["BERTH_IMAGE_PULL_SECRETS"]["value"] == "reg-a,reg-b"
-    settings = OperatorSettings.from_env({k: v["value"] for k, v in env.items() if "value" in v})
-    assert settings.image_pull_secrets == ["reg-a", "reg-b"]
+    _use_env(monkeypatch, {k: v["value"] for k, v in env.items() if "value" in v})
+    settings = OperatorSettings.from_env()
+    assert settings.images.pull_secrets == ["reg-a", "reg-b"]
 
 
 def test_helm_test_runs_a_session_in_the_watched_namespace_with_least_privilege() -> None:

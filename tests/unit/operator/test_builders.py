@@ -13,11 +13,13 @@ from berth_operator.builders.session_pod import (
     build_options_configmap,
     build_session_pod,
 )
-from berth_operator.settings import OperatorSettings
+from berth_operator.settings import ImageSettings, OperatorSettings, RedisSettings
 
 from tests.unit.operator.fixtures import make_session
 
-SETTINGS = OperatorSettings(redis_url="redis://r:6379/0", session_image="img:1")
+SETTINGS = OperatorSettings(
+    redis=RedisSettings(url="redis://r:6379/0"), images=ImageSettings(session="img:1")
+)
 
 
 def env_of(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -211,7 +213,9 @@ def test_cleanup_job_removes_store_and_default_workspace() -> None:
 def test_session_image_and_pull_secrets_default_to_the_operators_and_are_overridden() -> None:
     from berth_operator.builders.session_pod import build_session_pod
 
-    settings = OperatorSettings(session_image="img:1", image_pull_secrets=["reg-a", "reg-b"])
+    settings = OperatorSettings(
+        images=ImageSettings(session="img:1", pull_secrets=["reg-a", "reg-b"])
+    )
     s = make_session()
     pod = build_session_pod(s.ref(), s.spec(), settings, epoch=1, resume_run_id=None, reason="x")
     assert pod["spec"]["containers"][0]["image"] == "img:1"
@@ -233,9 +237,9 @@ def test_session_image_and_pull_secrets_default_to_the_operators_and_are_overrid
     assert "imagePullSecrets" not in plain["spec"]
 
 
-def test_settings_read_pull_secrets_comma_separated() -> None:
-    env = {"BERTH_IMAGE_PULL_SECRETS": "reg-a, reg-b,"}
-    assert OperatorSettings.from_env(env).image_pull_secrets == ["reg-a", "reg-b"]
+def test_settings_read_pull_secrets_comma_separated(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BERTH_IMAGE_PULL_SECRETS", "reg-a, reg-b,")
+    assert OperatorSettings.from_env().images.pull_secrets == ["reg-a", "reg-b"]
 
 
 def test_llm_provider_settings_reach_the_options_and_the_ca_bundle_is_mounted() -> None:

@@ -10,11 +10,11 @@ from berth_operator.api.conditions import get_condition
 from berth_operator.builders.claim import build_shared_claim, claim_name, claim_status
 from berth_operator.reconcile.plan import Plan
 from berth_operator.reconcile.session import decide
-from berth_operator.settings import OperatorSettings
+from berth_operator.settings import OperatorSettings, SharedClaimSettings
 
 from tests.unit.operator.fixtures import make_session, observation
 
-SETTINGS = OperatorSettings(shared_claim_storage_class="fast-rwx", shared_claim_size="5Gi")
+SETTINGS = OperatorSettings(claims=SharedClaimSettings(storage_class="fast-rwx", size="5Gi"))
 
 
 def cond(plan: Plan, type_: str) -> tuple[str, str] | None:

@@ -8,7 +8,7 @@ import pytest
 from berth_operator.api.conditions import get_condition
 from berth_operator.reconcile.plan import Plan
 from berth_operator.reconcile.session import decide
-from berth_operator.settings import OperatorSettings
+from berth_operator.settings import OperatorSettings, PlacementSettings
 
 from tests.unit.operator.fixtures import (
     T0,
@@ -19,7 +19,11 @@ from tests.unit.operator.fixtures import (
     ts,
 )
 
-SETTINGS = OperatorSettings(max_placement_retries=2, backoff_base_seconds=2, backoff_cap_seconds=5)
+SETTINGS = OperatorSettings(
+    placement=PlacementSettings(
+        max_placement_retries=2, backoff_base_seconds=2, backoff_cap_seconds=5
+    )
+)
 COMPLETED = {
     "outcome": "completed",
     "runId": "run-1",
@@ -80,7 +84,7 @@ def test_running_pod_with_state_is_running_and_records_lineage() -> None:
     assert cond(plan, "Ready") == ("True", "Running")
     assert cond(plan, "Running") == ("True", "RuntimeReady")
     assert plan.create is None and plan.delete == []
-    assert plan.requeue_after == SETTINGS.status_refresh_seconds
+    assert plan.requeue_after == SETTINGS.session_api.status_refresh_seconds
 
 
 def test_completed_pod_ends_succeeded_with_result_and_one_run() -> None:
@@ -179,7 +183,7 @@ def test_retries_exhausted_marks_failed() -> None:
 
 
 def test_backoff_doubles_and_caps() -> None:
-    assert [SETTINGS.backoff_seconds(n) for n in (1, 2, 3, 4)] == [2, 4, 5, 5]
+    assert [SETTINGS.placement.backoff_seconds(n) for n in (1, 2, 3, 4)] == [2, 4, 5, 5]
 
 
 def test_passivated_pod_is_replaced_without_counting_a_failure() -> None:

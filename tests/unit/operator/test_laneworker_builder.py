@@ -18,13 +18,17 @@ from berth_operator.builders.laneworker import (
     selector_string,
 )
 from berth_operator.errors import SpecError
-from berth_operator.settings import OperatorSettings
+from berth_operator.settings import ImageSettings, OperatorSettings, PodSettings, RedisSettings
 from pydantic import ValidationError
 
 from session_runtime.worker import WorkerSettings
 
 REF = LaneWorkerRef("team-a", "exec", "uid-1")
-SETTINGS = OperatorSettings(redis_url="redis://r:6379/0", session_image="img:1", run_as_user=1234)
+SETTINGS = OperatorSettings(
+    redis=RedisSettings(url="redis://r:6379/0"),
+    images=ImageSettings(session="img:1"),
+    pods=PodSettings(run_as_user=1234),
+)
 
 
 def build(replicas: int = 2, **fields: Any) -> dict[str, Any]:
@@ -162,7 +166,9 @@ def test_names_that_cannot_be_label_values_are_spec_errors(name: str) -> None:
 
 
 def test_worker_pull_secrets_default_to_the_operators_and_are_overridden() -> None:
-    settings = SETTINGS.model_copy(update={"image_pull_secrets": ["reg-a"]})
+    settings = SETTINGS.model_copy(
+        update={"images": ImageSettings(session="img:1", pull_secrets=["reg-a"])}
+    )
     dep = build_deployment(REF, LaneWorkerSpec.model_validate({}), settings, replicas=1)
     assert dep["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "reg-a"}]
     own = LaneWorkerSpec.model_validate({"imagePullSecrets": [{"name": "team"}]})

@@ -16,11 +16,14 @@ from berth_operator.reconcile.observe import observe_node
 from berth_operator.reconcile.plan import PassivateCall, Plan
 from berth_operator.reconcile.replacement import Verdict
 from berth_operator.reconcile.session import decide
-from berth_operator.settings import OperatorSettings
+from berth_operator.settings import OperatorSettings, PassivationSettings, SessionApiSettings
 
 from tests.unit.operator.fixtures import T0, make_pod, make_session, observation
 
-SETTINGS = OperatorSettings(passivation_kill_grace_seconds=3, status_refresh_seconds=10)
+SETTINGS = OperatorSettings(
+    passivation=PassivationSettings(kill_grace_seconds=3),
+    session_api=SessionApiSettings(status_refresh_seconds=10),
+)
 
 
 def node(name: str = "proc-a", *, unschedulable: bool = False, taints: Any = ()) -> Any:

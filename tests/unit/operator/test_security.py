@@ -33,12 +33,14 @@ from berth_operator.builders.security import hardened_container_security, with_d
 from berth_operator.builders.session_pod import build_session_pod
 from berth_operator.errors import SpecError
 from berth_operator.reconcile.session import decide
-from berth_operator.settings import OperatorSettings
+from berth_operator.settings import ImageSettings, OperatorSettings, PodSettings, RedisSettings
 
 from session_runtime.transport.auth import derive_session_key
 from tests.unit.operator.fixtures import make_session, observation
 
-SETTINGS = OperatorSettings(redis_url="redis://r:6379/0", session_image="img:1")
+SETTINGS = OperatorSettings(
+    redis=RedisSettings(url="redis://r:6379/0"), images=ImageSettings(session="img:1")
+)
 DANGEROUS = {
     "privileged": True,
     "allowPrivilegeEscalation": True,
@@ -360,22 +362,23 @@ def test_each_role_gets_its_own_redis_url_and_runtime_class() -> None:
     the namespace's berth-worker-redis; neither URL is written into a pod spec; runtimeClassName
     follows the operator's settings."""
     settings = OperatorSettings(
-        redis_url="redis://shared:6379/0",
-        redis_session_url="redis://berth-session:s3cret@r:6379/0",
-        redis_worker_url="redis://berth-worker:w0rker@r:6379/0",
-        session_runtime_class="gvisor",
-        worker_runtime_class="kata",
+        redis=RedisSettings(
+            url="redis://shared:6379/0",
+            session_url="redis://berth-session:s3cret@r:6379/0",
+            worker_url="redis://berth-worker:w0rker@r:6379/0",
+        ),
+        pods=PodSettings(session_runtime_class="gvisor", worker_runtime_class="kata"),
     )
     session = make_session()
     ref = session.ref()
-    data = session_data(ref, "tok", None, settings.session_redis_url)
+    data = session_data(ref, "tok", None, settings.redis.for_sessions)
     assert data["redis-url"] == b"redis://berth-session:s3cret@r:6379/0"
     current = build_session_secret(ref, session_data(ref, "tok", None, "redis://old@r/0"))
-    wanted = session_secret_update(ref, current, None, settings.session_redis_url)
+    wanted = session_secret_update(ref, current, None, settings.redis.for_sessions)
     assert wanted is not None and wanted["redis-url"] == data["redis-url"]  # rotated password
-    worker = build_worker_redis_secret("team-a", settings.worker_redis_url)
+    worker = build_worker_redis_secret("team-a", settings.redis.for_workers)
     assert decode_data(worker) == {"url": b"redis://berth-worker:w0rker@r:6379/0"}
-    assert settings.operator_redis_url == "redis://shared:6379/0"  # falls back to redis_url
+    assert settings.redis.for_operator == "redis://shared:6379/0"  # falls back to redis_url
 
     pod = build_session_pod(ref, session.spec(), settings, epoch=1, resume_run_id=None, reason="x")
     assert pod["spec"]["runtimeClassName"] == "gvisor"

@@ -10,21 +10,46 @@ from berth_operator.settings import OperatorSettings
 from tests.unit.operator.fixtures import T0, make_node, make_pod
 
 
-def test_settings_from_env() -> None:
-    s = OperatorSettings.from_env(
+def use_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    """The process environment holds exactly ``env`` among the operator's variables."""
+    for name in OperatorSettings.env_names():
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_settings_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_env(
+        monkeypatch,
         {
             "BERTH_NAMESPACES": "a, b",
             "BERTH_MAX_PLACEMENT_RETRIES": "7",
             "BERTH_BACKOFF_BASE_SECONDS": "0.5",
             "BERTH_LEADER_ELECTION": "false",
+            "BERTH_PASSIVATION_DEADLINE_SECONDS": "30",
+            "BERTH_SESSION_IMAGE": "img:2",
+            "BERTH_IMAGE_PULL_SECRETS": "reg-a,reg-b",
             "UNRELATED": "x",
-        }
+        },
     )
-    assert s.namespaces == ["a", "b"]
-    assert s.max_placement_retries == 7
-    assert s.backoff_base_seconds == 0.5
-    assert s.leader_election is False
-    assert s.default_claim_name == "berth-shared"
+    s = OperatorSettings.from_env()
+    assert s.scope.namespaces == ["a", "b"]
+    assert s.placement.max_placement_retries == 7
+    assert s.placement.backoff_base_seconds == 0.5
+    assert s.leader_election.enabled is False
+    assert s.passivation.deadline_seconds == 30
+    assert s.images.session == "img:2"
+    assert s.images.pull_secrets == ["reg-a", "reg-b"]
+    assert s.claims.default_name == "berth-shared"
+
+
+def test_building_settings_never_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests and benches build settings from keywords; a machine's BERTH_* must not leak in."""
+    use_env(monkeypatch, {"BERTH_REDIS_URL": "redis://elsewhere:1/0", "BERTH_HTTP_PORT": "1"})
+    s = OperatorSettings()
+    assert s.redis.url == "redis://redis:6379/0"
+    assert s.server.http_port == 8081
+    assert OperatorSettings.from_env().redis.url == "redis://elsewhere:1/0"
 
 
 @pytest.mark.parametrize(
@@ -32,17 +57,36 @@ def test_settings_from_env() -> None:
     [
         ({"BERTH_MAX_PLACEMENT_RETRIES": "-1"}, "BERTH_MAX_PLACEMENT_RETRIES"),
         ({"BERTH_STATUS_REFRESH_SECONDS": "soon"}, "BERTH_STATUS_REFRESH_SECONDS"),
+        ({"BERTH_LEADER_ELECTION": "maybe"}, "BERTH_LEADER_ELECTION"),
+        ({"BERTH_WEBHOOK_PORT": "0"}, "BERTH_WEBHOOK_PORT"),
         ({"BERTH_LEASE_RENEW_SECONDS": "20"}, "BERTH_LEASE_RENEW_SECONDS must be below"),
     ],
 )
-def test_bad_settings_name_the_variable(env: dict[str, str], fragment: str) -> None:
+def test_bad_settings_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], fragment: str
+) -> None:
+    use_env(monkeypatch, env)
     with pytest.raises(SettingsError, match=fragment):
-        OperatorSettings.from_env(env)
+        OperatorSettings.from_env()
+
+
+def test_every_bad_variable_is_named_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_env(monkeypatch, {"BERTH_HTTP_PORT": "x", "BERTH_PASSIVATION_KILL_GRACE_SECONDS": "-1"})
+    with pytest.raises(SettingsError) as err:
+        OperatorSettings.from_env()
+    assert "BERTH_HTTP_PORT" in str(err.value)
+    assert "BERTH_PASSIVATION_KILL_GRACE_SECONDS" in str(err.value)
 
 
 def test_every_setting_is_documented() -> None:
-    undocumented = [n for n, f in OperatorSettings.model_fields.items() if not f.description]
+    undocumented = [
+        f"{group.__name__}.{name}"
+        for group in OperatorSettings.group_types().values()
+        for name, field in group.model_fields.items()
+        if not field.description
+    ]
     assert undocumented == []
+    assert all(f.description for f in OperatorSettings.model_fields.values())
 
 
 @pytest.mark.parametrize(
