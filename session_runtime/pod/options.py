@@ -19,8 +19,7 @@ Shape (every block optional except ``prompt`` and ``model``)::
      "limits": {"maxToolRounds", "maxParseRetries", "toolTimeoutSeconds",
                 "circuitBreakerThreshold", "autoCompact", "autoCompactThreshold" ("0.8" | "80%"),
                 "continuationEnabled", "maxContinuationTurns"},
-     "retention": {"maxRunsRetained", "maxEventsPerRun", "maxTraceEvents",
-                   "maxTerminalSubagentTasks"},
+     "retention": {"maxRunsRetained", "maxEventsPerRun", "maxTraceEvents"},
      "budget": {"maxTotalTokens", "maxToolCalls", "softLimitPercent"},
      "lanes": {"query"|"execute"|"generate"|"control":
                {"mode": "internal|external|hybrid", "timeoutSeconds", "maxConcurrency",
@@ -189,7 +188,6 @@ class RetentionOptions(_Model):
     max_runs_retained: int | None = Field(default=None, ge=1)
     max_events_per_run: int | None = Field(default=None, ge=1)
     max_trace_events: int | None = Field(default=None, ge=1)
-    max_terminal_subagent_tasks: int | None = Field(default=None, ge=0)
 
 
 class BudgetOptions(_Model):

@@ -245,7 +245,10 @@ class LimitsSpec(K8sModel):
 
 
 class RetentionSpec(K8sModel):
-    """Caps on what the session keeps (FIFO on insert, never an error); unset = unbounded."""
+    """Caps on what the session keeps (FIFO on insert, never an error); unset = unbounded.
+
+    The A3S ``SessionRetentionLimits`` caps, less ``max_terminal_subagent_tasks``: Berth runs no
+    subagents, so that cap would have nothing to act on."""
 
     max_runs_retained: Annotated[int, Field(ge=1, le=100000)] | None = None
     """Run records kept."""
@@ -253,8 +256,6 @@ class RetentionSpec(K8sModel):
     """Events kept per run."""
     max_trace_events: Annotated[int, Field(ge=1, le=10000000)] | None = None
     """Trace events kept."""
-    max_terminal_subagent_tasks: Annotated[int, Field(ge=0, le=100000)] | None = None
-    """Finished subagent task snapshots kept."""
 
 
 class BudgetSpec(K8sModel):

@@ -127,7 +127,7 @@ def test_reads_what_the_operator_writes() -> None:
             auto_compact=True,
             auto_compact_threshold="80%",
         ),
-        retention=spec.RetentionSpec(max_runs_retained=4, max_terminal_subagent_tasks=0),
+        retention=spec.RetentionSpec(max_runs_retained=4),
         budget=spec.BudgetSpec(max_total_tokens=1000, max_tool_calls=9, soft_limit_percent=80),
         lanes={
             "execute": op.LaneOptions(
