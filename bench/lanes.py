@@ -40,6 +40,7 @@ from session_runtime.lanes import LaneQueue, SessionQueueConfig
 from session_runtime.lanes.metrics import percentile
 from session_runtime.tools import ResultCallback, ToolCall, ToolContext, ToolResult
 from session_runtime.transport import GROUP, RedisTaskTransport
+from session_runtime.transport.auth import derive_session_key
 from session_runtime.worker import LaneWorker, WorkerMetrics, WorkerSettings
 
 
@@ -175,12 +176,15 @@ async def bench_queue_redis(redis: Redis[Any], n: int, shared: str) -> list[floa
     LaneWorker (no-op tool)."""
     ws = Path(shared) / "workspaces" / "bench" / "s"
     ws.mkdir(parents=True)
+    master = Path(shared) / "master.key"
+    master.write_bytes(os.urandom(32))
     settings = WorkerSettings(
-        redis_url="",
+        redis_url="unused://",  # the worker is handed its client
         namespace="bench",
         laneworker="pool",
         pod_name="w-1",
-        shared_root=shared,
+        workspaces_root=str(Path(shared) / "workspaces"),
+        master_key_file=str(master),
         block_ms=200,
     )
     worker = LaneWorker(settings, redis, tool_runner=noop_tool, metrics=WorkerMetrics())
@@ -192,7 +196,8 @@ async def bench_queue_redis(redis: Redis[Any], n: int, shared: str) -> list[floa
         session_uid="bench-uid",
         epoch=1,
         lane_workers={"execute": "pool"},
-        shared_root=shared,
+        shared_root=str(ws),  # the session's workspace root: tasks name paths below it
+        task_key=derive_session_key(master.read_bytes(), "bench", "s"),
     )
     cfg = SessionQueueConfig()
     cfg.set_lane_handler("execute", "external", 30_000)

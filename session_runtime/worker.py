@@ -63,10 +63,11 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticUndefined
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError, WatchError
 
@@ -169,105 +170,87 @@ def resolve_workspace(workspaces_root: str, namespace: str, session: str, relati
     return path
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerSettings:
-    """``berth-worker`` settings; see the module docstring for the env names and defaults."""
+def _env(name: str, default: Any = PydanticUndefined, **bounds: Any) -> Any:
+    """A field read from the variable ``name``; keywords still use the field name."""
+    return Field(default, validation_alias=AliasChoices(name), **bounds)
 
-    redis_url: str
-    namespace: str
-    laneworker: str
-    pod_name: str
-    workspaces_root: str
-    master_key_file: str
-    pod_ip: str = "127.0.0.1"
-    concurrency: int = 1
-    task_timeout_seconds: float = 600.0
-    metrics_port: int = 9090
-    heartbeat_seconds: float = 10.0
-    reclaim_interval_seconds: float = 2.0
-    reply_ttl_seconds: int = 604_800
-    block_ms: int = 1_000
+
+class WorkerSettings(BaseModel):
+    """``berth-worker`` settings; see the module docstring for the env names and defaults.
+
+    Parsed and bounded by pydantic from the variable each field names; built from keywords
+    (field names) in tests and benches."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
+
+    redis_url: str = _env("BERTH_REDIS_URL", min_length=1)
+    namespace: str = _env("BERTH_NAMESPACE", min_length=1)
+    laneworker: str = _env("BERTH_LANEWORKER", min_length=1)
+    pod_name: str = _env("POD_NAME", min_length=1)
+    workspaces_root: str = _env("BERTH_WORKSPACES_ROOT", min_length=1)
+    master_key_file: str = _env("BERTH_TASK_MASTER_KEY_FILE", min_length=1)
+    pod_ip: str = _env("POD_IP", "127.0.0.1")
+    concurrency: int = _env("BERTH_WORKER_CONCURRENCY", 1, ge=1)
+    task_timeout_seconds: float = _env("BERTH_TASK_TIMEOUT_SECONDS", 600.0, gt=0)
+    metrics_port: int = _env("BERTH_METRICS_PORT", 9090, ge=0, le=65535)
+    heartbeat_seconds: float = _env("BERTH_WORKER_HEARTBEAT_SECONDS", 10.0, gt=0)
+    reclaim_interval_seconds: float = _env("BERTH_RECLAIM_INTERVAL_SECONDS", 2.0, gt=0)
+    reply_ttl_seconds: int = _env("BERTH_REPLY_TTL_SECONDS", 604_800, ge=1)
+    block_ms: int = Field(1_000, ge=1)
+    """How long one XREADGROUP blocks (ms); not configurable from the environment."""
 
     @property
     def task_stream(self) -> str:
+        """The LaneWorker's task stream (``transport.names``)."""
         return names.task_stream(self.namespace, self.laneworker)
 
     @property
     def dead_letter_stream(self) -> str:
+        """The LaneWorker's dead-letter stream (``transport.names``)."""
         return names.dead_letter_stream(self.namespace, self.laneworker)
 
     def alive_key(self, consumer: str) -> str:
+        """The liveness key of worker ``consumer`` (``transport.names``)."""
         return names.alive_key(self.namespace, self.laneworker, consumer)
+
+    @classmethod
+    def variables(cls) -> dict[str, str]:
+        """Field name → the variable it is read from."""
+        out: dict[str, str] = {}
+        for name, field in cls.model_fields.items():
+            if isinstance(field.validation_alias, AliasChoices):
+                out[name] = str(field.validation_alias.choices[0])
+        return out
 
     @classmethod
     def from_env(
         cls, env: Mapping[str, str] | None = None, argv: Sequence[str] | None = None
     ) -> WorkerSettings:
-        """Read env (default ``os.environ``) and ``--flags`` (flags win). Raises ``SystemExit``
-        with a message naming the missing or invalid setting."""
+        """Read env (default ``os.environ``; empty values count as unset) and ``--flags``
+        (``--concurrency 4``; flags win). Raises ``SystemExit`` with a message naming every
+        missing or invalid variable."""
         env = os.environ if env is None else env
+        variables = cls.variables()
         p = argparse.ArgumentParser(prog="berth-worker", description="Berth LaneWorker process")
-
-        def opt(flag: str, var: str, default: str | None = None, **kw: Any) -> None:
-            p.add_argument(flag, default=env.get(var, default), help=f"(env {var})", **kw)
-
-        opt("--redis-url", "BERTH_REDIS_URL")
-        opt("--namespace", "BERTH_NAMESPACE")
-        opt("--laneworker", "BERTH_LANEWORKER")
-        opt("--pod-name", "POD_NAME")
-        opt("--pod-ip", "POD_IP", "127.0.0.1")
-        opt("--concurrency", "BERTH_WORKER_CONCURRENCY", "1")
-        opt("--workspaces-root", "BERTH_WORKSPACES_ROOT")
-        opt("--master-key-file", "BERTH_TASK_MASTER_KEY_FILE")
-        opt("--task-timeout-seconds", "BERTH_TASK_TIMEOUT_SECONDS", "600")
-        opt("--metrics-port", "BERTH_METRICS_PORT", "9090")
-        opt("--heartbeat-seconds", "BERTH_WORKER_HEARTBEAT_SECONDS", "10")
-        opt("--reclaim-interval-seconds", "BERTH_RECLAIM_INTERVAL_SECONDS", "2")
-        opt("--reply-ttl-seconds", "BERTH_REPLY_TTL_SECONDS", "604800")
-        a = p.parse_args(argv)
-        missing = [
-            f
-            for f in (
-                "redis_url",
-                "namespace",
-                "laneworker",
-                "pod_name",
-                "workspaces_root",
-                "master_key_file",
-            )
-            if not getattr(a, f)
-        ]
-        if missing:
-            p.error("missing settings: " + ", ".join("--" + m.replace("_", "-") for m in missing))
+        for name, var in variables.items():
+            p.add_argument("--" + name.replace("_", "-"), dest=name, help=f"(env {var})")
+        flags = vars(p.parse_args(argv))
+        raw = {var: env[var] for var in variables.values() if env.get(var, "").strip()}
+        raw |= {variables[name]: value for name, value in flags.items() if value is not None}
         try:
-            settings = cls(
-                redis_url=a.redis_url,
-                namespace=a.namespace,
-                laneworker=a.laneworker,
-                pod_name=a.pod_name,
-                workspaces_root=a.workspaces_root,
-                master_key_file=a.master_key_file,
-                pod_ip=a.pod_ip or "127.0.0.1",
-                concurrency=int(a.concurrency),
-                task_timeout_seconds=float(a.task_timeout_seconds),
-                metrics_port=int(a.metrics_port),
-                heartbeat_seconds=float(a.heartbeat_seconds),
-                reclaim_interval_seconds=float(a.reclaim_interval_seconds),
-                reply_ttl_seconds=int(a.reply_ttl_seconds),
-            )
-            settings.validate()
+            settings = cls.model_validate(raw)
+        except ValidationError as exc:
+            problems = [f"{e['loc'][0] if e['loc'] else '?'}: {e['msg']}" for e in exc.errors()]
+            p.error("invalid settings: " + "; ".join(problems))
+        try:
+            settings.check_usable()
         except ValueError as exc:
             p.error(str(exc))
         return settings
 
-    def validate(self) -> None:
-        """Raise ValueError for out-of-range values or names Redis keys cannot be built from."""
-        if self.concurrency < 1:
-            raise ValueError("BERTH_WORKER_CONCURRENCY must be >= 1")
-        if self.task_timeout_seconds <= 0 or self.heartbeat_seconds <= 0:
-            raise ValueError("timeouts must be > 0")
-        if self.reclaim_interval_seconds <= 0:
-            raise ValueError("BERTH_RECLAIM_INTERVAL_SECONDS must be > 0")
+    def check_usable(self) -> None:
+        """Raise ``ValueError`` if these settings cannot run a worker: a relative workspaces
+        root, an unreadable or short master key, names Redis keys cannot be built from."""
         if not os.path.isabs(self.workspaces_root):
             raise ValueError("BERTH_WORKSPACES_ROOT must be an absolute path")
         read_key_file(self.master_key_file)  # a clear error now, not at the first task
