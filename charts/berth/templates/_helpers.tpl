@@ -207,6 +207,10 @@ app.kubernetes.io/component: redis
   value: {{ .Values.sessions.passivationDeadlineSeconds | quote }}
 - name: BERTH_MAX_PLACEMENT_RETRIES
   value: {{ .Values.sessions.maxPlacementRetries | quote }}
+{{- with .Values.sessions.llmAllowedBaseURLs }}
+- name: BERTH_LLM_ALLOWED_BASE_URLS
+  value: {{ join "," . | quote }}
+{{- end }}
 - name: BERTH_LEADER_ELECTION
   value: {{ .Values.operator.leaderElection.enabled | quote }}
 - name: BERTH_LEASE_NAME

@@ -25,7 +25,10 @@ ALL_FEATURES: dict[str, Any] = {
         "watchNamespaces": ["team-a", "team-b"],
         "env": {"BERTH_BACKOFF_CAP_SECONDS": "60"},
     },
-    "sessions": {"runtimeClassName": "gvisor"},
+    "sessions": {
+        "runtimeClassName": "gvisor",
+        "llmAllowedBaseURLs": ["https://api.openai.com/v1", "http://litellm.gw:4000/v1"],
+    },
     "laneWorkers": {"runtimeClassName": "kata"},
     "sharedVolume": {"create": True, "storageClassName": "nfs"},
     "redis": {"enabled": True},
