@@ -148,6 +148,9 @@ class Decision:
     settings: OperatorSettings
 
 
+_RETRYING = ("Pending", "Resuming")
+
+
 def finish(
     st: AgentSessionStatus,
     conds: ConditionSet,
@@ -158,7 +161,8 @@ def finish(
 ) -> None:
     """Fill the conditions still absent with their defaults, set ``Ready`` from ``phase``
     (Kubernetes convention: Ready summarises; ``reason`` overrides the phase's reason when a
-    more precise one is known), order them like ``CondType.ALL``, set the phase."""
+    more precise one is known, and while a Pending or Resuming session is Degraded, Degraded's
+    reason and message are that reason), order them like ``CondType.ALL``, set the phase."""
     for type_, status, default_reason in (
         (CondType.PLACED, "False", Reason.WAITING_FOR_POD),
         (CondType.RUNNING, "False", Reason.NOT_RUNNING),
@@ -170,6 +174,10 @@ def finish(
     ):
         conds.ensure(type_, status, default_reason)  # type: ignore[arg-type]
     ready_status, ready_reason = _READY_BY_PHASE[phase]
+    degraded = conds.get(CondType.DEGRADED)
+    if reason is None and phase in _RETRYING and degraded is not None and degraded.status == "True":
+        # Between crashes (CrashLoopBackOff's place): Ready names what keeps killing the pod.
+        reason, message = degraded.reason, message or degraded.message
     conds.set(CondType.READY, ready_status, reason or ready_reason, message)
     order = {t: i for i, t in enumerate(CondType.ALL)}
     st.conditions = sorted(conds.items, key=lambda c: order.get(c.type, len(order)))

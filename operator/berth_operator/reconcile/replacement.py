@@ -50,6 +50,10 @@ class Verdict:
     termination: TerminationMessage | None = None
     run_outcome: str = ""
     """Lineage outcome: completed, passivated, failed, fenced, crashed or lost."""
+    kubelet_reason: str = ""
+    """The container's terminated reason from the kubelet when the pod crashed without a
+    termination message and the reason says more than "Error" (OOMKilled, ContainerCannotRun,
+    StartError): the most precise reason a user can act on, shown as Ready's reason."""
 
 
 BUDGET_MARKERS = ("budget exhausted", "budgetexhausted")
@@ -129,8 +133,17 @@ def _finished(pod: ObservedPod) -> Verdict:
     else:
         detail = pod.message or f"pod phase {pod.phase}"
     return Verdict(
-        "replace", PlacementReason.CRASHED, detail, counts_as_failure=True, run_outcome="crashed"
+        "replace",
+        PlacementReason.CRASHED,
+        detail,
+        counts_as_failure=True,
+        run_outcome="crashed",
+        kubelet_reason=term.reason if term is not None and term.reason not in _GENERIC else "",
     )
+
+
+#: Terminated reasons that say no more than "it crashed" (PodCrashed says that already).
+_GENERIC = frozenset({"", "Error", "Completed"})
 
 
 def _from_termination(msg: TerminationMessage) -> Verdict:

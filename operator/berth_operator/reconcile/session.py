@@ -451,11 +451,14 @@ def _handle_death(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
 
 def _failed_pod(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
     """A death that counts as a failure: Degraded, then a backoff before the replacement, or
-    Failed once ``max_placement_retries`` replacements were made in a row."""
+    Failed once ``max_placement_retries`` replacements were made in a row. Degraded's reason
+    (and so Ready's while it retries, see ``finish``) and the Event's are the kubelet's
+    terminated reason when it is precise (OOMKilled), so ``kubectl get ags`` names it."""
     obs, st, conds, plan, settings = d.obs, d.st, d.conds, d.plan, d.settings
     now = obs.now
     st.restarts = (st.restarts or 0) + 1
-    conds.set(CondType.DEGRADED, "True", verdict.reason, f"pod {pod.name}: {verdict.detail}")
+    cause = verdict.kubelet_reason or verdict.reason
+    conds.set(CondType.DEGRADED, "True", cause, f"pod {pod.name}: {verdict.detail}")
     if st.restarts > settings.placement.max_placement_retries:
         msg = (
             f"pod {pod.name} died ({verdict.reason}: {verdict.detail}) and "
@@ -464,19 +467,16 @@ def _failed_pod(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
         st.last_error = msg
         conds.set(CondType.FAILED, "True", Reason.RETRIES_EXHAUSTED, msg)
         plan.events.append(Event("Warning", Reason.RETRIES_EXHAUSTED, msg))
-        finish(st, conds, "Failed", msg)
+        finish(st, conds, "Failed", msg, reason=verdict.kubelet_reason or None)
         return
     delay = settings.placement.backoff_seconds(st.restarts)
     st.next_attempt_at = now + timedelta(seconds=delay)
-    plan.events.append(
-        Event(
-            "Warning",
-            verdict.reason,
-            f"pod {pod.name}: {verdict.detail}; resuming in {delay:g}s "
-            f"(attempt {st.restarts}/{settings.placement.max_placement_retries})",
-        )
+    msg = (
+        f"pod {pod.name}: {verdict.detail}; resuming in {delay:g}s "
+        f"(attempt {st.restarts}/{settings.placement.max_placement_retries})"
     )
-    finish(st, conds, "Resuming")
+    plan.events.append(Event("Warning", cause, msg))
+    finish(st, conds, "Resuming", msg)
     plan.requeue_after = delay
 
 
@@ -532,7 +532,7 @@ def _maybe_place(d: Decision, epoch: int) -> None:
         conds.set(CondType.PLACED, "False", blocked.reason, blocked.message)
         phase: Phase = blocked.phase or ("Resuming" if resuming else "Pending")
         transient = blocked.reason in (Reason.WAITING_FOR_POD, Reason.BACKOFF)
-        ready_reason = blocked.reason if blocked.reason == Reason.CLAIM_MISSING else None
+        ready_reason = blocked.reason if blocked.user_must_act else None  # the REASON column
         finish(st, conds, phase, "" if transient else blocked.message, reason=ready_reason)
         plan.requeue_after = blocked.requeue
         return

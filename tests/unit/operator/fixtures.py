@@ -118,7 +118,9 @@ class PodBuilder:
         self.body["metadata"]["annotations"]["berth.dev/resume-run-id"] = run_id
         return self
 
-    def terminated(self, exit_code: int, message: dict[str, Any] | str | None = None) -> PodBuilder:
+    def terminated(
+        self, exit_code: int, message: dict[str, Any] | str | None = None, reason: str | None = None
+    ) -> PodBuilder:
         msg = json.dumps(message) if isinstance(message, dict) else (message or "")
         self.body["status"]["phase"] = "Succeeded" if exit_code == 0 else "Failed"
         self.body["status"]["containerStatuses"] = [
@@ -128,7 +130,7 @@ class PodBuilder:
                     "terminated": {
                         "exitCode": exit_code,
                         "message": msg,
-                        "reason": "Error" if exit_code else "Completed",
+                        "reason": reason or ("Error" if exit_code else "Completed"),
                     }
                 },
             }

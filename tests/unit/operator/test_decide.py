@@ -150,6 +150,32 @@ def test_death_without_passivation_is_replaced_with_backoff(pod, node, reason, f
     assert st.pod_name is None
 
 
+@pytest.mark.parametrize(
+    ("kubelet", "ready"), [("OOMKilled", "OOMKilled"), ("Error", "PodCrashed")]
+)
+def test_a_precise_kubelet_reason_of_a_crash_is_readys_reason(kubelet: str, ready: str) -> None:
+    """kubectl get ags shows OOMKilled (the REASON column is Ready's reason), not just a crash."""
+    session = make_session().with_status(
+        epoch=1, podName="demo-e1", podUid="pod-uid-1", runId="run-1"
+    )
+    pod = make_pod(1).on("proc-a").terminated(137, reason=kubelet)
+    plan = decide(observation(session, pod, nodes=(make_node("proc-a"),)), SETTINGS)
+    assert cond(plan, "Ready") == ("False", ready)
+    assert cond(plan, "Degraded") == ("True", ready)
+    ready_cond = next(c for c in plan.status.conditions or [] if c.type == "Ready")
+    assert f"exit code 137 ({kubelet})" in ready_cond.message
+    assert [e.reason for e in plan.events] == [ready]
+    # the next tick (backoff, then the replacement) keeps saying it
+    later = decide(
+        observation(
+            make_session().with_status(**plan.status.model_dump(by_alias=True, exclude_none=True)),
+            now=1,
+        ),
+        SETTINGS,
+    )
+    assert cond(later, "Ready") == ("False", ready)
+
+
 def test_replacement_waits_for_backoff_then_resumes_last_run() -> None:
     session = make_session().with_status(
         epoch=1, runId="run-1", restarts=1, placementReason="PodCrashed", nextAttemptAt=ts(2)

@@ -1,0 +1,126 @@
+"""Every pod failure a user must fix is named where they look first: the REASON column of
+``kubectl get ags`` (Ready's reason), ``kubectl describe`` (the kubelet's or scheduler's
+message) and a Warning Event on the AgentSession. Real control plane, real nodes; the image
+pull case is in test_sessions.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.cluster import DevCluster
+from tests.integration.operator.harness import (
+    apply_in,
+    condition,
+    example_docs,
+    kget,
+    operator,
+    wait,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def session_docs(change: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
+    """examples/agentsession.yaml with ``change`` applied to the AgentSession's spec."""
+    docs = example_docs("agentsession.yaml")
+    for doc in docs:
+        if doc.get("kind") == "AgentSession":
+            change(doc["spec"])
+    return docs
+
+
+def ready_reason_becomes(dc: DevCluster, ns: str, reasons: set[str]) -> dict[str, Any]:
+    """Wait until Ready's reason is one of ``reasons``; the AgentSession then."""
+
+    def check() -> Any:
+        obj = kget(dc, ns, "agentsession", "hello")
+        ready = condition(obj, "Ready") if obj else None
+        return obj if ready and ready["reason"] in reasons else None
+
+    obj: dict[str, Any] = wait(f"Ready reason in {sorted(reasons)}", check)
+    return obj
+
+
+def reason_column(dc: DevCluster, ns: str) -> str:
+    header, row = dc.kubectl("-n", ns, "get", "ags", "hello").stdout.splitlines()[:2]
+    return row.split()[header.split().index("REASON")]
+
+
+def session_events(dc: DevCluster, ns: str) -> list[dict[str, Any]]:
+    items = json.loads(dc.kubectl("-n", ns, "get", "events", "-o", "json").stdout)["items"]
+    return [e for e in items if e["involvedObject"]["kind"] == "AgentSession"]
+
+
+def test_an_unschedulable_session_says_why_the_scheduler_cannot_place_it(
+    dev_cluster: DevCluster,
+) -> None:
+    dc = dev_cluster
+
+    def nowhere(spec: dict[str, Any]) -> None:
+        spec["placement"] = {"nodeSelector": {"berth.dev/test-no-such-node": "true"}}
+
+    with dc.namespace("unsched", shared_pvc=True) as ns, operator(dc, ns):
+        apply_in(dc, ns, session_docs(nowhere))
+        obj = ready_reason_becomes(dc, ns, {"Unschedulable"})
+        ready = condition(obj, "Ready")
+        assert ready is not None and "node" in ready["message"]  # the scheduler's own words
+        assert obj["status"]["phase"] == "Pending"
+        assert reason_column(dc, ns) == "Unschedulable"
+        described = dc.kubectl("-n", ns, "describe", "agentsession", "hello").stdout
+        assert "Unschedulable" in described
+        wait(
+            "an Unschedulable Event",
+            lambda: any(
+                e["reason"] == "Unschedulable" and e["type"] == "Warning"
+                for e in session_events(dc, ns)
+            ),
+        )
+
+
+def test_an_oom_killed_session_pod_is_named_and_replaced(dev_cluster: DevCluster) -> None:
+    dc = dev_cluster
+
+    def tiny(spec: dict[str, Any]) -> None:
+        spec["placement"] = {
+            "resources": {"requests": {"memory": "24Mi"}, "limits": {"memory": "24Mi"}}
+        }
+
+    with dc.namespace("oom", shared_pvc=True) as ns, operator(dc, ns):
+        apply_in(dc, ns, session_docs(tiny))
+        obj = ready_reason_becomes(dc, ns, {"OOMKilled"})
+        ready = condition(obj, "Ready")
+        assert ready is not None and "(OOMKilled)" in ready["message"]
+        degraded = condition(obj, "Degraded")
+        assert degraded is not None and degraded["reason"] == "OOMKilled"
+        assert obj["status"]["phase"] in ("Pending", "Resuming", "Failed")  # never Running
+        assert reason_column(dc, ns) == "OOMKilled"
+        assert "OOMKilled" in dc.kubectl("-n", ns, "describe", "agentsession", "hello").stdout
+        assert any(
+            e["reason"] == "OOMKilled" and e["type"] == "Warning" for e in session_events(dc, ns)
+        )
+
+
+def test_a_missing_llm_secret_is_named_before_any_pod_is_placed(dev_cluster: DevCluster) -> None:
+    dc = dev_cluster
+
+    def other_secret(spec: dict[str, Any]) -> None:
+        spec["llm"]["apiKeySecretRef"] = {"name": "no-such-secret", "key": "api-key"}
+
+    with dc.namespace("nosecret", shared_pvc=True) as ns, operator(dc, ns):
+        apply_in(dc, ns, session_docs(other_secret))
+        obj = ready_reason_becomes(dc, ns, {"SecretNotFound"})
+        ready = condition(obj, "Ready")
+        assert ready is not None and "no-such-secret" in ready["message"]
+        assert reason_column(dc, ns) == "SecretNotFound"
+        assert not obj["status"].get("podName")
+        pods = dc.kubectl("-n", ns, "get", "pods", "-o", "name").stdout.split()
+        assert not [p for p in pods if "hello" in p]
+        wait(
+            "a SecretNotFound Event",
+            lambda: any(e["reason"] == "SecretNotFound" for e in session_events(dc, ns)),
+        )
