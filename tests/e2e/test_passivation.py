@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -47,7 +48,7 @@ from tests.e2e.passivation_support import (
     wait,
     webhook_env,
 )
-from tests.integration.operator.harness import SECRET, operator, scripted_model
+from tests.integration.operator.harness import SECRET, free_port, operator, scripted_model
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -245,6 +246,82 @@ def test_eviction_is_answered_429_and_the_session_moves(
         assert final["runs"][-1]["nodeName"] == nodes.b
         assert final["runs"][-1]["resumedFrom"] == done[0]["runId"]
         assert steps(nodes, ns, "ev") == [f"step-{i}" for i in range(1, ROUNDS + 1)]
+
+
+def _hook_url(dc: DevCluster, ns: str) -> str:
+    vwc = json.loads(
+        dc.kubectl(
+            "get", "validatingwebhookconfiguration", f"berth-eviction-{ns}", "-o", "json"
+        ).stdout
+    )
+    return str(vwc["webhooks"][0]["clientConfig"].get("url", ""))
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_two_replicas_only_the_leader_serves_evictions(
+    dev_cluster: DevCluster, clean_nodes: PrivateNodes, tmp_path: Path
+) -> None:
+    """Two operator replicas with the webhook on: the configuration points at the Lease holder,
+    the standby serves nothing (its port is closed), an eviction is answered 429 by the leader;
+    after the leader is SIGKILLed the standby takes the Lease, the configuration follows it and
+    the next eviction is answered by it; the session moves twice and loses nothing."""
+    dc, nodes = dev_cluster, clean_nodes
+    with (
+        dc.namespace("pz-ha", shared_pvc=True) as ns,
+        scripted_model(step_script(ROUNDS)) as srv,
+        operator(dc, ns, **operator_env(**webhook_env(dc, ns, tmp_path / "certs"))) as op,
+    ):
+        leader_port = int(op.extra["BERTH_WEBHOOK_PORT"])
+        wait(
+            "the first replica to lead and configure the webhook",
+            lambda: _hook_url(dc, ns).startswith(f"https://127.0.0.1:{leader_port}/"),
+            cap=60,
+        )
+        standby_port = free_port()
+        op.start(BERTH_WEBHOOK_PORT=str(standby_port))
+        apply(dc, ns, [SECRET])
+        place_on_a(dc, ns, nodes, [session_doc("ha", srv.base_url, nodes, 60)])
+        assert _hook_url(dc, ns).startswith(f"https://127.0.0.1:{leader_port}/")
+        assert _listening(leader_port) and not _listening(standby_port)
+
+        first = status(dc, ns, "ha")["podName"]
+        res = evict(dc, ns, first)
+        assert "429 Too Many Requests" in res.stderr and "is passivating" in res.stderr, res.stderr
+        wait(
+            "the session resumed on B",
+            lambda: (
+                (s := status(dc, ns, "ha")).get("podName") not in (None, first)
+                and s.get("phase") == "Running"
+            ),
+            cap=180,
+            every=1,
+        )
+
+        op.stop(op.procs[0], signal.SIGKILL)
+        wait(
+            "the configuration to follow the new leader",
+            lambda: _hook_url(dc, ns).startswith(f"https://127.0.0.1:{standby_port}/"),
+            cap=60,
+        )
+        second = status(dc, ns, "ha")["podName"]
+        res = wait(
+            "the new leader to answer an eviction",
+            lambda: (
+                (r := evict(dc, ns, second)).returncode != 0 and "is passivating" in r.stderr and r
+            ),
+            cap=60,
+            every=1,
+        )
+        assert "429 Too Many Requests" in res.stderr
+        final = wait("ha Succeeded", lambda: finished(dc, ns, "ha"), cap=300)
+        done = passivated_runs(final)
+        assert len(done) == 2 and all("eviction" in (d.get("reason") or "") for d in done)
+        assert steps(nodes, ns, "ha") == [f"step-{i}" for i in range(1, ROUNDS + 1)]
 
 
 def test_without_the_webhook_the_pdb_keeps_drain_waiting(

@@ -244,8 +244,19 @@ def laneworker_crd() -> dict[str, Any]:
         },
         columns=[
             {"name": "Lane", "type": "string", "jsonPath": ".spec.lane"},
+            {
+                "name": "Ready",
+                "type": "string",
+                "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+            },
+            {
+                # PodsReady, or why not (a worker pod's CrashLoopBackOff, Unschedulable, ...).
+                "name": "Reason",
+                "type": "string",
+                "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+            },
             {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas"},
-            {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
+            {"name": "Available", "type": "integer", "jsonPath": ".status.readyReplicas"},
             {"name": "Desired", "type": "integer", "jsonPath": ".status.desiredReplicas"},
             {"name": "Backlog", "type": "integer", "jsonPath": ".status.pressure.backlog"},
             {"name": "InFlight", "type": "integer", "jsonPath": ".status.pressure.inFlight"},

@@ -67,6 +67,7 @@ from berth_operator.pressure import (
 from berth_operator.reconcile.scaling import (
     DELETION_COST_ANNOTATION,
     DeploymentCounts,
+    LaneWorkerCondType,
     PoolObservation,
     Recommendation,
     Sample,
@@ -78,6 +79,7 @@ from berth_operator.reconcile.scaling import (
     pool_status,
     scaling_conditions,
     seed_history,
+    stuck_worker_pod,
 )
 
 UNSCALED_REFRESH_SECONDS = 5.0
@@ -320,7 +322,13 @@ async def _write_status(
     tick: _Tick,
     now: datetime,
 ) -> None:
-    """Conditions and status of the pool; patched only when they changed."""
+    """Conditions and status of the pool; patched only when they changed. While pods are not
+    all Ready, their kubelet waiting reason (CrashLoopBackOff, ...) becomes Ready's reason, with
+    a Warning Event when it changes."""
+    stuck = None
+    if counts is not None and counts.ready_replicas < tick.desired:
+        stuck = stuck_worker_pod(await ctx.api.list_pods(ref.namespace, selector_string(ref.name)))
+    before = next((c for c in state.conditions if c.type == LaneWorkerCondType.READY), None)
     state.conditions = scaling_conditions(
         state.conditions,
         PoolObservation(
@@ -332,10 +340,17 @@ async def _write_status(
             source=spec.scaling.source if spec.scaling else "",
             error=tick.error,
             recommendation=tick.recommendation,
+            stuck=stuck,
         ),
         now=now,
         generation=generation,
     )
+    if stuck is not None and (
+        before is None or before.reason != stuck[0] or stuck[1] not in before.message
+    ):
+        after = next(c for c in state.conditions if c.type == LaneWorkerCondType.READY)
+        target = cast(kopf.Body, _event_target(ref))
+        kopf.event(target, type="Warning", reason=stuck[0], message=after.message)
     broker = tick.broker if spec.scaling is not None and spec.scaling.source == "broker" else None
     status = pool_status(
         counts=counts,

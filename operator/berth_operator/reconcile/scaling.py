@@ -45,7 +45,7 @@ from datetime import datetime, timedelta
 from typing import Final, Literal
 
 from berth_operator.api.common import Condition, ConditionStatus
-from berth_operator.api.conditions import ConditionSet
+from berth_operator.api.conditions import ConditionSet, Reason
 from berth_operator.api.laneworker import LaneWorkerSpec, LaneWorkerStatus, Pressure
 
 DELETION_COST_ANNOTATION: Final = "controller.kubernetes.io/pod-deletion-cost"
@@ -328,6 +328,40 @@ class PoolObservation:
     source: str = "broker"
     error: str = ""
     recommendation: Recommendation | None = None
+    stuck: tuple[str, str] | None = None
+    """(reason, message) of a worker pod waiting on something a user must fix (see
+    :func:`stuck_worker_pod`), None when none is."""
+
+
+def stuck_worker_pod(pods: Iterable[Mapping[str, object]]) -> tuple[str, str] | None:
+    """The first pool pod (by name) that waits on something a user must fix: a container
+    waiting reason of ``Reason.STUCK_WAITING`` (CrashLoopBackOff, ImagePullBackOff,
+    CreateContainerConfigError, ...) or the scheduler's Unschedulable. Returns ``(reason,
+    "pod NAME: REASON: kubelet's message")``, or None. Pure."""
+    for pod in sorted(pods, key=lambda p: str(_get(p, "metadata", "name"))):
+        name = str(_get(pod, "metadata", "name"))
+        status = _get(pod, "status")
+        for cs in _list(status, "containerStatuses"):
+            waiting = _get(cs, "state", "waiting")
+            reason = str(_get(waiting, "reason") or "")
+            if reason in Reason.STUCK_WAITING:
+                return reason, f"pod {name}: {reason}: {_get(waiting, 'message') or ''}"[:1024]
+        for cond in _list(status, "conditions"):
+            if _get(cond, "type") == "PodScheduled" and _get(cond, "reason") == "Unschedulable":
+                msg = f"pod {name}: Unschedulable: {_get(cond, 'message') or ''}"
+                return Reason.UNSCHEDULABLE, msg[:1024]
+    return None
+
+
+def _get(obj: object, *path: str) -> object:
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, Mapping) else None
+    return obj
+
+
+def _list(obj: object, key: str) -> list[object]:
+    value = _get(obj, key)
+    return list(value) if isinstance(value, list) else []
 
 
 def scaling_conditions(
@@ -360,6 +394,8 @@ def _ready(obs: PoolObservation) -> tuple[ConditionStatus, str, str]:
     counts = f"{obs.ready_replicas}/{obs.spec_replicas} pods ready"
     if obs.ready_replicas >= obs.spec_replicas:
         return "True", LaneWorkerReason.PODS_READY, counts
+    if obs.stuck is not None:  # the kubelet's reason is the one a user can act on
+        return "False", obs.stuck[0], f"{counts}; {obs.stuck[1]}"[:1024]
     return "False", LaneWorkerReason.PODS_NOT_READY, counts
 
 

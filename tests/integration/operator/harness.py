@@ -113,14 +113,15 @@ class OperatorProcess:
             **self.extra,
         }
 
-    def start(self) -> subprocess.Popen[bytes]:
-        """Start one replica (several may run: the Lease keeps one active)."""
+    def start(self, **env: str) -> subprocess.Popen[bytes]:
+        """Start one replica (several may run: the Lease keeps one active); ``env`` overrides
+        this replica's variables (e.g. its own webhook port)."""
         self.starts += 1
         log = open(self.log_dir / f"operator-{self.starts}.log", "wb")  # noqa: SIM115
         exe = Path(sys.executable).parent / "berth-operator"
         proc = subprocess.Popen(
             [str(exe)],
-            env=self.env(),
+            env={**self.env(), **env},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -124,3 +124,39 @@ def test_a_missing_llm_secret_is_named_before_any_pod_is_placed(dev_cluster: Dev
             "a SecretNotFound Event",
             lambda: any(e["reason"] == "SecretNotFound" for e in session_events(dc, ns)),
         )
+
+
+def test_a_crash_looping_worker_pool_says_so(dev_cluster: DevCluster) -> None:
+    """A LaneWorker whose pods are OOM-killed over and over: Ready=False with the kubelet's
+    CrashLoopBackOff in ``kubectl get lw`` and a Warning Event on the LaneWorker."""
+    dc = dev_cluster
+    pool = {
+        "apiVersion": "berth.dev/v1alpha1",
+        "kind": "LaneWorker",
+        "metadata": {"name": "exec"},
+        "spec": {
+            "lane": "execute",
+            "replicas": 1,
+            "template": {
+                "resources": {"requests": {"memory": "24Mi"}, "limits": {"memory": "24Mi"}}
+            },
+        },
+    }
+    with dc.namespace("crashpool", shared_pvc=True) as ns, operator(dc, ns):
+        apply_in(dc, ns, [pool])
+
+        def looping() -> Any:
+            obj = kget(dc, ns, "laneworker", "exec")
+            ready = condition(obj, "Ready") if obj else None
+            return ready if ready and ready["reason"] == "CrashLoopBackOff" else None
+
+        ready = wait("Ready reason CrashLoopBackOff", looping, cap=300)
+        assert ready["status"] == "False" and "0/1 pods ready; pod exec-" in ready["message"]
+        header, row = dc.kubectl("-n", ns, "get", "lw", "exec").stdout.splitlines()[:2]
+        columns = dict(zip(header.split(), row.split(), strict=False))
+        assert (columns["READY"], columns["REASON"]) == ("False", "CrashLoopBackOff")
+        items = json.loads(dc.kubectl("-n", ns, "get", "events", "-o", "json").stdout)["items"]
+        assert any(
+            e["reason"] == "CrashLoopBackOff" and e["involvedObject"]["kind"] == "LaneWorker"
+            for e in items
+        )
