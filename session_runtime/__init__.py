@@ -2,7 +2,7 @@
 
 Public API (A3S Python SDK names)::
 
-    from session_runtime import Agent, SessionOptions
+    from session_runtime import Agent, SessionOptions   # and every name the A3S docs import
     agent = Agent.create({"default_model": "openai/gpt-4o-mini"})
     session = agent.session("/work/repo", SessionOptions(tenant_id="acme"))
     result = session.send("Fix the failing test")      # or: await session.send_async(...)
@@ -44,13 +44,30 @@ from session_runtime.errors import (
     SessionRuntimeError,
     StoreError,
 )
+from session_runtime.events import AgentEvent
 from session_runtime.hostenv import FixedClock, HostEnv, SequentialIdGenerator, SystemClock
-from session_runtime.store.base import LoopCheckpoint, PendingRound, SessionStore
+from session_runtime.lanes.config import (
+    LaneHandlerConfig,
+    PriorityBoostConfig,
+    RateLimitConfig,
+    RetryPolicyConfig,
+    SessionQueueConfig,
+)
+from session_runtime.lanes.external import ExternalTask, ExternalTaskResult
+from session_runtime.store.base import (
+    LoopCheckpoint,
+    PendingRound,
+    SessionStore,
+    WorkflowCheckpoint,
+)
+from session_runtime.store.file import FileSessionStore
+from session_runtime.store.memory import MemorySessionStore
 from session_runtime.tools.base import ToolCall, ToolContext, ToolExecutor, ToolResult
 
 __all__ = [
     "Agent",
     "AgentClosedError",
+    "AgentEvent",
     "AgentResult",
     "BtwResult",
     "BudgetExhaustedError",
@@ -58,16 +75,24 @@ __all__ = [
     "CheckpointError",
     "CircuitOpenError",
     "ConfigError",
+    "ExternalTask",
+    "ExternalTaskResult",
     "FencedError",
+    "FileSessionStore",
     "FixedClock",
     "HostEnv",
+    "LaneHandlerConfig",
     "LimitExceededError",
     "LlmError",
     "LoopCheckpoint",
     "MaxToolRoundsError",
+    "MemorySessionStore",
     "ParseRetriesExceededError",
     "PendingRound",
+    "PriorityBoostConfig",
+    "RateLimitConfig",
     "ResumeError",
+    "RetryPolicyConfig",
     "RunCancelledError",
     "RunPassivatedError",
     "SequentialIdGenerator",
@@ -76,6 +101,7 @@ __all__ = [
     "SessionClosedError",
     "SessionNotFoundError",
     "SessionOptions",
+    "SessionQueueConfig",
     "SessionRetentionLimits",
     "SessionRuntimeError",
     "SessionStore",
@@ -86,4 +112,5 @@ __all__ = [
     "ToolContext",
     "ToolExecutor",
     "ToolResult",
+    "WorkflowCheckpoint",
 ]

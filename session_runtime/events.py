@@ -1,7 +1,8 @@
 """The event vocabulary shared by ``stream()`` consumers and hooks (RUNTIME-CONTRACT "Events").
 
-Owned by the runtime core. Events are plain JSON-able dicts with a snake_case ``"type"`` plus the
-fields listed in :data:`EVENT_FIELDS`. Every event the session emits is also stamped with
+Owned by the runtime core. Events are JSON-able dicts (:class:`AgentEvent`, which adds the A3S
+SDK's attribute access) with a snake_case ``"type"`` plus the fields listed in
+:data:`EVENT_FIELDS`. Every event the session emits is also stamped with
 ``session_id``, ``run_id`` (None outside a run), the four identity labels (``tenant_id``,
 ``principal``, ``agent_template_id``, ``correlation_id``), ``seq`` (a per-session counter, so a
 consumer can check order) and ``ts_ms`` (epoch ms from the session's ``HostEnv``).
@@ -76,6 +77,88 @@ EVENT_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     PEER_INVOCATION: ("from_session_id",),
 }
 
+#: Berth event types whose A3S SDK name differs; ``AgentEvent.event_type`` gives the A3S name.
+A3S_EVENT_NAMES: Final[dict[str, str]] = {AGENT_END: "end"}
+
+
+class AgentEvent(dict[str, Any]):
+    """One event as ``stream()`` yields it and hooks receive it: a dict (``event["type"]`` in
+    Berth's names, every field by key, JSON-able as is) that also reads like the A3S SDK's
+    ``AgentEvent`` object: ``event.event_type`` (the A3S name, see :data:`A3S_EVENT_NAMES`:
+    ``agent_end`` is ``"end"``), ``event.text``, ``event.tool_name``, ``event.tool_id``, ...
+    An attribute whose field the event does not carry is None."""
+
+    __slots__ = ()
+
+    @property
+    def event_type(self) -> str:
+        """The A3S SDK's name of this event's type (``text_delta``, ``end``, ...)."""
+        etype = str(self.get("type", ""))
+        return A3S_EVENT_NAMES.get(etype, etype)
+
+    @property
+    def text(self) -> str | None:
+        """``text_delta`` chunk, or the final answer of ``end``."""
+        return self.get("text")
+
+    @property
+    def tool_name(self) -> str | None:
+        """The tool of ``tool_start``, ``tool_end``, ``pre_tool_use``."""
+        return (
+            self.get("name") if self.get("type") in (TOOL_START, TOOL_END, PRE_TOOL_USE) else None
+        )
+
+    @property
+    def tool_id(self) -> str | None:
+        """The tool call id of ``tool_start``, ``tool_end``, ``pre_tool_use``."""
+        return self.get("id") if self.get("type") in (TOOL_START, TOOL_END, PRE_TOOL_USE) else None
+
+    @property
+    def output(self) -> str | None:
+        """The tool's output (``tool_end``)."""
+        return self.get("output")
+
+    @property
+    def exit_code(self) -> int | None:
+        """The tool's exit code (``tool_end``)."""
+        return self.get("exit_code")
+
+    @property
+    def turn(self) -> int | None:
+        """The turn of ``turn_start``, ``turn_end``, ``run_resumed``."""
+        return self.get("turn")
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        """Token usage of ``turn_end`` and ``end``."""
+        return self.get("usage")
+
+    @property
+    def message(self) -> str | None:
+        """The message of ``error``, ``queue_alert``, ``llm_retry``, ..."""
+        return self.get("message")
+
+    @property
+    def task_id(self) -> str | None:
+        """The external task of ``external_task_pending`` / ``_completed``."""
+        return self.get("task_id")
+
+    @property
+    def reason(self) -> str | None:
+        """The reason of ``passivation_requested``."""
+        return self.get("reason")
+
+    @property
+    def session_id(self) -> str | None:
+        """The session that emitted the event."""
+        return self.get("session_id")
+
+    @property
+    def run_id(self) -> str | None:
+        """The run the event belongs to (None outside a run)."""
+        return self.get("run_id")
+
+
 #: The cluster events a host may inject with ``Session.emit_host_event``.
 HOST_EVENT_TYPES: Final = frozenset({BUDGET_THRESHOLD_HIT, PASSIVATION_REQUESTED, PEER_INVOCATION})
 
@@ -98,6 +181,7 @@ def validate_host_event(event: Event) -> None:
 
 
 __all__ = [
+    "A3S_EVENT_NAMES",
     "AGENT_END",
     "BUDGET_THRESHOLD_HIT",
     "EVENT_FIELDS",
@@ -106,6 +190,7 @@ __all__ = [
     "PASSIVATION_REASONS",
     "PASSIVATION_REQUESTED",
     "PEER_INVOCATION",
+    "AgentEvent",
     "Event",
     "EventSink",
     "validate_host_event",

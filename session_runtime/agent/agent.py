@@ -140,14 +140,28 @@ class Agent:
         *,
         executor: ToolExecutor | None = None,
         llm: LlmClient | None = None,
+        **option_fields: Any,
     ) -> Session:
         """A new session bound to ``workspace`` (an existing directory).
 
-        ``executor`` replaces the tool executor (the session pod injects a LaneQueue with a
-        Redis transport); ``llm`` replaces the OpenAI client (tests of other components).
-        Raises AgentClosedError, ConfigError, ValueError (bad workspace or limits).
+        Options come as one ``SessionOptions`` or as its fields in keywords, as the A3S docs
+        write both (``agent.session("/repo", queue_config=qc)``). ``executor`` replaces the
+        tool executor (the session pod injects a LaneQueue with a Redis transport); ``llm``
+        replaces the OpenAI client (tests of other components). Raises TypeError for options
+        given both ways or an unknown keyword (named), AgentClosedError, ConfigError,
+        ValueError (bad workspace or limits).
         """
         self._check_open()
+        if option_fields:
+            if options is not None:
+                raise TypeError(
+                    "agent.session: pass a SessionOptions or its fields as keywords, not both"
+                )
+            known = {f.name for f in dataclasses.fields(SessionOptions)}
+            unknown = sorted(set(option_fields) - known)
+            if unknown:
+                raise TypeError(f"agent.session: unknown session options: {', '.join(unknown)}")
+            options = SessionOptions(**option_fields)
         # A copy: the caller may reuse one SessionOptions for several sessions.
         opts = dataclasses.replace(options) if options is not None else SessionOptions()
         env = opts.host_env or self._env

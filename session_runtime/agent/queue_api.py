@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
+from session_runtime.lanes.external import ExternalTaskResult, completion_of
 from session_runtime.tools.base import ToolExecutor
 
 T = TypeVar("T")
@@ -81,20 +82,30 @@ class QueueApi:
         return list(value) if found and value is not None else []
 
     def complete_external_task(
-        self, task_id: str, success: bool, result: Any = None, error: str | None = None
+        self,
+        task_id: str,
+        success: bool | ExternalTaskResult | dict[str, Any],
+        result: Any = None,
+        error: str | None = None,
     ) -> bool:
-        """Deliver an external task's result (``result`` = ``{output, exit_code}``); False if
-        the task is unknown or there is no queue."""
-        found, value = self._queue_sync("complete_external_task", task_id, success, result, error)
+        """Deliver an external task's result: ``(task_id, success, result, error)`` with
+        ``result`` = ``{output, exit_code}``, or ``(task_id, ExternalTaskResult | its dict)`` as
+        the A3S docs write it. False if the task is unknown or there is no queue; TypeError for
+        an ambiguous call (see ``lanes.external.completion_of``)."""
+        done = completion_of(success, result, error)
+        found, value = self._queue_sync("complete_external_task", task_id, done)
         return bool(value) if found else False
 
     async def complete_external_task_async(
-        self, task_id: str, success: bool, result: Any = None, error: str | None = None
+        self,
+        task_id: str,
+        success: bool | ExternalTaskResult | dict[str, Any],
+        result: Any = None,
+        error: str | None = None,
     ) -> bool:
         """Async twin of :meth:`complete_external_task`."""
-        found, value = await self._queue_async(
-            "complete_external_task", task_id, success, result, error
-        )
+        done = completion_of(success, result, error)
+        found, value = await self._queue_async("complete_external_task", task_id, done)
         return bool(value) if found else False
 
     def queue_stats(self) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from session_runtime.agent.run_slot import RunSlot
 from session_runtime.agent.runs import RunLog
 from session_runtime.agent.tasks import wait_task
 from session_runtime.errors import ResumeError, SessionClosedError
-from session_runtime.events import IDENTITY_FIELDS, Event, validate_host_event
+from session_runtime.events import IDENTITY_FIELDS, AgentEvent, Event, validate_host_event
 from session_runtime.hostenv import HostEnv
 from session_runtime.llm.client import LlmClient
 from session_runtime.tools.base import ToolExecutor
@@ -199,7 +199,8 @@ class Session(QueueApi):
 
     # ---- events and hooks --------------------------------------------------------------
 
-    def _stamp(self, event: Event) -> Event:
+    def _stamp(self, fields: Event) -> AgentEvent:
+        event = AgentEvent(fields)
         seq = next(self._seq)  # atomic: host events may come from another thread
         state = self._conv.run_state
         event["session_id"] = self._id

@@ -18,6 +18,54 @@ from session_runtime.tools.base import Lane, ToolContext
 
 
 @dataclass(frozen=True, slots=True)
+class ExternalTaskResult:
+    """What an external handler reports for a task (A3S ``ExternalTaskResult``).
+
+    ``result`` is ``{"output": str, "exit_code": int}``; ``success=False`` means the handler
+    could not run the task (``error`` says why), not that the tool failed: a tool that ran and
+    failed is ``success=True`` with its exit code."""
+
+    success: bool
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+
+def completion_of(
+    success: bool | ExternalTaskResult | dict[str, Any],
+    result: dict[str, Any] | None = None,
+    error: str | None = None,
+) -> ExternalTaskResult:
+    """The result of a ``complete_external_task`` call, in any of its accepted forms.
+
+    Accepts the positional form ``(success: bool, result, error)``, an
+    :class:`ExternalTaskResult`, or its dict form ``{"success": bool, "result": {...},
+    "error": str | None}`` (the seeds' Python). Raises ``TypeError`` for anything ambiguous: a
+    non-bool ``success``, a result object or dict given together with ``result``/``error``, a
+    dict with unknown keys or without a bool ``success`` — never a silently empty output."""
+    if isinstance(success, bool):
+        return ExternalTaskResult(success, result, error)
+    if result is not None or error is not None:
+        raise TypeError(
+            "complete_external_task: pass either success, result, error or one "
+            "ExternalTaskResult (or its dict), not both"
+        )
+    if isinstance(success, ExternalTaskResult):
+        return success
+    if isinstance(success, dict):
+        unknown = set(success) - {"success", "result", "error"}
+        if unknown or not isinstance(success.get("success"), bool):
+            raise TypeError(
+                "complete_external_task: a result dict has a bool 'success' and optional "
+                f"'result' and 'error' keys, got keys {sorted(success)}"
+            )
+        return ExternalTaskResult(success["success"], success.get("result"), success.get("error"))
+    raise TypeError(
+        f"complete_external_task: success must be a bool, an ExternalTaskResult or its dict, "
+        f"not {type(success).__name__}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class ExternalTask:
     """A command handed to an external handler.
 

@@ -56,7 +56,13 @@ from session_runtime.lanes.config import (
     SessionQueueConfig,
 )
 from session_runtime.lanes.dlq import DeadLetter, DeadLetterQueue
-from session_runtime.lanes.external import ExternalReply, ExternalTask, ExternalTransport
+from session_runtime.lanes.external import (
+    ExternalReply,
+    ExternalTask,
+    ExternalTaskResult,
+    ExternalTransport,
+    completion_of,
+)
 from session_runtime.lanes.metrics import LaneMetrics
 from session_runtime.lanes.ratelimit import RateLimiter
 from session_runtime.lanes.retry import should_retry
@@ -233,25 +239,28 @@ class LaneQueue:
     def complete_external_task(
         self,
         task_id: str,
-        success: bool,
+        success: bool | ExternalTaskResult | dict[str, Any],
         result: dict[str, Any] | None = None,
         error: str | None = None,
     ) -> bool:
         """Complete a pending external task (A3S ``complete_external_task``).
 
         ``result`` is ``{"output": str, "exit_code": int}``; ``success=False`` is a failure
-        (``error`` or "External task failed"). Returns False for an unknown or finished task.
-        Safe to call from another thread than the queue's event loop.
+        (``error`` or "External task failed"). ``success`` may instead be one
+        :class:`ExternalTaskResult` or its dict (see :func:`completion_of`; TypeError for an
+        ambiguous call). Returns False for an unknown or finished task. Safe to call from
+        another thread than the queue's event loop.
         """
+        done = completion_of(success, result, error)
         pending = self._external.get(task_id)
         if pending is None:
             return False
         reply = ExternalReply(
             task_id=task_id,
             tool_call_id=pending.task.tool_call_id,
-            success=bool(success),
-            result=dict(result or {}),
-            error=error,
+            success=done.success,
+            result=dict(done.result or {}),
+            error=done.error,
         )
         return self._resolve(pending, reply)
 
