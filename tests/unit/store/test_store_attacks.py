@@ -201,3 +201,22 @@ def test_credentials_in_tool_output_are_masked_before_journaling(tmp_path: Path,
         dumped += "".join(p.read_text() for p in (tmp_path / SID).glob("*.rec"))
     for secret in SECRETS:
         assert secret not in dumped
+
+
+def test_a_short_write_never_leaves_a_torn_lease(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """write(2) may write less than asked (a nearly full volume). A lease holding part of its
+    writer id could never be taken over (the id does not parse), fencing every later process
+    of that epoch for good (found by the crash campaign, seed 120)."""
+    real_write = os.write
+
+    def short(fd: int, data: Any) -> int:
+        return real_write(fd, bytes(data)[:2])
+
+    monkeypatch.setattr(os, "write", short)
+    store = FileSessionStore(tmp_path, epoch=1)
+    store.acquire("s1")
+    monkeypatch.setattr(os, "write", real_write)
+    holder = fence.lease_holder(tmp_path / "s1", 1)
+    assert holder == store._writer_id
