@@ -52,7 +52,10 @@ def render(
         lines.append(f"  {kind:<14} {planned[kind]:>7} / {landed[kind]:<7} {FAULT_KINDS[kind]}")
     lines.append(
         "results in final histories: "
-        + ", ".join(f"{k} {stats[k]}" for k in ("ran", "unknown", "not_run", "overlap_in_flight"))
+        + ", ".join(
+            f"{k} {stats[k]}"
+            for k in ("ran", "unknown", "not_run", "overlap_in_flight", "completion_not_durable")
+        )
     )
     bad = [r for r in results if r["violations"]]
     lines.append(f"violations: {sum(kinds.values())} in {len(bad)} scenario(s) {dict(kinds)}")

@@ -11,7 +11,9 @@ waits for the process to end, checks :func:`~tests.chaos.invariants.after_attemp
 the next attempt as the operator would place the next pod: with the epoch bumped after a
 passivation or a lost placement (a new pod), or kept half the time after a crash (the container
 restarted in place). Once the planned faults are used up, clean attempts resume the session until
-its run completes (at most :data:`MAX_CLEAN` of them); then
+its run completes in the store (at most :data:`MAX_CLEAN` of them; a process that finished its run
+but could not make that durable, on a full volume, counts as ``completion_not_durable`` and the
+session is resumed); then
 :func:`~tests.chaos.invariants.after_session` checks the final history against the ledger.
 
 Harness-side faults: ``kill_session`` and the kill after ``clock_skew``/``slow_volume`` (SIGKILL
@@ -275,7 +277,12 @@ class Campaign:
                 invariants.after_attempt(sdir / "store", plan.name, self._ledger(plan))
             )
             if outcome in ("completed", "done"):
-                break
+                if invariants.final_history(sdir / "store", plan.name)[0] == "completed":
+                    break
+                # The process finished but could not make the run's end durable (a full
+                # volume): the store still holds a resumable run, so the next placement
+                # resumes it, as a restarted pod would.
+                report.stats["completion_not_durable"] += 1
             if fault is not None and (fault.kind == "passivate" or rng.random() < 0.5):
                 epoch += 1  # a new placement; else the container restarted in place
         self.ledger.sync()
