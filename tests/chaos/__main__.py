@@ -4,6 +4,7 @@ Usage::
 
     python -m tests.chaos --scenarios 10000 --jobs 2        # seeds 1..10000 (--first-seed)
     python -m tests.chaos --replay 4711 [--replay 4712]      # exactly these scenarios
+    python -m tests.chaos --report-from DIR --wall-seconds S  # report of a stopped campaign
 
 Scenario ``i`` of a campaign has seed ``first_seed + i``. With ``--jobs J`` the seeds are split
 over ``J`` processes (each with its own zygote, model, ledger and Redis); results stream to
@@ -59,6 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--progress", type=int, default=100, help="scenarios between progress lines")
     p.add_argument("--out", type=Path, default=None, help="results and kept scenario files")
+    p.add_argument(
+        "--report-from",
+        type=Path,
+        help="print the report of the results already in this --out directory (a campaign "
+        "stopped early); its wall time is taken from --wall-seconds",
+    )
+    p.add_argument("--wall-seconds", type=float, default=0.0)
     p.add_argument("--shard", help=argparse.SUPPRESS)  # internal: "<seeds file>:<results file>"
     a = p.parse_args(argv)
     if a.shard:
@@ -66,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
         seeds = [int(s) for s in Path(seeds_file).read_text().split()]
         _shard(seeds, Path(results).parent / Path(results).stem, Path(results))
         return 0
+    if a.report_from:
+        rows = _read(sorted(a.report_from.glob("results-*.jsonl")))
+        jobs = len(list(a.report_from.glob("results-*.jsonl")))
+        print(render(rows, a.wall_seconds, jobs))
+        return 1 if any(r["violations"] for r in rows) else 0
     seeds = a.replay or list(range(a.first_seed, a.first_seed + a.scenarios))
     out = a.out or Path(tempfile.mkdtemp(prefix="berth-chaos-"))
     out.mkdir(parents=True, exist_ok=True)
