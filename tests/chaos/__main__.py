@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,10 +30,19 @@ from typing import Any
 from tests.chaos.report import render
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _shard(seeds: list[int], root: Path, results: Path) -> None:
     from tests.chaos.runner import Campaign
     from tests.chaos.scenario import generate
 
+    # SIGTERM (and SIGINT, ignored by shells for background jobs) stop the shard cleanly: the
+    # campaign's close() stops the model, the zygote (which kills its children) and Redis.
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    logging.basicConfig(level=logging.ERROR)  # the checker's loads log every torn tail
     campaign = Campaign(root)
     try:
         with results.open("a") as out:
@@ -96,6 +107,13 @@ def main(argv: list[str] | None = None) -> int:
                 [sys.executable, "-m", "tests.chaos", "--shard", f"{seeds_file}:{results}"]
             )
         )
+
+    def stop_shards(signum: int, frame: object) -> None:
+        for proc in procs:
+            proc.terminate()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):  # stopping the campaign stops its shards
+        signal.signal(sig, stop_shards)
     shown = 0
     while any(proc.poll() is None for proc in procs):
         time.sleep(1)

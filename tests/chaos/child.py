@@ -11,6 +11,8 @@ JSON-line commands on stdin, one JSON line answered on stdout for each:
 ``{"op": "poll", "pid": N}`` -> ``{"status": <exit code, -signal, or null while running>}``;
 ``{"op": "wait", "pid": N}`` -> ``{"status": ...}``.
 
+When stdin closes, every child still running is killed (a stopped campaign leaves nothing behind).
+
 A session process does what a session pod does at start (``session_runtime.pod``): claim the
 lease of its epoch (``FileSessionStore.acquire``), build the session (``Agent.resume_session`` if
 the store holds it, else ``Agent.session``) with the lane queue and Redis transport when the
@@ -29,8 +31,9 @@ start so they hit the runtime and not the harness:
   bytes were written (a short write first, as a full filesystem does);
 - ``clock_skew_ms``: ``time.time``/``time.time_ns`` shifted (wall clock only; monotonic time is
   untouched, as on a real host whose clock is off);
-- ``passivate_at_ms`` / ``passivate_deadline_ms``: ``Session.passivate_async("node_drain", now +
-  deadline)`` from the process's own loop after that delay, as the pod's ``POST /v1/passivate``.
+- ``passivate_at_ms`` or ``passivate_after_call``, with ``passivate_deadline_ms``:
+  ``Session.passivate_async("node_drain", now + deadline)`` from the process's own loop after that
+  delay, or as that tool call ends, as the pod's ``POST /v1/passivate``.
 
 A worker job may carry ``clock_skew_ms`` too.
 """
@@ -38,6 +41,7 @@ A worker job may carry ``clock_skew_ms`` too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import os
@@ -210,21 +214,47 @@ async def run_session(job: dict[str, Any]) -> dict[str, Any]:
         else:
             work = session.send_async(job["prompt"])
         run = asyncio.ensure_future(work)
-        if faults.get("passivate_at_ms") is not None:
-            await asyncio.wait({run}, timeout=int(faults["passivate_at_ms"]) / 1000)
-            if not run.done():
-                deadline = int(time.time() * 1000) + int(faults["passivate_deadline_ms"])
-                answer = await session.passivate_async("node_drain", deadline)
-                try:
-                    result = await run
-                except RunPassivatedError:
-                    return {"outcome": "passivated", **dict(answer)}
-                # The run finished before the request reached it (a race the pod also meets).
-                return {"outcome": "completed", "run_id": result.run_id, "text": result.text}
-        result = await run
+        passivation = _passivation_trigger(session, run, faults)
+        try:
+            result = await run
+        except RunPassivatedError:
+            answer = await passivation[0] if passivation else {}
+            return {"outcome": "passivated", **dict(answer)}
+        for task in passivation:  # requested while the run was finishing: it must still answer
+            await task
         return {"outcome": "completed", "run_id": result.run_id, "text": result.text}
     finally:
         await agent.close_async()
+
+
+def _passivation_trigger(
+    session: Any, run: asyncio.Future[Any], faults: dict[str, Any]
+) -> list[asyncio.Future[Any]]:
+    """Schedule ``Session.passivate_async("node_drain", now + deadline)`` as the pod's
+    ``POST /v1/passivate`` handler would: after ``passivate_at_ms``, or from the ``tool_end`` hook
+    of the call ``passivate_after_call`` (the task's last one, so the request races the final
+    commit, the final model call and the run's end). Returns a list that holds the
+    passivation's task once it was requested (it is not, when the run ended first)."""
+    deadline_ms = int(faults.get("passivate_deadline_ms") or 0)
+    started: list[asyncio.Future[Any]] = []
+
+    def request() -> None:
+        if started or run.done():
+            return
+        deadline = int(time.time() * 1000) + deadline_ms
+        started.append(asyncio.ensure_future(session.passivate_async("node_drain", deadline)))
+
+    if faults.get("passivate_at_ms") is not None:
+        asyncio.get_running_loop().call_later(int(faults["passivate_at_ms"]) / 1000, request)
+    elif faults.get("passivate_after_call") is not None:
+        last = str(faults["passivate_after_call"])
+
+        def on_tool_end(event: Any) -> None:
+            if event.get("id") == last:
+                request()
+
+        session.register_hook("chaos-passivate", "tool_end", on_tool_end)
+    return started
 
 
 def _session_child(job: dict[str, Any]) -> None:
@@ -301,6 +331,7 @@ def main() -> None:
     """Serve the zygote protocol (module docstring) until stdin closes."""
     warm_up()
     out = sys.stdout
+    children: set[int] = set()
     for line in sys.stdin:
         msg = json.loads(line)
         op = msg["op"]
@@ -309,6 +340,7 @@ def main() -> None:
             pid = os.fork()
             if pid == 0:
                 (_session_child if op == "session" else _worker_child)(msg["job"])
+            children.add(pid)
             reply = {"pid": pid}
         elif op == "poll":
             try:
@@ -317,12 +349,20 @@ def main() -> None:
                 reply = {"status": None, "error": "no such child"}
             else:
                 reply = {"status": _status(raw) if done else None}
+                if done:
+                    children.discard(msg["pid"])
         elif op == "wait":
             reply = {"status": _status(os.waitpid(msg["pid"], 0)[1])}
+            children.discard(msg["pid"])
         else:
             reply = {"error": f"unknown op {op!r}"}
         out.write(json.dumps(reply) + "\n")
         out.flush()
+    for pid in children:  # the campaign went away: leave no process of it behind
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 if __name__ == "__main__":

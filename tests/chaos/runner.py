@@ -371,7 +371,13 @@ class _SessionCtx:
             elif fault.kind == "full_volume":
                 faults["enospc_after"] = fault.param
             elif fault.kind == "passivate":
-                faults["passivate_at_ms"] = fault.at_ms
+                if fault.at_ms < 0:
+                    last = len(self.plan.rounds) - 1
+                    faults["passivate_after_call"] = (
+                        f"{self.plan.name}-{last}-{len(self.plan.rounds[last]) - 1}"
+                    )
+                else:
+                    faults["passivate_at_ms"] = fault.at_ms
                 faults["passivate_deadline_ms"] = fault.param
             elif fault.kind == "kill_session":
                 kill_at = fault.at_ms

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 FAULT_KINDS: dict[str, str] = {
     "kill_session": "SIGKILL of the session process after a random delay",
     "kill_store_op": "SIGKILL of the session process at its Nth fsync/fdatasync/rename/link",
-    "passivate": "passivation request (short or long deadline) racing the run",
+    "passivate": "passivation request (30 ms or 3 s deadline) mid-run or as the last tool ends",
     "zombie": "a new placement (epoch+1) starts while the old process still runs (node lost)",
     "clock_skew": "the session process's wall clock shifted, then SIGKILL after a delay",
     "slow_volume": "every fsync of the session process slowed, then SIGKILL after a delay",
@@ -39,7 +39,8 @@ LANE_ONLY = frozenset({"kill_worker", "redis_restart", "redis_loss"})
 @dataclass(frozen=True, slots=True)
 class Fault:
     """One fault of one attempt: ``kind`` (a key of :data:`FAULT_KINDS`), ``at_ms`` (delay
-    after the attempt starts, ms) and ``param`` (kind-specific: store-op number, skew ms, fsync
+    after the attempt starts, ms; -1 for ``passivate``: as the session's last tool ends) and
+    ``param`` (kind-specific: store-op number, skew ms, fsync
     delay ms, free bytes, failure percent, passivation deadline ms, Redis loss variant)."""
 
     kind: str
@@ -74,11 +75,11 @@ class Scenario:
 
 
 def _fault(rng: random.Random, kind: str) -> Fault:
-    at = rng.randint(0, 600)
+    at = rng.randint(0, 300)  # an attempt of a few rounds lasts a few hundred ms
     if kind == "kill_store_op":
         return Fault(kind, 0, rng.randint(1, 40))
-    if kind == "passivate":
-        return Fault(kind, rng.randint(0, 500), rng.choice((30, 3000)))
+    if kind == "passivate":  # at_ms -1: as the session's last tool ends (racing its finish)
+        return Fault(kind, rng.choice((-1, at)), rng.choice((30, 3000)))
     if kind == "clock_skew":
         magnitude = rng.choice((1500, 60_000, 3_600_000))
         return Fault(kind, at, magnitude * rng.choice((-1, 1)))
@@ -89,7 +90,7 @@ def _fault(rng: random.Random, kind: str) -> Fault:
     if kind == "llm_fail":
         return Fault(kind, 0, rng.randint(15, 60))
     if kind == "redis_loss":
-        return Fault(kind, rng.randint(0, 500), rng.randint(0, 2))
+        return Fault(kind, at, rng.randint(0, 2))
     return Fault(kind, at)
 
 
