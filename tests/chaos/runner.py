@@ -387,15 +387,17 @@ class _SessionCtx:
         pid = self.c.zygote.session(job)
         if fault is not None and fault.kind == "zombie":
             return self._zombie(pid, job, epoch, fault)
+        ended: int | None = None
         if fault is not None and fault.kind in ("kill_worker", "redis_restart", "redis_loss"):
             time.sleep(fault.at_ms / 1000)
-            if self._lane_fault(fault):
+            ended = self.c.zygote.poll(pid)  # reaped if it ended: its status is kept here
+            if self._lane_fault(fault) and ended is None:  # landed: the session still ran
                 self.report.landed[fault.kind] += 1
         if kill_at is not None:
             time.sleep(kill_at / 1000)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        status = self._finish(pid, job)
+        status = ended if ended is not None else self._finish(pid, job)
         outcome = self._outcome(status, job, kind)
         if fault is not None and self._landed(fault, outcome):
             self.report.landed[fault.kind] += 1
