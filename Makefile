@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: host-packages image venv lint format typecheck test test-unit test-integration test-e2e binaries cluster-up cluster-down crds bench demo demo-down
+.PHONY: host-packages image venv lint format typecheck test test-unit test-integration test-e2e binaries cluster-up cluster-down crds bench demo demo-down chaos chaos-ci
 
 $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv .venv
@@ -60,6 +60,17 @@ cluster-down:
 
 crds: $(VENV_STAMP)
 	$(PY) -m berth_operator.api.crdgen crds
+
+## The crash campaign (docs/chaos.md): CHAOS_SCENARIOS seeded scenarios on CHAOS_JOBS processes,
+## no Kubernetes; its report ends with "N scenarios, V violations". chaos-ci is the size `make
+## test` runs (tests/integration/chaos).
+CHAOS_SCENARIOS ?= 10000
+CHAOS_JOBS ?= 2
+chaos: $(VENV_STAMP)
+	$(PY) -m tests.chaos --scenarios $(CHAOS_SCENARIOS) --jobs $(CHAOS_JOBS) --progress 100
+
+chaos-ci: $(VENV_STAMP)
+	$(PY) -m pytest -q -s tests/integration/chaos
 
 ## Every benchmark once (bench/curves.py, which reruns two of them to draw bench/curves.png, is left out).
 bench: $(VENV_STAMP)

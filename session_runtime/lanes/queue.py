@@ -85,6 +85,12 @@ Clock = Callable[[], int]
 IdFactory = Callable[[], str]
 
 EXTERNAL_FAILED = "External task failed"
+#: Appended to an external task's timeout: a worker may have run it and its reply been lost
+#: (Redis restarted, the reply stream dropped), so the model must not read it as "not run".
+TIMEOUT_UNKNOWN = (
+    "; a worker may have run it, so its side effects are unknown. Inspect the workspace before "
+    "deciding whether to run it again."
+)
 
 
 def _wall_ms() -> int:
@@ -647,7 +653,7 @@ class LaneQueue:
                     task.task_id,
                     call.id,
                     success=False,
-                    error=f"External task timed out after {timeout_ms} ms",
+                    error=f"External task timed out after {timeout_ms} ms{TIMEOUT_UNKNOWN}",
                 )
         except asyncio.CancelledError:
             raise

@@ -297,8 +297,9 @@ class SessionPod:
             self._start_run(lambda: self.session.send_async(prompt))
 
     async def _resume(self, run_id: str) -> Any:
-        """``resume_run(run_id)``; without any checkpoint of that run (the previous pod died
-        before the run's first commit, so no tool can have run) the task starts afresh."""
+        """``resume_run(run_id)``; without any checkpoint of that run the task starts afresh.
+        :func:`plan_start` only names such a run when no run of its resume lineage has a
+        checkpoint (the first pod died before the run's first commit, so no tool can have run)."""
         try:
             return await self.session.resume_run_async(run_id)
         except ResumeError as exc:

@@ -25,7 +25,9 @@ The target run is ``BERTH_RESUME_RUN_ID`` when set, else the newest run of the s
 then the newest run *resumed from it* (transitively) that has a checkpoint takes its place. An
 earlier pod may already have resumed the target into a newer run and recorded tool results there:
 resuming the older run would hide those results from the model and could run a tool twice. A
-descendant that died before its first checkpoint is skipped (its origin still holds the state).
+run that died before its first checkpoint is skipped for the run it was resumed from (its origin
+still holds the state), also when it is the target itself: starting the task afresh would ask the
+model again for a round whose tools already ran.
 """
 
 from __future__ import annotations
@@ -92,13 +94,27 @@ def plan_start(
 def newest_resumable(
     target: str, known: Sequence[Mapping[str, Any]], has_checkpoint: Callable[[str], bool]
 ) -> str:
-    """The newest run in ``target``'s resume lineage (itself or a run resumed from it,
-    transitively) that has a checkpoint; ``target`` when none of its descendants has one."""
+    """The newest run in ``target``'s resume lineage that has a checkpoint: a run resumed from
+    it (transitively), else ``target`` itself, else the nearest run it was resumed from
+    (transitively); ``target`` when no run of the lineage has one.
+
+    A resumed run records itself before it writes its first checkpoint. If its process dies in
+    between, its origin still holds the state, including an unfinished round whose tools may
+    have run; starting the task afresh instead would ask the model for that round again.
+    """
     lineage = [target]
     for record in known:  # oldest first, so a descendant always follows its origin
         if record.get("resumed_from") in lineage and record["id"] not in lineage:
             lineage.append(str(record["id"]))
-    for run_id in reversed(lineage[1:]):
+    for run_id in reversed(lineage):
         if has_checkpoint(run_id):
             return run_id
+    origin_of = {str(r["id"]): r.get("resumed_from") for r in known}
+    seen = {target}
+    origin = origin_of.get(target)
+    while isinstance(origin, str) and origin not in seen:
+        if has_checkpoint(origin):
+            return origin
+        seen.add(origin)
+        origin = origin_of.get(origin)
     return target

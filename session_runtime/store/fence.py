@@ -29,7 +29,7 @@ import weakref
 from pathlib import Path
 
 from session_runtime.errors import FencedError
-from session_runtime.store.atomic import fsync_dir
+from session_runtime.store.atomic import fsync_dir, write_all
 from session_runtime.store.layout import LEASE_DIR, MAX_NUMBER, lease_name
 
 
@@ -148,10 +148,14 @@ def _write_lease(lease_dir: Path, epoch: int, writer: str, *, replace: bool) -> 
     tmp = lease_dir / f".tmp-{lease_name(epoch)}-{secrets.token_hex(4)}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.write(fd, writer.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            write_all(fd, writer.encode())  # a short write must never publish part of the id
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     try:
         if replace:
             os.replace(tmp, lease_dir / lease_name(epoch))

@@ -330,6 +330,9 @@ class FileSessionStore:
             new = journal.JournalWriter(d / layout.journal_name(self.epoch, seq), fsync=self._fsync)
         except OSError as exc:
             w.broken = True
+            # A newer epoch that took the session over meanwhile clears what older epochs left
+            # half-written, this temp file included: that is being fenced, not an I/O failure.
+            self._check_fence(w, session_id)
             raise StoreError(f"cannot write a snapshot of session '{session_id}': {exc}") from exc
         if w.journal is not None:
             w.journal.close()

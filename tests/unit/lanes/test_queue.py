@@ -229,6 +229,9 @@ async def test_external_task_times_out_as_tool_failure() -> None:
     queue.set_lane_handler("execute", "external", timeout_ms=20)
     result = await queue.submit(call("b1"), CTX)
     assert result.is_error and "timed out after 20 ms" in result.output
+    # A worker may have run it and its reply been lost (a Redis restart): the model must not
+    # read the failure as "it did not happen" (found by the crash campaign, seed 121).
+    assert "side effects are unknown" in result.output
     assert queue.pending_external_tasks() == []
 
 

@@ -55,6 +55,18 @@ def test_a_descendant_without_a_checkpoint_is_skipped() -> None:
     assert (plan.action, plan.run_id) == ("resume", "run-1")
 
 
+def test_the_newest_run_without_a_checkpoint_falls_back_to_its_origin() -> None:
+    """run-2 (the newest run) was resumed from run-1 and died before its first checkpoint, after
+    its record was saved: run-1 still holds the state (its unfinished round with a tool that
+    ran). Starting afresh instead would ask the model for that round again and run it twice."""
+    runs = [PASSIVATED, RESUMED_RUNNING]
+    plan = plan_start(None, True, runs, False, has_checkpoint=lambda r: r != "run-2")
+    assert (plan.action, plan.run_id) == ("resume", "run-1")
+    chain = [PASSIVATED, RESUMED_RUNNING, RESUMED_AGAIN]
+    plan = plan_start(None, True, chain, False, has_checkpoint=lambda r: r == "run-1")
+    assert (plan.action, plan.run_id) == ("resume", "run-1")
+
+
 def test_a_new_object_of_a_kept_store_sends_its_own_prompt() -> None:
     """The deleted object's completed run was left out (``inherited``): never "done" with its
     result, never "idle" on it, never resumed."""

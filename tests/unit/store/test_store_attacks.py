@@ -201,3 +201,44 @@ def test_credentials_in_tool_output_are_masked_before_journaling(tmp_path: Path,
         dumped += "".join(p.read_text() for p in (tmp_path / SID).glob("*.rec"))
     for secret in SECRETS:
         assert secret not in dumped
+
+
+def test_a_short_write_never_leaves_a_torn_lease(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """write(2) may write less than asked (a nearly full volume). A lease holding part of its
+    writer id could never be taken over (the id does not parse), fencing every later process
+    of that epoch for good (found by the crash campaign, seed 120)."""
+    real_write = os.write
+
+    def short(fd: int, data: Any) -> int:
+        return real_write(fd, bytes(data)[:2])
+
+    monkeypatch.setattr(os, "write", short)
+    store = FileSessionStore(tmp_path, epoch=1)
+    store.acquire("s1")
+    monkeypatch.setattr(os, "write", real_write)
+    holder = fence.lease_holder(tmp_path / "s1", 1)
+    assert holder == store._writer_id
+
+
+def test_a_writer_whose_snapshot_a_newer_epoch_removed_reports_fenced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new placement opens the session while the old process is still writing its takeover
+    snapshot (a lost node's pod runs on). The newer epoch removes the older epoch's temp file;
+    the old process must end ``fenced``, not ``failed`` with an I/O error (found by the crash
+    campaign, seed 577)."""
+    old = FileSessionStore(tmp_path, epoch=1)
+    new = FileSessionStore(tmp_path, epoch=2)
+    real_replace = os.replace
+
+    def racing(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        if ".tmp-snapshot-0000000001-" in str(src):
+            monkeypatch.setattr(os, "replace", real_replace)
+            new.acquire("s1")  # claims epoch 2 and clears what older epochs left half-written
+        real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", racing)
+    with pytest.raises(FencedError):
+        old.acquire("s1")
