@@ -188,6 +188,22 @@ def _crd(
     }
 
 
+_READY_COLUMNS: tuple[dict[str, Any], ...] = (
+    {
+        "name": "Ready",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+    },
+    # Why it is (not) Ready, in the condition's CamelCase reason (Unschedulable, OOMKilled,
+    # CrashLoopBackOff, BudgetExhausted, ...), so `kubectl get` explains itself.
+    {
+        "name": "Reason",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+    },
+)
+
+
 def agentsession_crd() -> dict[str, Any]:
     """The AgentSession CRD (ARCHITECTURE.md §3)."""
     return _crd(
@@ -203,18 +219,7 @@ def agentsession_crd() -> dict[str, Any]:
         root_validations=agentsession.ROOT_VALIDATIONS,
         columns=[
             {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-            {
-                "name": "Ready",
-                "type": "string",
-                "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
-            },
-            {
-                # Why it is (not) Ready, in the condition's CamelCase reason (e.g. Unschedulable,
-                # BudgetExhausted), so `kubectl get ags` explains itself.
-                "name": "Reason",
-                "type": "string",
-                "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
-            },
+            *_READY_COLUMNS,
             {"name": "Node", "type": "string", "jsonPath": ".status.nodeName"},
             {"name": "Run", "type": "string", "jsonPath": ".status.runId"},
             {"name": "Turn", "type": "integer", "jsonPath": ".status.checkpoint.turn"},
@@ -244,17 +249,7 @@ def laneworker_crd() -> dict[str, Any]:
         },
         columns=[
             {"name": "Lane", "type": "string", "jsonPath": ".spec.lane"},
-            {
-                "name": "Ready",
-                "type": "string",
-                "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
-            },
-            {
-                # PodsReady, or why not (a worker pod's CrashLoopBackOff, Unschedulable, ...).
-                "name": "Reason",
-                "type": "string",
-                "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
-            },
+            *_READY_COLUMNS,
             {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas"},
             {"name": "Available", "type": "integer", "jsonPath": ".status.readyReplicas"},
             {"name": "Desired", "type": "integer", "jsonPath": ".status.desiredReplicas"},
