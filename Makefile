@@ -10,6 +10,9 @@ $(VENV_STAMP): pyproject.toml
 	@echo "[venv] installing berth and its dev tools into .venv"
 	@.venv/bin/pip install -q --upgrade pip
 	@PYTHONWARNINGS=ignore::UserWarning .venv/bin/pip install -q -e '.[dev]'
+	@echo "[venv] installing the optional A3S Code SDK (a3s-code, for the bridge's tests)"
+	@PYTHONWARNINGS=ignore::UserWarning .venv/bin/pip install -q -e '.[a3s]' \
+	  || echo "[venv] a3s-code cannot be installed here: the A3S bridge tests will skip"
 	@touch $@
 
 venv: $(VENV_STAMP)

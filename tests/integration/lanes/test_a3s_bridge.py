@@ -1,0 +1,119 @@
+"""A real A3S Code 3.1.0 session whose Execute lane is external runs write, edit and bash on a
+Berth LaneWorker (a real ``berth-worker`` process and ``redis-server``) through the bridge: every
+side effect happens exactly once, in the worker's confined workspace, and the model sees the
+worker's outputs. Needs the optional extra ``a3s`` (``pip install -e '.[a3s]'``); skipped, saying
+so, without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from session_runtime.a3s_bridge import A3sBridge, open_external_session
+from session_runtime.llm.scripted import ScriptedServer
+from session_runtime.transport import RedisTaskTransport
+from session_runtime.transport.auth import derive_session_key
+from tests.integration.lanes.conftest import MASTER
+
+a3s_code = pytest.importorskip(
+    "a3s_code", reason="a3s-code is not installed (the optional extra a3s: pip install '.[a3s]')"
+)
+
+NS, NAME, UID, POOL = "team-a3s", "bridged", "uid-a3s", "exec"
+
+SCRIPT: list[dict[str, Any]] = [
+    {"tool_calls": [{"name": "write", "arguments": {"file_path": "notes.txt", "content": "v1\n"}}]},
+    {
+        "tool_calls": [
+            {
+                "name": "edit",
+                "arguments": {"file_path": "notes.txt", "old_string": "v1", "new_string": "v2"},
+            }
+        ]
+    },
+    {
+        "tool_calls": [
+            {"name": "bash", "arguments": {"command": "echo once >> side.txt; cat notes.txt"}}
+        ]
+    },
+    {"text": "bridged run done"},
+]
+
+
+@pytest.fixture
+def model() -> Iterator[ScriptedServer]:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    srv = ScriptedServer({"turns": SCRIPT, "on_exhausted": "repeat_last"})
+    asyncio.run_coroutine_threadsafe(srv.start(), loop).result(10)
+    yield srv
+    asyncio.run_coroutine_threadsafe(srv.stop(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+
+
+def a3s_agent(base_url: str) -> Any:
+    return a3s_code.Agent.create(
+        f"""
+default_model = "openai/gpt-4o-mini"
+providers "openai" {{
+  api_key = "k"
+  base_url = "{base_url}"
+  models "gpt-4o-mini" {{
+  }}
+}}
+"""
+    )
+
+
+async def test_a3s_session_runs_write_edit_bash_on_a_berth_worker_once(
+    redis_url: str, shared_root: Path, workers_factory: Any, model: ScriptedServer
+) -> None:
+    workers = workers_factory(NS, POOL)
+    workers.start("worker-1")
+    workspace = shared_root / "workspaces" / NS / NAME
+    workspace.mkdir(parents=True)
+
+    agent = a3s_agent(model.base_url)
+    options = a3s_code.SessionOptions()
+    options.permission_policy = a3s_code.PermissionPolicy(default_decision="allow")
+    options.planning_mode = "disabled"
+    session = open_external_session(agent, str(workspace), options, timeout_ms=30_000)
+    assert session.has_queue()
+
+    redis: Redis[Any] = Redis.from_url(redis_url)
+    transport = RedisTaskTransport(
+        redis,
+        namespace=NS,
+        session_name=NAME,
+        session_uid=UID,
+        epoch=1,
+        lane_workers={"execute": POOL},
+        shared_root=str(workspace),
+        task_key=derive_session_key(MASTER, NS, NAME),
+    )
+    bridge = A3sBridge(session, transport, str(workspace))
+    stop = asyncio.Event()
+    serving = asyncio.create_task(bridge.run(stop))
+    try:
+        result = await asyncio.wait_for(asyncio.to_thread(session.send, "go"), 120)
+    finally:
+        stop.set()
+        await serving
+        await transport.close()
+        await redis.aclose()
+
+    assert result.text == "bridged run done"
+    assert (bridge.forwarded, bridge.completed) == (3, 3)
+    assert (workspace / "notes.txt").read_text() == "v2\n"
+    assert (workspace / "side.txt").read_text() == "once\n"  # ran once, by the worker
+    tool_messages = [m for m in model.requests[-1]["messages"] if m.get("role") == "tool"]
+    assert "v2" in str(tool_messages[-1].get("content"))  # the worker's output reached the model
