@@ -8,6 +8,8 @@ so, without it.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,3 +119,37 @@ async def test_a3s_session_runs_write_edit_bash_on_a_berth_worker_once(
     assert (workspace / "side.txt").read_text() == "once\n"  # ran once, by the worker
     tool_messages = [m for m in model.requests[-1]["messages"] if m.get("role") == "tool"]
     assert "v2" in str(tool_messages[-1].get("content"))  # the worker's output reached the model
+
+
+def test_the_console_script_runs_one_prompt_on_the_workers(
+    redis_url: str, shared_root: Path, workers_factory: Any, model: ScriptedServer
+) -> None:
+    """``berth-a3s-bridge --prompt ...``: the same run from a shell, answer on stdout."""
+    workers = workers_factory(NS, POOL)
+    workers.start("worker-1")
+    workspace = shared_root / "workspaces" / NS / NAME
+    workspace.mkdir(parents=True)
+    config = shared_root.parent / "agent.acl"
+    config.write_text(
+        'default_model = "openai/gpt-4o-mini"\nproviders "openai" {\n  api_key = "k"\n'
+        f'  base_url = "{model.base_url}"\n  models "gpt-4o-mini" {{\n  }}\n}}\n'
+    )
+    key = shared_root.parent / "session.key"
+    key.write_bytes(derive_session_key(MASTER, NS, NAME))
+    exe = Path(sys.executable).parent / "berth-a3s-bridge"
+    proc = subprocess.run(
+        [
+            str(exe),
+            *("--config", str(config), "--workspace", str(workspace), "--prompt", "go"),
+            *("--laneworker", POOL, "--namespace", NS, "--session", NAME),
+            *("--redis-url", redis_url, "--task-key-file", str(key)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "bridged run done"
+    assert (workspace / "side.txt").read_text() == "once\n"
+    assert (workspace / "notes.txt").read_text() == "v2\n"
