@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from session_runtime.events import Event
+from session_runtime.events import AgentEvent, Event
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class HookRegistry:
             if not hook.matches(event):
                 continue
             try:
-                value = hook.handler(dict(event))
+                value = hook.handler(AgentEvent(event))  # a copy each: hooks cannot edit it
                 if inspect.isawaitable(value):
                     value = await value
             except Exception:

@@ -247,3 +247,64 @@ def test_send_result_and_a_side_question(tmp_path: Path) -> None:
         answer = session.btw("what did you say?")
         assert answer.answer == "side answer"
         assert len(session.history()) == 3  # system, user, assistant: btw appends nothing
+
+
+def test_queue_status_api(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Lane Queue page, "Queue status": stats and the pending external tasks while one waits."""
+    with model(bash_then("done")) as agent:
+        qc = SessionQueueConfig()
+        session = agent.session(str(tmp_path), queue_config=qc)
+        session.set_lane_handler("execute", mode="external", timeout_ms=60000)
+        pending = threading.Event()
+        session.register_hook("seen", "external_task_pending", lambda _e: pending.set())
+        outcome: list[Any] = []
+        runner = threading.Thread(target=lambda: outcome.append(session.send("go")))
+        runner.start()
+        assert pending.wait(30)
+
+        stats = session.queue_stats()
+        print(f"Pending: {stats['total_pending']}, Active: {stats['total_active']}")
+        external = session.pending_external_tasks()
+        print(f"External pending: {len(external)}")
+        for task in external:
+            print(f"  [{task['task_id']}] {task['command_type']} in {task['lane']}")
+
+        out = capsys.readouterr().out.splitlines()
+        assert out[1] == "External pending: 1"
+        assert out[2] == f"  [{external[0]['task_id']}] bash in execute"
+        ok = {"success": True, "result": {"output": "ok", "exit_code": 0}}
+        assert session.complete_external_task(external[0]["task_id"], ok)
+        runner.join(30)
+        assert outcome[0].text == "done"
+
+
+def test_hybrid_lane_runs_locally_and_announces(tmp_path: Path) -> None:
+    """Lane Queue page, "Hybrid": tools run locally, external watchers are notified."""
+    with model(bash_then("done")) as agent:
+        qc = SessionQueueConfig()
+        qc.with_lane_features()
+        session = agent.session(str(tmp_path), queue_config=qc)
+        announced: list[str] = []
+        session.register_hook(
+            "watch", "external_task_pending", lambda e: announced.append(e.event_type)
+        )
+        session.set_lane_handler("execute", mode="hybrid", timeout_ms=60000)
+        result = session.send("Run cargo test and fix any failures")
+        assert result.text == "done"
+        assert (tmp_path / "side.txt").read_text() == "ran\n"
+        assert announced == ["external_task_pending"]  # hooks get AgentEvents too
+
+
+def test_resume_run_carries_usage_forward(tmp_path: Path) -> None:
+    """Persistence page: a resumed run's accounting continues from the checkpoint."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = [*bash_then("done"), {"text": "again"}]
+    with model(script) as agent:
+        store = FileSessionStore(str(tmp_path / "sessions"))
+        session = agent.session(str(workspace), SessionOptions(session_store=store))
+        first = session.send("work")
+        result = session.resume_run(first.run_id)
+        assert result.text == "again" and result.run_id != first.run_id
+        assert result.tool_calls_count == first.tool_calls_count == 1
+        assert result.total_tokens > first.total_tokens  # carried forward, then added to
