@@ -70,16 +70,19 @@ def result_of(reply: ExternalReply) -> dict[str, Any]:
     return unknown_outcome(reply.error or "the external task failed")
 
 
-def task_of(raw: dict[str, Any], now_ms: int) -> ExternalTask:
+def task_of(raw: dict[str, Any], now_ms: int, margin_ms: int = SAFETY_MARGIN_MS) -> ExternalTask:
     """A Berth ``ExternalTask`` for one entry of A3S's ``pending_external_tasks()``; the A3S task
-    id doubles as the tool call id (it is unique per session)."""
+    id doubles as the tool call id (it is unique per session). The worker's deadline is two
+    margins before A3S's own timeout, so a worker stops the tool (and says so) before the bridge
+    would have to answer for a reply that has not come."""
+    a3s_timeout_ms = int(raw.get("timeout_ms") or 60_000)
     return ExternalTask(
         task_id=str(raw["task_id"]),
         session_id=str(raw.get("session_id", "")),
         lane="execute",
         command_type=str(raw["command_type"]),
         payload=dict(raw.get("payload") or {}),
-        timeout_ms=int(raw.get("timeout_ms") or 60_000),
+        timeout_ms=max(1, a3s_timeout_ms - 2 * margin_ms),
         created_ms=now_ms,
         tool_call_id=str(raw["task_id"]),
     )
@@ -103,7 +106,8 @@ class A3sBridge:
     clock: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
     forwarded: int = 0
     completed: int = 0
-    _open: dict[str, ExternalTask] = field(default_factory=dict)
+    _open: dict[str, int] = field(default_factory=dict)
+    """Task id → epoch ms by which the bridge answers (before A3S's own timeout)."""
     _answered: set[str] = field(default_factory=set)
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -125,7 +129,7 @@ class A3sBridge:
             task_id = str(raw["task_id"])
             if task_id in self._open or task_id in self._answered:
                 continue
-            task = task_of(raw, now)
+            task = task_of(raw, now, self.safety_margin_ms)
             ctx = ToolContext(task.session_id, self.workspace, task.session_id, 0)
             try:
                 await self.transport.publish(task, ctx)
@@ -133,10 +137,11 @@ class A3sBridge:
                 log.warning("a3s bridge: cannot publish %s: %s", task_id, exc)
                 self._complete(task_id, unknown_outcome(f"cannot reach the workers: {exc}"))
                 continue
-            self._open[task_id] = task
+            a3s_timeout_ms = int(raw.get("timeout_ms") or 60_000)
+            self._open[task_id] = now + a3s_timeout_ms - self.safety_margin_ms
             self.forwarded += 1
-        for task_id, task in list(self._open.items()):
-            if now >= task.deadline_ms - self.safety_margin_ms:
+        for task_id, answer_by in list(self._open.items()):
+            if now >= answer_by:
                 self._complete(task_id, unknown_outcome("no reply from a worker in time"))
 
     async def _on_reply(self, reply: ExternalReply) -> None:

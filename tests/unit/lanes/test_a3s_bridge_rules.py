@@ -70,8 +70,9 @@ def raw(task_id: str, timeout_ms: int = 60_000) -> dict[str, Any]:
 
 
 def test_pure_mappings() -> None:
-    task = task_of(raw("s-1"), 1_000)
-    assert (task.tool_call_id, task.lane, task.deadline_ms) == ("s-1", "execute", 61_000)
+    task = task_of(raw("s-1"), 1_000, margin_ms=2_000)
+    # the worker's deadline comes two margins before A3S's timeout (61,000)
+    assert (task.tool_call_id, task.lane, task.deadline_ms) == ("s-1", "execute", 57_000)
     ok = ExternalReply("s-1", "s-1", True, {"output": "hi", "exit_code": 3})
     assert result_of(ok) == {"output": "hi", "exit_code": 3}
     lost = result_of(ExternalReply("s-1", "s-1", False, error="worker lost"))
