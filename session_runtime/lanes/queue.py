@@ -85,6 +85,10 @@ Clock = Callable[[], int]
 IdFactory = Callable[[], str]
 
 EXTERNAL_FAILED = "External task failed"
+#: Lookups of a reply delivered while the session was down, before giving it up (``recover``),
+#: and the first pause between them in seconds (doubled each time: 0.1 + 0.2 + 0.4 + 0.8 s).
+RECOVER_ATTEMPTS = 5
+RECOVER_PAUSE_S = 0.1
 #: Appended to an external task's timeout: a worker may have run it and its reply been lost
 #: (Redis restarted, the reply stream dropped), so the model must not read it as "not run".
 TIMEOUT_UNKNOWN = (
@@ -340,10 +344,29 @@ class LaneQueue:
 
     async def recover(self, call: ToolCall, ctx: ToolContext) -> ToolResult | None:
         """A result a worker delivered for ``call`` while this session was not running, or None
-        (looked up by tool call id on the transport's reply stream)."""
+        (looked up by tool call id on the transport's reply stream).
+
+        A failing lookup (Redis restarting) is retried :data:`RECOVER_ATTEMPTS` times with a
+        growing pause; if the transport stays unreachable the result is None, so the resume
+        reports the call as interrupted (side effects unknown) instead of failing as a whole.
+        """
         if self._transport is None:
             return None
-        reply = await self._transport.find_reply(call.id)
+        reply = None
+        for attempt in range(RECOVER_ATTEMPTS):
+            try:
+                reply = await self._transport.find_reply(call.id)
+                break
+            except Exception:
+                log.warning(
+                    "looking up a reply for %s failed (attempt %d of %d)",
+                    call.id,
+                    attempt + 1,
+                    RECOVER_ATTEMPTS,
+                    exc_info=True,
+                )
+                if attempt + 1 < RECOVER_ATTEMPTS:
+                    await asyncio.sleep(RECOVER_PAUSE_S * 2**attempt)
         if reply is None:
             return None
         # Dropped from the transport at the next execute(): by then the loop has journaled it.

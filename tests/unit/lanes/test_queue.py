@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 
 from session_runtime.lanes import (
+    ExternalReply,
     LaneQueue,
     PriorityBoostConfig,
     RateLimitConfig,
@@ -319,3 +321,47 @@ async def test_cancelled_waiter_frees_its_place() -> None:
     runner.gate("b3").set()
     await third
     assert runner.started == ["b1", "b3"] and queue.queue_stats()["total_active"] == 0
+
+
+class FlakyTransport:
+    """An ExternalTransport whose reply lookups fail ``failures`` times (Redis restarting)
+    before they answer; publishing is never used here."""
+
+    reply_grace_ms = 0
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.lookups = 0
+
+    async def start(self, sink: Any) -> None:
+        return None
+
+    async def publish(self, task: Any, ctx: Any) -> None:
+        raise AssertionError("not used")
+
+    async def settle(self, reply: ExternalReply) -> None:
+        return None
+
+    async def find_reply(self, tool_call_id: str) -> ExternalReply | None:
+        self.lookups += 1
+        if self.lookups <= self.failures:
+            raise ConnectionError("Connection reset by peer")
+        return ExternalReply("t1", tool_call_id, True, {"output": "ran on a worker"})
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_recover_rides_out_a_transport_blip_and_never_fails_the_resume() -> None:
+    """A resume asks the transport for replies delivered while the session was down. Redis
+    restarting at that moment must not fail the whole resume (found by the crash campaign,
+    seed 700): the lookup is retried, and if the transport stays unreachable the call is
+    settled as not recovered (reported interrupted, side effects unknown)."""
+    blip = FlakyTransport(failures=1)
+    queue = LaneQueue(SessionQueueConfig(), runner=GateRunner(), transport=blip)
+    recovered = await queue.recover(call("b1"), CTX)
+    assert recovered is not None and recovered.output == "ran on a worker"
+    down = FlakyTransport(failures=10**6)
+    queue = LaneQueue(SessionQueueConfig(), runner=GateRunner(), transport=down)
+    assert await queue.recover(call("b1"), CTX) is None
+    assert down.lookups > 1
