@@ -30,11 +30,13 @@ def _container(deploy: dict[str, Any]) -> dict[str, Any]:
 
 
 def _use_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
-    """The process environment holds exactly ``env`` among the operator's variables."""
+    """The process environment holds exactly the ``BERTH_*`` variables of ``env`` among the
+    operator's (the rest, e.g. the pod's HOME, must not leak into this test process)."""
     for name in OperatorSettings.env_names():
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
-        monkeypatch.setenv(name, value)
+        if name.startswith(ENV_PREFIX):
+            monkeypatch.setenv(name, value)
 
 
 def _env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
