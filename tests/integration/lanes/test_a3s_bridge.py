@@ -62,29 +62,27 @@ def model() -> Iterator[ScriptedServer]:
     thread.join(5)
 
 
-def a3s_agent(base_url: str) -> Any:
-    return a3s_code.Agent.create(
-        f"""
-default_model = "openai/gpt-4o-mini"
-providers "openai" {{
-  api_key = "k"
-  base_url = "{base_url}"
-  models "gpt-4o-mini" {{
-  }}
-}}
-"""
+def acl_config(base_url: str) -> str:
+    """The A3S agent config (its own ACL format) pointing at the scripted model."""
+    return (
+        'default_model = "openai/gpt-4o-mini"\nproviders "openai" {\n  api_key = "k"\n'
+        f'  base_url = "{base_url}"\n  models "gpt-4o-mini" {{\n  }}\n}}\n'
     )
 
 
-async def test_a3s_session_runs_write_edit_bash_on_a_berth_worker_once(
-    redis_url: str, shared_root: Path, workers_factory: Any, model: ScriptedServer
-) -> None:
-    workers = workers_factory(NS, POOL)
-    workers.start("worker-1")
-    workspace = shared_root / "workspaces" / NS / NAME
-    workspace.mkdir(parents=True)
+@pytest.fixture
+def workspace(shared_root: Path, workers_factory: Any) -> Path:
+    """The bridged session's workspace on the shared volume, with one berth-worker serving it."""
+    workers_factory(NS, POOL).start("worker-1")
+    path = shared_root / "workspaces" / NS / NAME
+    path.mkdir(parents=True)
+    return path
 
-    agent = a3s_agent(model.base_url)
+
+async def test_a3s_session_runs_write_edit_bash_on_a_berth_worker_once(
+    redis_url: str, workspace: Path, model: ScriptedServer
+) -> None:
+    agent = a3s_code.Agent.create(acl_config(model.base_url))
     options = a3s_code.SessionOptions()
     options.permission_policy = a3s_code.PermissionPolicy(default_decision="allow")
     options.planning_mode = "disabled"
@@ -122,18 +120,11 @@ async def test_a3s_session_runs_write_edit_bash_on_a_berth_worker_once(
 
 
 def test_the_console_script_runs_one_prompt_on_the_workers(
-    redis_url: str, shared_root: Path, workers_factory: Any, model: ScriptedServer
+    redis_url: str, shared_root: Path, workspace: Path, model: ScriptedServer
 ) -> None:
     """``berth-a3s-bridge --prompt ...``: the same run from a shell, answer on stdout."""
-    workers = workers_factory(NS, POOL)
-    workers.start("worker-1")
-    workspace = shared_root / "workspaces" / NS / NAME
-    workspace.mkdir(parents=True)
     config = shared_root.parent / "agent.acl"
-    config.write_text(
-        'default_model = "openai/gpt-4o-mini"\nproviders "openai" {\n  api_key = "k"\n'
-        f'  base_url = "{model.base_url}"\n  models "gpt-4o-mini" {{\n  }}\n}}\n'
-    )
+    config.write_text(acl_config(model.base_url))
     key = shared_root.parent / "session.key"
     key.write_bytes(derive_session_key(MASTER, NS, NAME))
     exe = Path(sys.executable).parent / "berth-a3s-bridge"
