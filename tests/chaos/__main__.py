@@ -16,6 +16,7 @@ ends with ``chaos: N scenarios, V violations``. Exit status 1 if any violation w
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import logging
 import os
@@ -28,6 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from tests.chaos.report import render
+
+
+def _die_with_parent() -> None:
+    """In a shard, before exec: receive SIGTERM when the campaign process dies, however it
+    dies (Linux ``PR_SET_PDEATHSIG``), so a killed campaign leaves no shard running."""
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -104,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         paths.append(results)
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "tests.chaos", "--shard", f"{seeds_file}:{results}"]
+                [sys.executable, "-m", "tests.chaos", "--shard", f"{seeds_file}:{results}"],
+                preexec_fn=_die_with_parent,
             )
         )
 

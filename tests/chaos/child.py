@@ -8,6 +8,8 @@ JSON-line commands on stdin, one JSON line answered on stdout for each:
 ``{"op": "worker", "job": {...}}`` -> ``{"pid": N}``: fork a LaneWorker process: the job's ``env``
     is added to the environment and ``session_runtime.worker.main`` runs, exactly what the
     ``berth-worker`` console script runs;
+``{"op": "exec", "argv": [...]}`` -> ``{"pid": N}``: fork and exec a program (the campaign's
+    ``redis-server``, so that it goes when the zygote goes);
 ``{"op": "poll", "pid": N}`` -> ``{"status": <exit code, -signal, or null while running>}``;
 ``{"op": "wait", "pid": N}`` -> ``{"status": ...}``.
 
@@ -295,6 +297,16 @@ def _worker_child(job: dict[str, Any]) -> None:
         os._exit(code)
 
 
+def _exec_child(argv: list[str]) -> None:
+    try:
+        fd = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):
+            os.dup2(fd, target)
+        os.execv(argv[0], argv)
+    finally:
+        os._exit(127)
+
+
 def _redirect(log: str) -> None:
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 1)
@@ -340,6 +352,12 @@ def main() -> None:
             pid = os.fork()
             if pid == 0:
                 (_session_child if op == "session" else _worker_child)(msg["job"])
+            children.add(pid)
+            reply = {"pid": pid}
+        elif op == "exec":
+            pid = os.fork()
+            if pid == 0:
+                _exec_child(msg["argv"])
             children.add(pid)
             reply = {"pid": pid}
         elif op == "poll":

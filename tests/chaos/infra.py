@@ -2,16 +2,18 @@
 ``redis-server`` that faults can restart.
 
 Owned by the chaos harness; used by :mod:`tests.chaos.runner`. Nothing here uses a system service:
-Redis is Debian's ``redis-server`` binary started on a free loopback port in a private directory
-with persistence off (``--save "" --appendonly no``), so a restart loses every stream, group and
-key, as a Redis without persistence does.
+Redis is Debian's ``redis-server`` binary, forked by the zygote, on a free loopback port in a
+private directory with persistence off (``--save "" --appendonly no``), so a restart loses every
+stream, group and key, as a Redis without persistence does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -64,6 +66,10 @@ class Zygote:
         """Fork a session process; returns its pid."""
         return int(self._ask({"op": "session", "job": job})["pid"])
 
+    def exec(self, argv: list[str]) -> int:
+        """Fork and exec ``argv`` (stdio on /dev/null); returns its pid."""
+        return int(self._ask({"op": "exec", "argv": argv})["pid"])
+
     def worker(self, job: dict[str, Any]) -> int:
         """Fork a ``berth-worker`` process; returns its pid."""
         return int(self._ask({"op": "worker", "job": job})["pid"])
@@ -86,17 +92,22 @@ class Zygote:
 
 
 class RedisServer:
-    """A private ``redis-server`` on a fixed loopback port; :meth:`restart` keeps the port."""
+    """A private ``redis-server`` on a fixed loopback port; :meth:`restart` keeps the port.
 
-    def __init__(self, workdir: Path) -> None:
+    It is a child of the zygote, which kills it when the campaign goes away (even by SIGKILL:
+    the zygote's stdin closes), so an interrupted campaign leaves no Redis behind.
+    """
+
+    def __init__(self, workdir: Path, zygote: Zygote) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed")
         self.binary = binary
         self.workdir = workdir
+        self.zygote = zygote
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.pid: int | None = None
         self.start()
 
     @property
@@ -107,11 +118,7 @@ class RedisServer:
     def start(self) -> None:
         """Start and wait until it answers PING (RuntimeError after 20 s)."""
         args = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
-        self.proc = subprocess.Popen(
-            [self.binary, *args, "no", "--dir", str(self.workdir)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        self.pid = self.zygote.exec([self.binary, *args, "no", "--dir", str(self.workdir)])
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -121,15 +128,19 @@ class RedisServer:
                         return
             except OSError:
                 pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
+            if self.zygote.poll(self.pid) is not None or time.monotonic() > deadline:
+                self.pid = None
                 raise RuntimeError("redis-server did not start")
             time.sleep(0.01)
 
     def stop(self) -> None:
         """SIGKILL it (nothing is saved) and reap it."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            while self.zygote.poll(self.pid) is None:
+                time.sleep(0.005)
+            self.pid = None
 
     def restart(self) -> None:
         """Kill and start again on the same port, empty."""

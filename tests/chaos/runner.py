@@ -144,16 +144,18 @@ class Campaign:
         """The job's redis-server (started on first use)."""
         with self._redis_lock:
             if self._redis is None:
-                self._redis = RedisServer(self.root / "redis")
+                self._redis = RedisServer(self.root / "redis", self.zygote)
             return self._redis
 
     def close(self) -> None:
-        """Stop the model, the zygote, Redis and the ledger service."""
-        self.model.stop_thread()
-        self.zygote.close()
-        if self._redis is not None:
-            self._redis.stop()
-        self.ledger.close()
+        """Stop Redis, the model, the zygote (which kills what it forked) and the ledger
+        service; each step runs even if an earlier one failed."""
+        with contextlib.ExitStack() as steps:
+            steps.callback(self.ledger.close)
+            steps.callback(self.zygote.close)
+            steps.callback(self.model.stop_thread)
+            if self._redis is not None:
+                steps.callback(self._redis.stop)
 
     def wait(self, pid: int, timeout_s: float) -> int | None:
         """The exit status of ``pid`` once it ended, or None after ``timeout_s`` seconds."""
