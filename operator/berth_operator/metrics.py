@@ -56,6 +56,19 @@ STATE_REFRESH_FAILURES = Counter(
     "GET /v1/state calls to session pods that failed.",
 )
 LEADER = Gauge("berth_operator_leader", "1 while this replica holds the leader Lease.")
+API_REQUESTS = Counter(
+    "berth_operator_api_requests_total",
+    "Kubernetes API requests made by Berth's own client (kopf's watches, finalizer patches and "
+    "Events not included), by verb and resource (e.g. create/pods, update/agentsessions/status).",
+    ["verb", "resource"],
+)
+API_REQUEST_SECONDS = Histogram(
+    "berth_operator_api_request_duration_seconds",
+    "Duration of one Kubernetes API request of Berth's own client, including the wait for a "
+    "worker thread, by verb.",
+    ["verb"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 
 for _reason in PlacementReason.ALL:
     PLACEMENTS.labels(reason=_reason)

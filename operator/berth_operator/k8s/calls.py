@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
 from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound
+from berth_operator.metrics import API_REQUEST_SECONDS, API_REQUESTS
 
 T = TypeVar("T")
 
@@ -65,15 +67,45 @@ def call_sync(
         raise error from exc
 
 
+def request_kind(what: str) -> tuple[str, str]:
+    """(verb, resource) of a call named ``what`` ("<verb> <resource> ...", as every call of
+    ``berth_operator.k8s`` is named; "update status of <resource> ..." → the status
+    subresource), with the resource in its plural API form: ``("create", "pods")``,
+    ``("update", "agentsessions/status")``. Label values for metrics: never object names."""
+    words = what.split()
+    if len(words) < 2:
+        return (words[0] if words else "unknown"), "unknown"
+    verb, resource = words[0], words[1]
+    if resource == "status" and len(words) > 3 and words[2] == "of":
+        return verb, f"{_plural(words[3])}/status"
+    if resource == "log" and len(words) > 3 and words[2] == "of":
+        return verb, f"{_plural(words[3])}/log"
+    if len(words) > 2 and words[-1] == "status" and resource.isalpha():
+        return verb, f"{_plural(resource)}/status"
+    return verb, _plural(resource)
+
+
+def _plural(kind: str) -> str:
+    return kind if kind.endswith("s") else f"{kind}s"
+
+
 async def call(
     what: str, fn: Callable[..., T], *args: Any, secret: bool = False, **kwargs: Any
 ) -> T:
-    """:func:`call_sync` in a worker thread (the default executor, sized like the pool)."""
+    """:func:`call_sync` in a worker thread (the default executor, sized like the pool),
+    counted in ``berth_operator_api_requests_total`` and timed (thread wait included) in
+    ``berth_operator_api_request_duration_seconds``."""
 
     def run() -> T:
         return call_sync(what, fn, *args, secret=secret, **kwargs)
 
-    return await asyncio.to_thread(run)
+    verb, resource = request_kind(what)
+    API_REQUESTS.labels(verb=verb, resource=resource).inc()
+    started = time.perf_counter()
+    try:
+        return await asyncio.to_thread(run)
+    finally:
+        API_REQUEST_SECONDS.labels(verb=verb).observe(time.perf_counter() - started)
 
 
 def decode_object(what: str, data: bytes | str | None) -> dict[str, Any]:
