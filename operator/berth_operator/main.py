@@ -27,7 +27,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import berth_operator.handlers.agentsession  # noqa: F401  (registers the handlers)
-from berth_operator.api.constants import FINALIZER, LABEL_LEADER
+from berth_operator.api.constants import DIFFBASE_KEY, FINALIZER, LABEL_LEADER
 from berth_operator.errors import KubeError, SettingsError
 from berth_operator.handlers import laneworker as _laneworker  # noqa: F401  (registers handlers)
 from berth_operator.handlers import nodes as _nodes  # noqa: F401  (registers handlers)
@@ -51,7 +51,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="berth.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix="berth.dev", key="last-handled-configuration"
+        prefix="berth.dev", key=DIFFBASE_KEY
     )
     settings.posting.level = logging.WARNING
     settings.scanning.disabled = True

@@ -54,6 +54,10 @@ ANNOTATION_RESUME_RUN_ID: Final = "berth.dev/resume-run-id"
 """On session pods: the run id this pod was asked to resume (empty for the first run)."""
 
 FINALIZER: Final = "berth.dev/finalizer"
+DIFFBASE_KEY: Final = "last-handled-configuration"
+ANNOTATION_DIFFBASE: Final = f"berth.dev/{DIFFBASE_KEY}"
+"""kopf's record of the last handled spec (its diff-base storage), written on first sight of an
+object together with ``FINALIZER``."""
 
 # Session pod contract (ARCHITECTURE.md §5).
 SESSION_CONTAINER: Final = "session"

@@ -9,15 +9,23 @@
                               also runs the store-cleanup Job. Pods and the ConfigMap are owned by
                               the session, so garbage collection removes whatever is left.
 
-One reconcile iteration (``reconcile_session``): GET the session fresh from the apiserver, gather
-pods (cache + in-flight), nodes and /v1/state (with the session's API token, read once from its
-``<name>-berth`` Secret and cached), and — when a pod is to be placed — whether the LLM Secret
-may be used (label ``berth.dev/llm-credentials: "true"``, allowed baseURL); ``decide``, write
-status (PUT with resourceVersion; skipped when unchanged), delete pods, then — only after the
-status with the bumped epoch is stored — LIST the session's pods straight from the apiserver,
-make sure the namespace's ``berth-task-key`` (sessions with an external lane) and the session's
-``<name>-berth`` Secret exist, and create the new pod if none is alive. A Conflict restarts the
-iteration; other API errors back off. Secret values never reach logs, status or Events.
+One reconcile iteration (``reconcile_session``): take the newest known object — kopf's live view,
+or the answer of the daemon's last status write until the watch has caught up with it, or a fresh
+GET after a lost race (``handlers.session_body``) — gather pods (cache + in-flight), nodes (the node
+watch cache), /v1/state (with the session's API token, read once from its ``<name>-berth`` Secret
+and cached) and — when a pod is to be placed — missing LaneWorkers, whether the LLM Secret may be
+used (label ``berth.dev/llm-credentials: "true"``, allowed baseURL) and the shared claim (a Bound
+claim is remembered for a few seconds); ``decide``; then write status (PUT with resourceVersion;
+skipped when unchanged, and deferred briefly when only information changed:
+``reconcile.coalesce``), delete pods, and — only after the status with the bumped epoch is stored
+— LIST the session's pods straight from the apiserver (skipped for a session's first pod, which
+cannot exist before its epoch does) and create the new pod if none is alive. What the pod needs
+(the namespace's ``berth-task-key`` for external lanes, the ``<name>-berth`` Secret, the PDB, the
+options ConfigMap) is written concurrently with the status. A Conflict restarts the iteration on
+a fresh GET; other API errors back off. Secret values never reach logs, status or Events.
+
+The daemon's first iteration waits (briefly) for kopf's own first writes to a new object (its
+finalizer and diff-base annotation), so the first status write does not race them.
 """
 
 from __future__ import annotations
@@ -26,10 +34,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
-from dataclasses import replace
+from collections.abc import Awaitable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import kopf
 from pydantic import ValidationError
@@ -38,7 +46,9 @@ from berth_operator.api.agentsession import AgentSessionSpec, AgentSessionStatus
 from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import (
     ANNOTATION_DELETE_STORE,
+    ANNOTATION_DIFFBASE,
     COMPONENT_SESSION,
+    FINALIZER,
     GROUP,
     LABEL_COMPONENT,
     LABEL_SESSION_UID,
@@ -64,6 +74,7 @@ from berth_operator.errors import (
     RuntimeUnreachable,
 )
 from berth_operator.handlers.context import OperatorContext
+from berth_operator.handlers.session_body import SessionBody
 from berth_operator.handlers.status_writes import write_status
 from berth_operator.metrics import (
     PLACEMENTS,
@@ -72,15 +83,21 @@ from berth_operator.metrics import (
     STATE_REFRESH_FAILURES,
     observe_passivation,
 )
+from berth_operator.reconcile.coalesce import write_delay
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node, observe_pod
 from berth_operator.reconcile.passivation import Trigger, node_disruption
 from berth_operator.reconcile.plan import CreatePod, Observation, PassivateCall, Plan
 from berth_operator.reconcile.session import decide
 
 log = logging.getLogger("berth.operator")
+T = TypeVar("T")
 
 POD_LABELS = {LABEL_SESSION_UID: kopf.PRESENT, LABEL_COMPONENT: COMPONENT_SESSION}
 ERROR_RETRY_SECONDS = 5.0
+KOPF_SETTLE_SECONDS = 3.0
+"""Longest wait for kopf's first writes to a new AgentSession before the first reconcile."""
+CLAIM_READY_TTL_SECONDS = 10.0
+"""How long a Bound shared claim is taken as still Bound without reading it again."""
 UNPARSEABLE_RETRY_SECONDS = 60.0
 """Seconds before an object that does not parse is read again (an edit wakes it sooner)."""
 
@@ -111,29 +128,51 @@ async def agentsession_daemon(
     name: str,
     namespace: str | None,
     uid: str,
+    body: kopf.Body,
     memo: kopf.Memo,
     **kwargs: Any,
 ) -> None:
     """Reconcile one AgentSession until it is deleted or the operator stops.
 
-    ``kwargs["session_pods"]`` is the pod index (kopf passes indices by name);
-    ``kwargs["node_disruptions"]`` the disrupted nodes (handlers.nodes).
+    ``body`` is kopf's live view of the object (``SessionBody`` decides when it may be used
+    instead of a GET); ``kwargs["session_pods"]`` is the pod index (kopf passes indices by
+    name); ``kwargs["node_disruptions"]`` the disrupted nodes and ``kwargs["node_states"]`` every
+    node's observed state (handlers.nodes).
     """
     ctx: OperatorContext = memo.ctx
     index = cast("kopf.Index[str, ObservedPod]", kwargs["session_pods"])
     disrupted = cast("kopf.Index[str, Trigger] | None", kwargs.get("node_disruptions"))
+    node_states = cast("kopf.Index[str, ObservedNode] | None", kwargs.get("node_states"))
     ns = namespace or ""
     wake = ctx.wakeup(uid)
+    view = LiveSession(SessionBody(), body, node_states)
+    await _kopf_settled(body, wake, stopped)
     while not stopped:
         wake.clear()
         delay = await reconcile_session(
-            ctx, ns, name, uid, index.get(uid, []), _disruptions(disrupted)
+            ctx, ns, name, uid, index.get(uid, []), _disruptions(disrupted), view
         )
         if delay is None:
             return
         if delay > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), timeout=delay)
+
+
+async def _kopf_settled(body: kopf.Body, wake: asyncio.Event, stopped: kopf.DaemonStopped) -> None:
+    """Wait (at most ``KOPF_SETTLE_SECONDS``) until kopf's own first writes to a new object — its
+    finalizer, then its diff-base annotation, two PATCHes on first sight — show in the live
+    view: a status write racing them would lose (Conflict) and cost a failed PUT and a GET."""
+    deadline = time.monotonic() + KOPF_SETTLE_SECONDS
+    while not stopped and time.monotonic() < deadline:
+        meta = body.get("metadata") or {}
+        if FINALIZER in (meta.get("finalizers") or []) and ANNOTATION_DIFFBASE in (
+            meta.get("annotations") or {}
+        ):
+            return
+        wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), timeout=deadline - time.monotonic())
 
 
 @kopf.on.delete(GROUP, VERSION, SESSION_PLURAL)
@@ -174,8 +213,34 @@ async def agentsession_delete(
 # ---------------------------------------------------------------------------------------------
 
 
+@dataclass
+class LiveSession:
+    """What a session's daemon holds between iterations: the newest known object (``body``,
+    over kopf's live view ``live``), the node watch cache (``nodes``; None outside kopf) and
+    when it last wrote the status."""
+
+    body: SessionBody
+    live: Mapping[str, Any]
+    nodes: kopf.Index[str, ObservedNode] | None = None
+    last_write: float | None = None
+    """Monotonic time of this daemon's last status write (informational changes wait for
+    ``reconcile.coalesce.STATUS_COALESCE_SECONDS`` after it)."""
+
+
+async def _node(ctx: OperatorContext, name: str, live: LiveSession | None) -> ObservedNode:
+    """Node ``name`` as the node watch last saw it, or read from the apiserver when the watch
+    has not shown it (or outside a daemon)."""
+    if live is not None and live.nodes is not None:
+        for node in live.nodes.get(name, []):
+            return node
+    return observe_node(await ctx.kube.get_node(name), name)
+
+
 async def _nodes_for(
-    ctx: OperatorContext, pods: Iterable[ObservedPod], status: AgentSessionStatus
+    ctx: OperatorContext,
+    pods: Iterable[ObservedPod],
+    status: AgentSessionStatus,
+    live: LiveSession | None,
 ) -> dict[str, ObservedNode]:
     """Nodes of pods that are not obviously healthy (not ready, terminating or unreachable)."""
     nodes: dict[str, ObservedNode] = {}
@@ -186,7 +251,7 @@ async def _nodes_for(
             continue
         if pod.ready and pod.phase == "Running" and pod.epoch == (status.epoch or 0):
             continue
-        nodes[pod.node_name] = observe_node(await ctx.kube.get_node(pod.node_name), pod.node_name)
+        nodes[pod.node_name] = await _node(ctx, pod.node_name, live)
     return nodes
 
 
@@ -218,10 +283,21 @@ async def _credentials_problem(
 async def _claim_status(
     ctx: OperatorContext, ns: str, spec: AgentSessionSpec
 ) -> tuple[bool, str, str]:
-    """``StoreReady`` of the session's shared claim (``builders.claim.claim_status``)."""
+    """``StoreReady`` of the session's shared claim (``builders.claim.claim_status``). A ready
+    (Bound) claim is remembered for ``CLAIM_READY_TTL_SECONDS``: every session of a namespace
+    shares it, and a burst of placements would otherwise read it once per session."""
     name = claim_name(spec, ctx.settings)
+    key = (ns, name)
+    remembered = ctx.ready_claims.get(key)
+    if remembered is not None and time.monotonic() - remembered[0] < CLAIM_READY_TTL_SECONDS:
+        return remembered[1]
     body = await ctx.kube.get_pvc(ns, name)
-    return claim_status(ns, name, body, ctx.settings.claims.managed)
+    status = claim_status(ns, name, body, ctx.settings.claims.managed)
+    if status[0]:
+        ctx.ready_claims[key] = (time.monotonic(), status)
+    else:
+        ctx.ready_claims.pop(key, None)
+    return status
 
 
 async def _api_token(ctx: OperatorContext, ref: SessionRef) -> str | None:
@@ -242,7 +318,7 @@ async def _ensure_secrets(ctx: OperatorContext, ref: SessionRef, spec: AgentSess
     if needs_task_master(spec):
         master = await ctx.secrets.ensure_task_master(ref.namespace)
     ctx.tokens[ref.uid] = await ctx.secrets.ensure_session_secret(
-        ref, master, ctx.settings.redis.for_sessions
+        ref, master, ctx.settings.redis.for_sessions, known=ref.uid in ctx.tokens
     )
 
 
@@ -274,12 +350,16 @@ async def reconcile_session(
     uid: str,
     cached: Iterable[ObservedPod],
     disruptions: dict[str, Trigger] | None = None,
+    live: LiveSession | None = None,
 ) -> float | None:
-    """One iteration; returns seconds until the next one (None: the session is gone)."""
+    """One iteration; returns seconds until the next one (None: the session is gone). Without
+    ``live`` (outside a daemon) the object and nodes are read from the apiserver."""
     started = time.perf_counter()
     try:
-        return await _reconcile(ctx, namespace, name, uid, list(cached), disruptions or {})
+        return await _reconcile(ctx, namespace, name, uid, list(cached), disruptions or {}, live)
     except Conflict as exc:
+        if live is not None:
+            live.body.conflicted()
         RECONCILE_ERRORS.labels(kind="conflict").inc()
         log.debug("conflict on %s/%s: %s", namespace, name, exc)
         return 0.1
@@ -305,17 +385,22 @@ async def _reconcile(
     uid: str,
     cached: list[ObservedPod],
     disruptions: dict[str, Trigger],
+    live: LiveSession | None,
 ) -> float | None:
     """Observe, ``decide`` (pure), apply."""
-    try:
-        body = await ctx.kube.get_session(namespace, name)
-    except NotFound:
-        return None
+    body = live.body.current(live.live, time.monotonic()) if live is not None else None
+    if body is None:
+        try:
+            body = await ctx.kube.get_session(namespace, name)
+        except NotFound:
+            return None
+        if live is not None:
+            live.body.seen_fresh(body, time.monotonic())
     meta = body["metadata"]
     if meta.get("uid") != uid or meta.get("deletionTimestamp"):
         return None
-    obs = await _observe(ctx, body, cached, disruptions)
-    return await _apply(ctx, body, obs, decide(obs, ctx.settings))
+    obs = await _observe(ctx, body, cached, disruptions, live)
+    return await _apply(ctx, body, obs, decide(obs, ctx.settings), live=live)
 
 
 async def _observe(
@@ -323,6 +408,7 @@ async def _observe(
     body: dict[str, Any],
     cached: list[ObservedPod],
     disruptions: dict[str, Trigger],
+    live: LiveSession | None,
 ) -> Observation:
     """Everything ``decide`` looks at: the object, the cached pods and the pod created but not yet
     cached, the nodes of pods that are not obviously healthy, the runtime's /v1/state, eviction
@@ -334,9 +420,9 @@ async def _observe(
     status = AgentSessionStatus.model_validate(body.get("status") or {})
     ref = SessionRef(namespace, meta["name"], uid, int(meta.get("generation") or 0))
     inflight = ctx.inflight_for(uid, {p.name for p in cached})
-    nodes = await _nodes_for(ctx, cached, status)
+    nodes = await _nodes_for(ctx, cached, status, live)
     current = next((p for p in cached if p.epoch == (status.epoch or 0)), None)
-    state, state_error = await _runtime_state(ctx, ref, current, nodes)
+    state, state_error = await _runtime_state(ctx, ref, current, nodes, live)
     evictions = frozenset(ctx.evictions.get(uid, ()))
     if current is not None and current.name in evictions:
         disruptions = await _with_eviction_node(ctx, current, disruptions)
@@ -345,9 +431,11 @@ async def _observe(
     claim = None
     alive = [p for p in cached if not p.deleting and p.terminated is None]
     if not alive and inflight is None:
-        missing = await _missing_laneworkers(ctx, namespace, spec)
-        credentials = await _credentials_problem(ctx, namespace, spec)
-        claim = await _claim_status(ctx, namespace, spec)
+        missing, credentials, claim = await asyncio.gather(
+            _missing_laneworkers(ctx, namespace, spec),
+            _credentials_problem(ctx, namespace, spec),
+            _claim_status(ctx, namespace, spec),
+        )
     elif current is not None and not current.scheduled and not current.deleting:
         claim = await _claim_status(ctx, namespace, spec)  # may explain a Pending pod
     return Observation(
@@ -374,6 +462,7 @@ async def _runtime_state(
     ref: SessionRef,
     current: ObservedPod | None,
     nodes: dict[str, ObservedNode],
+    live: LiveSession | None,
 ) -> tuple[RuntimeState | None, str | None]:
     """(/v1/state of the current pod, the error reading it). An unreachable runtime makes its
     node worth a look (added to ``nodes``); a refused token is re-read from its Secret next time."""
@@ -392,8 +481,7 @@ async def _runtime_state(
             ctx.tokens.pop(ref.uid, None)
         STATE_REFRESH_FAILURES.inc()
         if current.node_name and current.node_name not in nodes:
-            node = await ctx.kube.get_node(current.node_name)
-            nodes[current.node_name] = observe_node(node, current.node_name)
+            nodes[current.node_name] = await _node(ctx, current.node_name, live)
         return None, str(exc)
 
 
@@ -417,10 +505,27 @@ async def _apply(
     plan: Plan,
     *,
     may_create: bool = True,
+    live: LiveSession | None = None,
 ) -> float:
     """Carry out ``plan`` in order: status (the bumped epoch is durable before any pod of that
     epoch exists), deletes, the passivate call, the create, Events. Returns the requeue delay."""
-    body = await write_status(ctx.kube, body, obs.status, plan.status)
+    if live is not None:
+        since = None if live.last_write is None else time.monotonic() - live.last_write
+        wait = write_delay(obs.status, plan, since)
+        if wait is not None:  # information only: goes out with the next write (coalesce.py)
+            return wait
+    creating = plan.create is not None and may_create
+    if creating:
+        # The objects the new pod needs do not depend on the epoch: written alongside the status.
+        stored = await _concurrently(
+            write_status(ctx.kube, body, obs.status, plan.status), _prepare_pod(ctx, obs)
+        )
+    else:
+        stored = await write_status(ctx.kube, body, obs.status, plan.status)
+    if live is not None and stored is not body:
+        live.body.written(stored, time.monotonic())
+        live.last_write = time.monotonic()
+    written, body = stored is not body, stored
     ctx.phases.set(obs.ref.uid, plan.status.phase)
     for metric in plan.metrics:
         observe_passivation(metric.kind, metric.reason, metric.outcome, metric.seconds)
@@ -431,14 +536,17 @@ async def _apply(
     if plan.passivate is not None:
         await _passivate(ctx, obs.ref, plan.passivate)
     _post_events(body, plan)
-    if plan.create is not None and may_create:
-        listed = await _create(ctx, obs, plan.create)
+    if plan.create is not None and creating:
+        first = not obs.status.epoch and plan.create.epoch == 1 and written
+        listed = await _create(ctx, obs, plan.create, first_pod=first)
         if listed:
             # The cache was stale: other pods exist. Decide again with what the apiserver
             # listed (never two pods of one session); that decision waits for them to go.
             log.info("%s: %d other pod(s) exist; deciding again", obs.ref.key, len(listed))
             again = replace(obs, status=plan.status, pods=listed, inflight=None)
-            return await _apply(ctx, body, again, decide(again, ctx.settings), may_create=False)
+            return await _apply(
+                ctx, body, again, decide(again, ctx.settings), may_create=False, live=live
+            )
     if plan.requeue_after is not None:
         return plan.requeue_after
     return ctx.settings.session_api.status_refresh_seconds
@@ -454,40 +562,66 @@ async def _passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall)
         log.info("%s: passivate not delivered yet: %s", ref.key, exc)
 
 
-async def _create(
-    ctx: OperatorContext, obs: Observation, create: CreatePod
-) -> tuple[ObservedPod, ...]:
-    """Create the pod of ``create.epoch`` unless the apiserver (listed directly: the guard
-    against a stale cache and a restarted operator) shows other pods of the session; return
-    those pods (empty when the pod was created or already exists)."""
+async def _concurrently(first: Awaitable[T], *others: Awaitable[Any]) -> T:
+    """Await all; return ``first``'s result. Every awaitable runs to its end; then the first
+    error in argument order is raised."""
+    results = await asyncio.gather(first, *others, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return cast(T, results[0])
+
+
+async def _prepare_pod(ctx: OperatorContext, obs: Observation) -> None:
+    """Make sure what a new pod of the session needs exists (none depends on another, nor on
+    the epoch, so they are written concurrently): the Secrets, the PDB, a managed shared claim
+    and the options ConfigMap of the current generation."""
     ref, spec, settings = obs.ref, obs.spec, ctx.settings
+    needs: list[Awaitable[Any]] = [_ensure_secrets(ctx, ref, spec)]
+    if ctx.disruption is not None:  # PDBs enabled
+        needs.append(ctx.disruption.ensure_pdb(build_session_pdb(ref, spec)))
+    if obs.claim is not None and obs.claim[1] == "ClaimCreating":
+        needs.append(
+            ctx.kube.create_pvc(
+                build_shared_claim(ref.namespace, claim_name(spec, settings), settings)
+            )
+        )
+    generation = ref.generation
+    if ctx.configmap_generation.get(ref.uid) != generation:
+        options = build_options(ref, spec, settings)
+        needs.append(ctx.kube.apply_configmap(build_options_configmap(ref, spec, options)))
+    await _concurrently(*needs)
+    ctx.configmap_generation[ref.uid] = generation
+
+
+async def _create(
+    ctx: OperatorContext, obs: Observation, create: CreatePod, *, first_pod: bool = False
+) -> tuple[ObservedPod, ...]:
+    """Create the pod of ``create.epoch`` (``_prepare_pod`` has run) unless the apiserver
+    (listed directly: the guard against a stale cache and a restarted operator) shows other
+    pods of the session; return those pods (empty when the pod was created or already exists).
+
+    ``first_pod``: this iteration stored epoch 1 over a status without an epoch (a PUT with the
+    resourceVersion of that status). Pods of an epoch are only created after the epoch is
+    stored, so no pod of this session can exist and the LIST is skipped."""
+    ref = obs.ref
     pod = build_session_pod(
         ref,
-        spec,
-        settings,
+        obs.spec,
+        ctx.settings,
         epoch=create.epoch,
         resume_run_id=create.resume_run_id,
         reason=create.reason,
         avoid_nodes=create.avoid_nodes,
     )
     target = pod["metadata"]["name"]
-    existing = await ctx.kube.list_pods(ref.namespace, f"{LABEL_SESSION_UID}={ref.uid}")
-    if any(p["metadata"]["name"] == target for p in existing):
-        ctx.mark_inflight(ref.uid, target)
-        return ()
-    if existing:
-        return tuple(observe_pod(p) for p in existing)
-    if ctx.disruption is not None:  # PDBs enabled
-        await ctx.disruption.ensure_pdb(build_session_pdb(ref, spec))
-    await _ensure_secrets(ctx, ref, spec)
-    if obs.claim is not None and obs.claim[1] == "ClaimCreating":
-        await ctx.kube.create_pvc(
-            build_shared_claim(ref.namespace, claim_name(spec, settings), settings)
-        )
-    if ctx.configmap_generation.get(ref.uid) != ref.generation:
-        options = build_options(ref, spec, settings)
-        await ctx.kube.apply_configmap(build_options_configmap(ref, spec, options))
-        ctx.configmap_generation[ref.uid] = ref.generation
+    if not first_pod:
+        existing = await ctx.kube.list_pods(ref.namespace, f"{LABEL_SESSION_UID}={ref.uid}")
+        if any(p["metadata"]["name"] == target for p in existing):
+            ctx.mark_inflight(ref.uid, target)
+            return ()
+        if existing:
+            return tuple(observe_pod(p) for p in existing)
     try:
         await ctx.kube.create_pod(pod)
         PLACEMENTS.labels(reason=create.reason).inc()

@@ -11,6 +11,8 @@
 - ``disruption``: PodDisruptionBudget calls (k8s.disruption), None when PDBs are disabled.
 - ``secrets``: Secret calls (k8s.secrets); ``tokens``: session uid → the API token of its
   ``<name>-berth`` Secret, read once and cached (never logged, never in status or Events).
+- ``ready_claims``: (namespace, claim) → (monotonic time, ``StoreReady`` tuple) of a shared claim
+  last read Bound.
 - ``lanes``: the LaneWorker handlers' clients (:class:`LaneClients`), built once by ``main``.
 """
 
@@ -82,6 +84,9 @@ class OperatorContext:
     secrets: SecretApi | None = None
     tokens: dict[str, str] = field(default_factory=dict, repr=False)
     lanes: LaneClients | None = None
+    ready_claims: dict[tuple[str, str], tuple[float, tuple[bool, str, str]]] = field(
+        default_factory=dict
+    )
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""

@@ -6,6 +6,9 @@
                               ``reconcile.session.decide`` requests passivation of a pod on such a
                               node with reason ``node_drain``. kopf fills indices before any
                               handler runs, so a cordon is seen again after an operator restart.
+- ``node_states``             index: node name → ``reconcile.observe.ObservedNode`` of every node
+                              (the watch cache the session daemons read instead of a GET per
+                              node and iteration).
 - ``session_pods_on_node``    index: node name → (namespace, pod, session uid) of session pods.
 - ``session_pods_by_name``    index: (namespace, pod) → session uid (used by ``handlers.webhook``).
 - ``node_event``              on any event of a disrupted node, wakes the daemons of the sessions
@@ -25,7 +28,7 @@ import kopf
 
 from berth_operator.api.constants import COMPONENT_SESSION, LABEL_COMPONENT, LABEL_SESSION_UID
 from berth_operator.handlers.context import OperatorContext
-from berth_operator.reconcile.observe import observe_node
+from berth_operator.reconcile.observe import ObservedNode, observe_node
 from berth_operator.reconcile.passivation import Trigger, node_disruption
 
 POD_LABELS = {LABEL_SESSION_UID: kopf.PRESENT, LABEL_COMPONENT: COMPONENT_SESSION}
@@ -45,6 +48,12 @@ def node_disruptions(name: str, body: kopf.Body, **_: Any) -> dict[str, Trigger]
     """Index disrupted nodes by name (``{}`` for healthy nodes, which drops an earlier entry)."""
     trigger = node_disruption(observe_node(cast(dict[str, Any], body), name))
     return {name: trigger} if trigger is not None else {}
+
+
+@kopf.index("nodes")
+def node_states(name: str, body: kopf.Body, **_: Any) -> dict[str, ObservedNode]:
+    """Index every node by name with its observed state (ready, cordoned, taints)."""
+    return {name: observe_node(cast(dict[str, Any], body), name)}
 
 
 @kopf.index("pods", labels=POD_LABELS)  # type: ignore[arg-type]

@@ -134,12 +134,13 @@ class SecretApi:
         await self.replace_secret(wanted)
 
     async def ensure_session_secret(
-        self, ref: SessionRef, master: bytes | None, redis_url: str = ""
+        self, ref: SessionRef, master: bytes | None, redis_url: str = "", *, known: bool = False
     ) -> str:
         """Create or update ``<name>-berth`` (token, task key, the session role's Redis URL);
-        return its API token. Raises KubeError."""
+        return its API token. ``known``: the Secret was seen before, so read it first; otherwise
+        create first (one call for a new session instead of a GET and a POST). Raises KubeError."""
         name = session_secret_name(ref.name)
-        current = await self.read_secret(ref.namespace, name)
+        current = await self.read_secret(ref.namespace, name) if known else None
         if current is None:
             token = new_api_token()
             try:

@@ -187,7 +187,7 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
         plan.requeue_after = TERMINAL_REQUEUE
     elif current is None and obs.inflight and obs.inflight == st.pod_name:
         # a pod we created is not in the cache yet: it exists, wait for the watch event
-        conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"pod {obs.inflight} created")
+        conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"placing pod {obs.inflight}")
         finish(st, conds, "Pending" if epoch <= 1 else "Resuming")
         plan.requeue_after = NOT_RUNNING_REQUEUE
     elif current is not None and current.deleting:
@@ -354,7 +354,7 @@ def _handle_alive(d: Decision, pod: ObservedPod) -> None:
     elif pod.unschedulable_message:
         conds.set(CondType.PLACED, "False", Reason.UNSCHEDULABLE, pod.unschedulable_message[:1024])
     else:
-        conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"pod {pod.name} created")
+        conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"placing pod {pod.name}")
     running = pod.phase == "Running" and obs.state is not None
     if obs.state is not None:
         _absorb_state(st, pod, obs.state, now)
@@ -561,7 +561,7 @@ def _place(d: Decision, epoch: int) -> None:
         resume_run_id=resume,
         avoid_nodes=pv.avoid_nodes(st.passivation),
     )
-    conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"creating pod {st.pod_name}")
+    conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"placing pod {st.pod_name}")
     msg = f"placing pod {st.pod_name} (epoch {new_epoch}, {reason})" + (
         f", resuming run {resume}" if resume else ""
     )

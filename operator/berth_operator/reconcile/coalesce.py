@@ -1,0 +1,57 @@
+"""Which status writes may wait: coalescing the informational churn of a starting pod.
+
+A new session's pod goes through several observable steps within a second or two (seen by the
+watch, scheduled, given an IP, its runtime answering); writing the status at each costs an
+apiserver write per step, and at hundreds of sessions those writes are what the apiserver spends
+its time on. A change that only refreshes *information* — the pod's uid, IP and node, usage
+figures, the last error, and conditions' reasons and messages while every condition keeps its
+status — may wait up to ``STATUS_COALESCE_SECONDS`` after the previous write and go out together
+with whatever follows. Everything the operator relies on across a restart (epoch, phase, the
+passivation record, runs and checkpoint, observedGeneration, the result) and every condition
+status flip is written at once, as are plans with actions (deletes, a create, a passivate call,
+Events, metrics). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from berth_operator.api.agentsession import AgentSessionStatus
+from berth_operator.reconcile.plan import Plan
+
+STATUS_COALESCE_SECONDS: Final = 1.0
+"""Longest time an informational status change waits after the previous status write."""
+
+INFORMATIONAL_FIELDS: Final = frozenset({"podUid", "podIP", "nodeName", "usage", "lastError"})
+"""Status fields (wire names) whose change alone may wait."""
+
+
+def _condition_statuses(wire: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in wire.get("conditions") or []}
+
+
+def informational_only(before: AgentSessionStatus, plan: Plan) -> bool:
+    """True when carrying out ``plan`` over the stored status ``before`` changes nothing but
+    information (module docstring): no action, the same values outside
+    ``INFORMATIONAL_FIELDS`` and conditions, and the same status for every condition."""
+    if plan.delete or plan.create or plan.passivate or plan.events or plan.metrics:
+        return False
+    old, new = before.wire(), plan.status.wire()
+    if old == new:
+        return False  # nothing to write at all
+    rest_old = {k: v for k, v in old.items() if k not in INFORMATIONAL_FIELDS | {"conditions"}}
+    rest_new = {k: v for k, v in new.items() if k not in INFORMATIONAL_FIELDS | {"conditions"}}
+    return rest_old == rest_new and _condition_statuses(old) == _condition_statuses(new)
+
+
+def write_delay(
+    before: AgentSessionStatus, plan: Plan, since_last_write: float | None
+) -> float | None:
+    """Seconds to wait before writing ``plan``'s status, or None to write now.
+
+    ``since_last_write``: seconds since this session's previous status write by this process
+    (None when there was none: the first write never waits)."""
+    if since_last_write is None or not informational_only(before, plan):
+        return None
+    remaining = STATUS_COALESCE_SECONDS - since_last_write
+    return remaining if remaining > 0 else None

@@ -1,0 +1,103 @@
+"""Status-write coalescing (reconcile.coalesce) and the daemon's newest-object choice
+(handlers.session_body), on plans made by the real ``decide``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from berth_operator.handlers.session_body import SessionBody
+from berth_operator.reconcile.coalesce import (
+    STATUS_COALESCE_SECONDS,
+    informational_only,
+    write_delay,
+)
+from berth_operator.reconcile.session import decide
+from berth_operator.settings import OperatorSettings
+
+from tests.unit.operator.fixtures import make_node, make_pod, make_session, observation
+
+SETTINGS = OperatorSettings()
+
+
+def placed_session() -> Any:
+    """The session as stored by its first status write (epoch 1, pod demo-e1 being placed)."""
+    first = decide(observation(make_session()), SETTINGS)
+    return make_session().with_status(**first.status.wire())
+
+
+def test_first_placement_is_written_at_once() -> None:
+    plan = decide(observation(make_session()), SETTINGS)
+    assert plan.create is not None
+    assert not informational_only(make_session().status(), plan)
+    assert write_delay(make_session().status(), plan, since_last_write=0.01) is None
+
+
+def test_pod_seen_unscheduled_is_information_that_may_wait() -> None:
+    session = placed_session()
+    plan = decide(observation(session, make_pod(1)), SETTINGS)
+    assert plan.status.wire() != session.status().wire()  # something did change (podUid)
+    assert informational_only(session.status(), plan)
+    wait = write_delay(session.status(), plan, since_last_write=0.25)
+    assert wait == pytest.approx(STATUS_COALESCE_SECONDS - 0.25)
+    assert write_delay(session.status(), plan, since_last_write=None) is None
+    assert write_delay(session.status(), plan, since_last_write=STATUS_COALESCE_SECONDS) is None
+
+
+def test_a_condition_that_flips_is_written_at_once() -> None:
+    session = placed_session()
+    plan = decide(
+        observation(session, make_pod(1).on("node-a"), nodes=(make_node("node-a"),)), SETTINGS
+    )
+    assert not informational_only(session.status(), plan)  # Placed False -> True
+    assert write_delay(session.status(), plan, since_last_write=0.01) is None
+
+
+def test_an_unchanged_status_has_nothing_to_defer() -> None:
+    session = placed_session()
+    plan = decide(observation(session, inflight="demo-e1"), SETTINGS)
+    assert plan.status.wire() == session.status().wire()
+    assert write_delay(session.status(), plan, since_last_write=0.01) is None
+
+
+def obj(rv: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": "s", "resourceVersion": rv}, "status": status or {}}
+
+
+def test_first_iteration_uses_the_live_view() -> None:
+    body = SessionBody()
+    live = obj("1")
+    got = body.current(live, now=0.0)
+    assert got == live and got is not live
+
+
+def test_written_object_stands_in_until_the_watch_shows_that_status() -> None:
+    body = SessionBody(settle_seconds=5)
+    body.written(obj("2", {"epoch": 1}), now=10.0)
+    assert body.current(obj("1"), now=10.1) == obj("2", {"epoch": 1})  # watch lags behind
+    caught_up = obj("3", {"epoch": 1})  # the write plus a later metadata change
+    assert body.current(caught_up, now=10.2) == caught_up
+    assert (
+        body.current(obj("4", {"epoch": 1, "phase": "Running"}), now=10.3)["metadata"][
+            "resourceVersion"
+        ]
+        == "4"
+    )  # once caught up, the live view is used as it moves on
+
+
+def test_a_live_view_that_never_agrees_leads_to_a_get() -> None:
+    body = SessionBody(settle_seconds=5)
+    body.written(obj("2", {"epoch": 1}), now=0.0)
+    assert body.current(obj("1"), now=4.0) is not None
+    assert body.current(obj("1"), now=5.5) is None  # someone else writes status: read it
+    body.seen_fresh(obj("7", {"epoch": 9}), now=6.0)
+    assert body.current(obj("1"), now=6.1) == obj("7", {"epoch": 9})
+
+
+def test_a_conflict_forces_a_get() -> None:
+    body = SessionBody()
+    assert body.current(obj("1"), now=0.0) is not None
+    body.conflicted()
+    assert body.current(obj("1"), now=0.1) is None
+    body.seen_fresh(obj("2"), now=0.2)
+    assert body.current(obj("2"), now=0.3) == obj("2")
