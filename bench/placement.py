@@ -1,28 +1,38 @@
 """Benchmark: time from create to Running for N AgentSessions vs N equivalent bare pods.
 
-Both run on the kwok (fake) nodes of the dev cluster, so the figures are the control plane plus
-the operator, not process start-up. The bare pods are the very pods the operator would build
-(``build_session_pod``), without owner references. For each object the client-side create time
-and the time a pod watch first sees phase Running are recorded (monotonic clock).
+Both run on kwok (fake) nodes of the dev cluster (``--kwok-nodes`` of them; missing ones are
+added, tainted like the cluster's own), so the figures are the control plane plus the operator,
+not process start-up. The bare pods are the very pods the operator would build
+(``build_session_pod``), without owner references. For each object the client-side create time,
+the time a pod watch first sees the pod and the time it first sees phase Running are recorded
+(monotonic clock).
 
-Prints: N, total time until every pod is Running, p50/p99 create→Running for both, the ratios,
-and the operator's peak RSS (VmHWM of the leader process). Figures only; nothing is asserted.
+For each N (a fresh operator each time) it prints: total time until every pod is Running and
+p50/p99 create→Running for both, the sessions' create→pod-seen (the operator's own share), the
+ratios, the operator's peak RSS (VmHWM), the operator's API requests per session by verb and
+resource (``berth_operator_api_requests_total``) and the apiserver's writes (POST/PUT/PATCH/DELETE,
+from its ``apiserver_request_total``) per object for both — every component's writes, kopf's,
+the scheduler's and kwok's included. Figures only; nothing is asserted.
 
-    .venv/bin/python bench/placement.py            # N=500 (BERTH_BENCH_N to change)
+    .venv/bin/python bench/placement.py --n 100,300,1000 --kwok-nodes 100
 """
 
 from __future__ import annotations
 
-import os
+import argparse
+import re
 import statistics
 import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
@@ -40,8 +50,8 @@ from tests.integration.operator.harness import (  # noqa: E402
     operator_kubeconfig,
 )
 
-N = int(os.environ.get("BERTH_BENCH_N", "500"))
 WORKERS = 16
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 KWOK_PLACEMENT: dict[str, Any] = {
     "nodeSelector": {"type": "kwok"},
     "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
@@ -61,6 +71,7 @@ class RunningWatch(threading.Thread):
         self.api = api
         self.namespace = namespace
         self.running: dict[str, float] = {}
+        self.added: dict[str, float] = {}
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -70,6 +81,7 @@ class RunningWatch(threading.Thread):
                     self.api.list_namespaced_pod, self.namespace, timeout_seconds=5
                 ):
                     pod = ev["object"]
+                    self.added.setdefault(pod.metadata.name, time.monotonic())
                     if pod.status.phase == "Running" and pod.metadata.name not in self.running:
                         self.running[pod.metadata.name] = time.monotonic()
                     if self.stop.is_set():
@@ -107,8 +119,15 @@ def run_batch(
         missing = [n for n in names if pod_of(n) not in watcher.running]
         raise SystemExit(f"{len(missing)} pods never Running, e.g. {missing[:5]}")
     lat = [watcher.running[pod_of(n)] - created[n] for n in names]
+    seen = [watcher.added[pod_of(n)] - created[n] for n in names]
     total = max(watcher.running[pod_of(n)] for n in names) - start
-    return {"total": total, "p50": statistics.median(lat), "p99": pct(lat, 0.99)}
+    return {
+        "total": total,
+        "p50": statistics.median(lat),
+        "p99": pct(lat, 0.99),
+        "seen_p50": statistics.median(seen),
+        "seen_p99": pct(seen, 0.99),
+    }
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -118,17 +137,67 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def main() -> int:
-    dc = DevCluster.ensure()
-    install_crds(dc)
-    api_client = config.new_client_from_config(config_file=dc.kubeconfig)
-    api_client.configuration.connection_pool_maxsize = WORKERS * 2
-    core = client.CoreV1Api(api_client)
-    custom = client.CustomObjectsApi(api_client)
+def ensure_kwok_nodes(dc: DevCluster, count: int) -> None:
+    """Make ``kwok-node-0`` … ``kwok-node-<count-1>`` exist (as hack/cluster-up.sh makes them)."""
+    docs = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": f"kwok-node-{i}",
+                "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
+                "labels": {
+                    "kubernetes.io/hostname": f"kwok-node-{i}",
+                    "kubernetes.io/os": "linux",
+                    "type": "kwok",
+                },
+            },
+            "spec": {
+                "taints": [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]
+            },
+            "status": {
+                "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "1000"},
+                "capacity": {"cpu": "32", "memory": "256Gi", "pods": "1000"},
+            },
+        }
+        for i in range(count)
+    ]
+    dc.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs), timeout=300)
+
+
+_REQUEST = re.compile(r"^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$")
+
+
+def apiserver_writes(dc: DevCluster) -> Counter[str]:
+    """Cumulative mutating requests served by the apiserver, by resource[/subresource]."""
+    out: Counter[str] = Counter()
+    for line in dc.kubectl("get", "--raw", "/metrics", timeout=60).stdout.splitlines():
+        m = _REQUEST.match(line)
+        if not m:
+            continue
+        labels = dict(kv.split("=", 1) for kv in m.group(1).split(","))
+        labels = {k: v.strip('"') for k, v in labels.items()}
+        if labels.get("verb") not in WRITE_VERBS:
+            continue
+        sub = labels.get("subresource", "")
+        out[labels.get("resource", "?") + (f"/{sub}" if sub else "")] += int(float(m.group(2)))
+    return out
+
+
+def operator_requests(metrics_text: str) -> dict[str, float]:
+    """``berth_operator_api_requests_total`` as {"verb resource": count}."""
+    out: dict[str, float] = {}
+    for line in metrics_text.splitlines():
+        if line.startswith("berth_operator_api_requests_total{"):
+            labels, value = line.split("} ")
+            kv = dict(p.split("=", 1) for p in labels.split("{", 1)[1].split(","))
+            out[f"{kv['verb'].strip(chr(34))} {kv['resource'].strip(chr(34))}"] = float(value)
+    return out
+
+
+def bench_bare(dc: DevCluster, core: Any, n: int) -> tuple[dict[str, float], Counter[str]]:
     settings = OperatorSettings()
     spec = AgentSessionSpec.model_validate(SPEC)
-    print(f"N={N} on kwok nodes: {dc.env.get('BERTH_KWOK_NODE_NAMES', '?')}")
-
     with dc.namespace("bench-pods", shared_pvc=True) as ns_pods:
         watcher = RunningWatch(core, ns_pods)
         watcher.start()
@@ -141,11 +210,19 @@ def main() -> int:
             pod["metadata"].pop("ownerReferences")
             core.create_namespaced_pod(ns_pods, pod)
 
-        names = [f"b{i:04d}" for i in range(N)]
-        bare = run_batch(names, create_pod, lambda n: f"{n}-e1", watcher)
+        before = apiserver_writes(dc)
+        names = [f"b{i:04d}" for i in range(n)]
+        bare = run_batch(names, create_pod, lambda name: f"{name}-e1", watcher)
+        time.sleep(2.0)  # let status updates of the last pods land
+        writes = apiserver_writes(dc) - before
         watcher.stop.set()
         dc.kubectl("-n", ns_pods, "delete", "pods", "--all", "--wait=false", check=False)
+    return bare, writes
 
+
+def bench_sessions(
+    dc: DevCluster, core: Any, custom: Any, n: int
+) -> tuple[dict[str, float], Counter[str], float, dict[str, float]]:
     with (
         dc.namespace("bench-ags", shared_pvc=True) as ns_ags,
         tempfile.TemporaryDirectory() as tmp,
@@ -185,15 +262,14 @@ def main() -> int:
                 "berth.dev", "v1alpha1", ns_ags, "agentsessions", body
             )
 
-        names = [f"s{i:04d}" for i in range(N)]
-        sessions = run_batch(names, create_session, lambda n: f"{n}-e1", watcher)
+        before = apiserver_writes(dc)
+        names = [f"s{i:04d}" for i in range(n)]
+        sessions = run_batch(names, create_session, lambda name: f"{name}-e1", watcher)
+        time.sleep(2.0)
+        writes = apiserver_writes(dc) - before
         watcher.stop.set()
         rss = peak_rss_mib(proc.pid)
-        placements = [
-            line
-            for line in op.metrics().splitlines()
-            if line.startswith('berth_operator_placements_total{reason="Initial"}')
-        ]
+        requests = operator_requests(op.metrics())
         # Delete the sessions while the operator runs (they carry its finalizer).
         dc.kubectl(
             "-n",
@@ -202,25 +278,67 @@ def main() -> int:
             "agentsessions",
             "--all",
             "--wait=true",
-            "--timeout=300s",
+            "--timeout=600s",
             check=False,
-            timeout=330,
+            timeout=630,
         )
         op.stop_all()
+    return sessions, writes, rss, requests
 
-    print(
-        f"bare pods    : all Running after {bare['total']:.2f}s; create→Running "
-        f"p50 {bare['p50'] * 1000:.0f} ms, p99 {bare['p99'] * 1000:.0f} ms"
-    )
-    print(
-        f"AgentSessions: all Running after {sessions['total']:.2f}s; create→Running "
-        f"p50 {sessions['p50'] * 1000:.0f} ms, p99 {sessions['p99'] * 1000:.0f} ms"
-    )
-    print(
-        f"ratio (sessions / bare pods): total {sessions['total'] / bare['total']:.2f}x, "
-        f"p50 {sessions['p50'] / bare['p50']:.2f}x, p99 {sessions['p99'] / bare['p99']:.2f}x"
-    )
-    print(f"operator peak RSS: {rss:.1f} MiB; {placements[0] if placements else ''}")
+
+def per_object(writes: Counter[str], n: int) -> str:
+    top = ", ".join(f"{k} {v / n:.2f}" for k, v in writes.most_common(8))
+    return f"{sum(writes.values()) / n:.2f} ({top})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", default="500", help="comma-separated object counts (default 500)")
+    parser.add_argument("--kwok-nodes", type=int, default=3, help="kwok nodes to spread over")
+    args = parser.parse_args()
+    counts = [int(x) for x in args.n.split(",")]
+    dc = DevCluster.ensure()
+    install_crds(dc)
+    ensure_kwok_nodes(dc, args.kwok_nodes)
+    api_client = config.new_client_from_config(config_file=dc.kubeconfig)
+    api_client.configuration.connection_pool_maxsize = WORKERS * 2
+    core = client.CoreV1Api(api_client)
+    custom = client.CustomObjectsApi(api_client)
+    rows = []
+    for n in counts:
+        print(f"== N={n} on {args.kwok_nodes} kwok nodes", flush=True)
+        bare, bare_writes = bench_bare(dc, core, n)
+        sessions, session_writes, rss, requests = bench_sessions(dc, core, custom, n)
+        print(
+            f"bare pods    : all Running after {bare['total']:.2f}s; create→Running "
+            f"p50 {bare['p50'] * 1000:.0f} ms, p99 {bare['p99'] * 1000:.0f} ms"
+        )
+        print(
+            f"AgentSessions: all Running after {sessions['total']:.2f}s; create→Running "
+            f"p50 {sessions['p50'] * 1000:.0f} ms, p99 {sessions['p99'] * 1000:.0f} ms; "
+            f"create→pod seen p50 {sessions['seen_p50'] * 1000:.0f} ms, "
+            f"p99 {sessions['seen_p99'] * 1000:.0f} ms"
+        )
+        print(
+            f"ratio (sessions / bare pods): total {sessions['total'] / bare['total']:.2f}x, "
+            f"p50 {sessions['p50'] / bare['p50']:.2f}x, p99 {sessions['p99'] / bare['p99']:.2f}x"
+        )
+        print(f"operator peak RSS: {rss:.1f} MiB")
+        print(
+            "operator API requests per session: "
+            + ", ".join(f"{k} {v / n:.2f}" for k, v in sorted(requests.items()) if v >= n / 10)
+        )
+        print(f"apiserver writes per bare pod: {per_object(bare_writes, n)}")
+        print(f"apiserver writes per session : {per_object(session_writes, n)}", flush=True)
+        rows.append((n, bare, sessions, rss))
+    print("\n|N|bare total|sessions total|ratio|bare p99|sessions p99|ratio|operator RSS|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, bare, sessions, rss in rows:
+        print(
+            f"|{n}|{bare['total']:.2f} s|{sessions['total']:.2f} s|"
+            f"{sessions['total'] / bare['total']:.2f}x|{bare['p99']:.2f} s|"
+            f"{sessions['p99']:.2f} s|{sessions['p99'] / bare['p99']:.2f}x|{rss:.0f} MiB|"
+        )
     return 0
 
 
