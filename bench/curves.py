@@ -1,8 +1,10 @@
 """Cost curves: runs ``bench/checkpoint.py`` (baseline and current way of building checkpoints)
 and ``bench/lanes.py`` (dispatch at 1, 10, 100 sessions per process), prints their tables and
-draws ``bench/curves.png``.
+draws ``bench/curves.png``; with ``--placement F`` (the ``--json`` output of
+``bench/placement.py``, which needs the dev cluster) also the placement curve: total time until
+every pod is Running for bare pods and AgentSessions, and the operator's peak RSS, against N.
 
-    .venv/bin/python bench/curves.py [--samples 60] [--out bench/curves.png]
+    .venv/bin/python bench/curves.py [--samples 60] [--out bench/curves.png] [--placement F]
 
 The baseline (``--copy-history``: a shallow copy of every message per checkpoint, the store
 compares the history) is run on the current store, so it shows the cost the loop's old way of
@@ -35,7 +37,9 @@ def main() -> None:
     ap.add_argument("--samples", default="60")
     ap.add_argument("--out", default=str(HERE / "curves.png"))
     ap.add_argument("--redis", action="store_true", help="also run the external round trip")
+    ap.add_argument("--placement", help="bench/placement.py --json output to draw as well")
     args = ap.parse_args()
+    placement = json.loads(Path(args.placement).read_text()) if args.placement else None
 
     now = run("checkpoint.py", "--samples", args.samples)
     old = run("checkpoint.py", "--samples", args.samples, "--copy-history")
@@ -46,7 +50,9 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(13, 3.8))
+    panels = 4 if placement else 3
+    fig, axes = plt.subplots(1, panels, figsize=(4.4 * panels, 3.8))
+    ax1, ax2, ax3 = axes[:3]
     for data, style, label in ((now, "o-", "known_prefix"), (old, "s--", "copy of history")):
         rounds = [a["round"] for a in data["ages"]]
         ax1.plot(rounds, [a["wall_s"] * 1e3 for a in data["ages"]], style, label=f"{label}, wall")
@@ -88,9 +94,30 @@ def main() -> None:
         ylim=(0, None),
     )
     ax3.legend(fontsize=7)
+    if placement:
+        _draw_placement(axes[3], placement)
     fig.tight_layout()
     fig.savefig(args.out, dpi=80)
     print(f"wrote {args.out}")
+
+
+def _draw_placement(ax: Any, placement: dict[str, Any]) -> None:
+    rows = placement["rows"]
+    counts = [r["n"] for r in rows]
+    ax.plot(counts, [r["bare"]["total"] for r in rows], "k:o", label="bare pods, all Running")
+    ax.plot(counts, [r["sessions"]["total"] for r in rows], "o-", label="AgentSessions")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="objects created at once (N)",
+        ylabel="s until all Running",
+        title=f"placement on {placement['kwok_nodes']} kwok nodes",
+    )
+    rss = ax.twinx()
+    rss.plot(counts, [r["rss_mib"] for r in rows], "s--", color="tab:red", label="operator RSS")
+    rss.set_ylabel("operator peak RSS (MiB)", color="tab:red")
+    ax.legend(fontsize=7, loc="upper left")
+    rss.legend(fontsize=7, loc="lower right")
 
 
 if __name__ == "__main__":

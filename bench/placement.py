@@ -14,12 +14,13 @@ resource (``berth_operator_api_requests_total``) and the apiserver's writes (POS
 from its ``apiserver_request_total``) per object for both — every component's writes, kopf's,
 the scheduler's and kwok's included. Figures only; nothing is asserted.
 
-    .venv/bin/python bench/placement.py --n 100,300,1000 --kwok-nodes 100
+    .venv/bin/python bench/placement.py --n 100,300,1000 --kwok-nodes 100 [--json F]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import statistics
 import sys
@@ -221,8 +222,10 @@ def bench_bare(dc: DevCluster, core: Any, n: int) -> tuple[dict[str, float], Cou
 
 
 def bench_sessions(
-    dc: DevCluster, core: Any, custom: Any, n: int
+    dc: DevCluster, core: Any, custom: Any, n: int, source: str | None = None
 ) -> tuple[dict[str, float], Counter[str], float, dict[str, float]]:
+    """N sessions with a fresh operator: this checkout's, or the one in ``source`` (another
+    checkout of this repository, e.g. a ``git worktree`` of an older commit)."""
     with (
         dc.namespace("bench-ags", shared_pvc=True) as ns_ags,
         tempfile.TemporaryDirectory() as tmp,
@@ -238,6 +241,10 @@ def bench_sessions(
             BERTH_LEASE_DURATION_SECONDS="15",
             BERTH_LEASE_RENEW_SECONDS="5",
         )
+        if source is not None:
+            src = Path(source).resolve()
+            op.extra["PYTHONPATH"] = f"{src / 'operator'}:{src}"
+            op.command = [sys.executable, "-m", "berth_operator.main"]
         proc = op.start()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -295,6 +302,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", default="500", help="comma-separated object counts (default 500)")
     parser.add_argument("--kwok-nodes", type=int, default=3, help="kwok nodes to spread over")
+    parser.add_argument("--json", help="also write the figures here (bench/curves.py draws them)")
+    parser.add_argument(
+        "--baseline-src",
+        help="also run the sessions with the operator of this checkout (e.g. a git worktree of "
+        "an older commit), in the same run",
+    )
     args = parser.parse_args()
     counts = [int(x) for x in args.n.split(",")]
     dc = DevCluster.ensure()
@@ -330,7 +343,40 @@ def main() -> int:
         )
         print(f"apiserver writes per bare pod: {per_object(bare_writes, n)}")
         print(f"apiserver writes per session : {per_object(session_writes, n)}", flush=True)
+        if args.baseline_src:
+            base, base_writes, base_rss, base_requests = bench_sessions(
+                dc, core, custom, n, args.baseline_src
+            )
+            print(
+                f"baseline operator ({args.baseline_src}): all Running after "
+                f"{base['total']:.2f}s ({base['total'] / bare['total']:.2f}x bare); p50 "
+                f"{base['p50'] * 1000:.0f} ms, p99 {base['p99'] * 1000:.0f} ms "
+                f"({base['p99'] / bare['p99']:.2f}x); create→pod seen p50 "
+                f"{base['seen_p50'] * 1000:.0f} ms; RSS {base_rss:.1f} MiB"
+            )
+            print(
+                "baseline API requests per session: "
+                + ", ".join(
+                    f"{k} {v / n:.2f}" for k, v in sorted(base_requests.items()) if v >= n / 10
+                )
+            )
+            print(
+                f"baseline apiserver writes per session: {per_object(base_writes, n)}", flush=True
+            )
         rows.append((n, bare, sessions, rss))
+        if args.json:
+            Path(args.json).write_text(
+                json.dumps(
+                    {
+                        "kwok_nodes": args.kwok_nodes,
+                        "rows": [
+                            {"n": n_, "bare": b, "sessions": s_, "rss_mib": r}
+                            for n_, b, s_, r in rows
+                        ],
+                    },
+                    indent=1,
+                )
+            )
     print("\n|N|bare total|sessions total|ratio|bare p99|sessions p99|ratio|operator RSS|")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n, bare, sessions, rss in rows:

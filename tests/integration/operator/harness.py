@@ -80,6 +80,8 @@ class OperatorProcess:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.port = 0
         self.starts = 0
+        self.command: list[str] = [str(Path(sys.executable).parent / "berth-operator")]
+        """How a replica is started (a benchmark may run another checkout's operator)."""
 
     def env(self) -> dict[str, str]:
         self.port = free_port()
@@ -118,9 +120,8 @@ class OperatorProcess:
         this replica's variables (e.g. its own webhook port)."""
         self.starts += 1
         log = open(self.log_dir / f"operator-{self.starts}.log", "wb")  # noqa: SIM115
-        exe = Path(sys.executable).parent / "berth-operator"
         proc = subprocess.Popen(
-            [str(exe)],
+            self.command,
             env={**self.env(), **env},
             stdout=log,
             stderr=subprocess.STDOUT,
