@@ -8,6 +8,7 @@ single-threaded (the operator's event loop), so reads always see the latest edit
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 
 from session_runtime.budget.policy import Identity, Policy
 
@@ -15,13 +16,20 @@ from session_runtime.budget.policy import Identity, Policy
 class BudgetDirectory:
     """Implements :class:`session_runtime.budget.service.Directory`."""
 
-    def __init__(self) -> None:
+    def __init__(self, tokens: Callable[[str], str | None] | None = None) -> None:
+        """``tokens``: session uid → its API token, when another part of the process already
+        holds them (the operator's token cache); then :meth:`put_identity` is enough."""
+        self._tokens = tokens
         self._sessions: dict[str, tuple[str, Identity]] = {}
         self._policies: dict[str, dict[str, Policy]] = {}
 
     def put_session(self, uid: str, token: str, who: Identity) -> None:
         """Register (or update) session ``uid`` with its API ``token`` and identity."""
         self._sessions[uid] = (token, who)
+
+    def put_identity(self, uid: str, who: Identity) -> None:
+        """Register (or update) session ``uid`` whose token the ``tokens`` lookup knows."""
+        self._sessions[uid] = ("", who)
 
     def drop_session(self, uid: str) -> None:
         """Forget session ``uid`` (deleted); its calls are refused from then on."""
@@ -40,7 +48,10 @@ class BudgetDirectory:
         known = self._sessions.get(session_uid)
         if known is None or not token:
             return None
-        return known[1] if hmac.compare_digest(known[0], token) else None
+        expected = known[0] or (self._tokens(session_uid) if self._tokens else None) or ""
+        if not expected:
+            return None
+        return known[1] if hmac.compare_digest(expected, token) else None
 
     def policies(self, namespace: str) -> list[Policy]:
         """The policies of ``namespace``."""

@@ -20,6 +20,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from session_runtime.budget.policy import WindowState
+
 _RESERVE = """
 local n = tonumber(ARGV[4])
 for i = 0, n - 1 do
@@ -90,17 +92,6 @@ class Reserved:
     resource: str = ""
     current: int = 0
     limit: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class WindowState:
-    """Counters of one window: settled ``used`` and in-flight ``reserved`` per resource, calls
-    ``denied`` and the number of distinct ``sessions_denied``."""
-
-    used: dict[str, int]
-    reserved: dict[str, int]
-    denied: int
-    sessions_denied: int
 
 
 def _pairs(values: list[Any]) -> dict[str, int]:

@@ -80,6 +80,13 @@ class Policy:
         at = datetime.fromtimestamp(now, UTC)
         return at.strftime("d%Y%m%d") if self.period == "Day" else at.strftime("m%Y%m")
 
+    def window_start(self, now: float) -> float:
+        """Unix time (seconds) at which the window holding ``now`` began."""
+        if self.period == "Window":
+            return (now // self.window_seconds) * self.window_seconds
+        at = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        return (at if self.period == "Day" else at.replace(day=1)).timestamp()
+
     def window_end(self, now: float) -> float:
         """Unix time (seconds) at which the window holding ``now`` ends."""
         if self.period == "Window":
@@ -135,3 +142,14 @@ def usage_amounts(policy: Policy, model: str, usage: Mapping[str, int]) -> dict[
         "costMicroUSD": cost_micro_usd(policy.price(model), prompt, completion),
     }
     return {r: amounts[r] for r in RESOURCES if r in policy.limits}
+
+
+@dataclass(frozen=True, slots=True)
+class WindowState:
+    """Counters of one window: settled ``used`` and in-flight ``reserved`` per resource, calls
+    ``denied`` and the number of distinct ``sessions_denied``."""
+
+    used: dict[str, int]
+    reserved: dict[str, int]
+    denied: int
+    sessions_denied: int
