@@ -1,6 +1,6 @@
 """Budget counters in Redis: reserve before a call, settle after it, atomically (Lua).
 
-One hash per policy and period window, ``berth:{ns}:budget:{policy}:{window}``, holds per
+One hash per policy and period window, ``berth-budget:{ns}:{policy}:{window}``, holds per
 resource ``u:<resource>`` (settled use) and ``q:<resource>`` (reserved by calls in flight), and
 per reservation ``r:<id>:<resource>`` (its amounts) and ``r:<id>:s`` (the session that holds it);
 the set ``...:{window}:denied`` holds the sessions denied in that window. Keys expire a day after
@@ -77,8 +77,10 @@ KEEP_AFTER_WINDOW_SECONDS = 86400
 
 
 def window_key(namespace: str, policy: str, window: str) -> str:
-    """The hash of one policy window: ``berth:{ns}:budget:{policy}:{window}``."""
-    return f"berth:{namespace}:budget:{policy}:{window}"
+    """The hash of one policy window: ``berth-budget:{ns}:{policy}:{window}``. The prefix is
+    not ``berth:`` on purpose: no glob of the session or worker ACL users (``berth:*:...``) can
+    match it, whatever the namespace or policy is called."""
+    return f"berth-budget:{namespace}:{policy}:{window}"
 
 
 @dataclass(frozen=True, slots=True)
