@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from berth_operator import budget_metrics as metrics
 from berth_operator.api.budgetpolicy import BudgetPolicyStatus, parse_spec, to_policy
+from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import BUDGETPOLICY_PLURAL, GROUP, SESSION_PLURAL, VERSION
 from berth_operator.errors import BerthOperatorError
 from berth_operator.handlers.context import BudgetClients, OperatorContext
@@ -77,23 +78,35 @@ def session_identity(namespace: str, name: str, spec: Mapping[str, Any]) -> Iden
 
 
 @kopf.on.event(GROUP, VERSION, SESSION_PLURAL)
-def budget_session_event(
+async def budget_session_event(
     type: str | None,
     name: str,
     namespace: str | None,
     uid: str,
     spec: kopf.Spec,
     memo: Any,
+    logger: kopf.Logger,
     **_: Any,
 ) -> None:
-    """Record (or forget) a session's identity in the budget directory."""
+    """Record (or forget) a session's identity in the budget directory, and make sure its API
+    token is in the operator's cache (a new leader has not read it yet; without it the
+    session's budget calls would be refused)."""
     budget = _budget(memo)
     if budget is None or namespace is None or not uid:
         return
     if type == "DELETED":
         budget.directory.drop_session(uid)
-    else:
-        budget.directory.put_identity(uid, session_identity(namespace, name, dict(spec)))
+        return
+    budget.directory.put_identity(uid, session_identity(namespace, name, dict(spec)))
+    ctx: OperatorContext = memo.ctx
+    if uid not in ctx.tokens and ctx.secrets is not None:
+        try:
+            token = await ctx.secrets.api_token(SessionRef(namespace, name, uid))
+        except BerthOperatorError as exc:
+            logger.warning(f"cannot read the API token of {namespace}/{name}: {exc}")
+            return
+        if token is not None:
+            ctx.tokens.setdefault(uid, token)
 
 
 def _target(namespace: str, name: str, uid: str) -> dict[str, Any]:
