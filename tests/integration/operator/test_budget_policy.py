@@ -57,6 +57,7 @@ def policy(name: str, tenant: str, limit: int) -> dict[str, Any]:
     }
 
 
+@pytest.mark.timeout(900)  # ten pods on two nodes of a shared 2-core machine, image build first
 def test_budget_policy_two_tenants_on_the_cluster(dev_cluster: DevCluster) -> None:
     dc = dev_cluster
     dc.kubectl("apply", "-f", "crds/berth.dev_budgetpolicies.yaml")
