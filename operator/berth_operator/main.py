@@ -29,10 +29,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 import berth_operator.handlers.agentsession  # noqa: F401  (registers the handlers)
 from berth_operator.api.constants import DIFFBASE_KEY, FINALIZER, LABEL_LEADER
 from berth_operator.errors import KubeError, SettingsError
+from berth_operator.handlers import budgetpolicy as _budgetpolicy  # noqa: F401  (registers)
 from berth_operator.handlers import laneworker as _laneworker  # noqa: F401  (registers handlers)
 from berth_operator.handlers import nodes as _nodes  # noqa: F401  (registers handlers)
 from berth_operator.handlers import webhook
-from berth_operator.handlers.context import LaneClients, OperatorContext
+from berth_operator.handlers.context import BudgetClients, LaneClients, OperatorContext
 from berth_operator.k8s.client import KubeClient, make_api_client
 from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.lease import LeaderElector
@@ -104,7 +105,21 @@ def _context(settings: OperatorSettings) -> OperatorContext:
     if settings.passivation.pdb_enabled:
         ctx.disruption = DisruptionClient.from_kube(kube)
     ctx.lanes = LaneClients.create(settings, kube)
+    if settings.budget.enabled:
+        ctx.budget = BudgetClients.create(settings, ctx.tokens)
     return ctx
+
+
+async def _serve_budget(settings: OperatorSettings, budget: BudgetClients) -> web.AppRunner:
+    """The budget service (session_runtime.budget.service) on its own port, started only once
+    this replica leads: the directory is filled by the leader's watches, and the Service that
+    sessions call selects the leader."""
+    app = web.Application()
+    budget.service.routes(app)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, settings.server.http_host, settings.budget.port).start()
+    return runner
 
 
 async def _lead(
@@ -198,6 +213,7 @@ async def run(settings: OperatorSettings) -> int:
         loop.add_signal_handler(sig, stop.set)
     elector: LeaderElector | None = None
     keeper: asyncio.Task[None] | None = None
+    budget_runner: web.AppRunner | None = None
     code = 0
     try:
         await _mark_leader(ctx.kube, False)  # a restarted container may still carry the label
@@ -207,6 +223,8 @@ async def run(settings: OperatorSettings) -> int:
         elector, keeper = led
         health.leader = True
         LEADER.set(1)
+        if ctx.budget is not None:
+            budget_runner = await _serve_budget(settings, ctx.budget)
         await _mark_leader(ctx.kube, True)
         log.info("leading; starting controllers")
         await _controllers(settings, ctx, health, stop, keeper)
@@ -225,6 +243,10 @@ async def run(settings: OperatorSettings) -> int:
         if ctx.lanes is not None:
             await ctx.lanes.close()
         await runner.cleanup()
+        if budget_runner is not None:
+            await budget_runner.cleanup()
+        if ctx.budget is not None:
+            await ctx.budget.close()
         ctx.kube.close()
     return code
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import (
@@ -309,6 +309,25 @@ class ServerSettings(SettingsGroup):
     """HTTP connections to the apiserver. Default 32."""
 
 
+class BudgetSettings(SettingsGroup):
+    """The budget service that enforces BudgetPolicies (session_runtime.budget)."""
+
+    model_config = SettingsConfigDict(env_prefix="BERTH_BUDGET_")
+
+    enabled: bool = False
+    """Serve the budget service and give session pods its URL. Default false."""
+    port: Annotated[int, Field(ge=1, le=65535)] = 8082
+    """Port of the budget service (leader only). Default 8082."""
+    url: str = ""
+    """URL session pods call (the leader-only Service), e.g.
+    http://berth-operator-budget.berth.svc:8082; empty = no session consults it."""
+    timeout_ms: Annotated[int, Field(ge=50, le=60000)] = 2000
+    """How long a session waits for the service before its failurePolicy applies. Default 2000."""
+    failure_policy: Literal["Closed", "Open"] = "Closed"
+    """What an unreachable service means to a session before it first got an answer (which
+    then carries the failurePolicy of the policies selecting it). Default Closed."""
+
+
 class OperatorSettings(BaseModel):
     """Configuration of one berth-operator process: one field per settings group."""
 
@@ -338,6 +357,8 @@ class OperatorSettings(BaseModel):
     """Leader election."""
     server: ServerSettings = Field(default_factory=ServerSettings)
     """HTTP server and apiserver connections."""
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    """The budget service."""
 
     @classmethod
     def group_types(cls) -> dict[str, type[SettingsGroup]]:

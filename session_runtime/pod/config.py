@@ -43,6 +43,11 @@ variable                   required meaning
                                     read by the runtime's LLM client itself, never copied into
                                     this config, logged or stored
 ``OPENAI_BASE_URL``        no       LLM endpoint; overridden by ``options.llm.baseURL`` if set
+``BERTH_BUDGET_URL``       no       the operator's budget service (BudgetPolicies); unset = only
+                                    ``spec.budget`` applies
+``BERTH_BUDGET_TIMEOUT_MS`` no      how long a budget request may take, default 2000
+``BERTH_BUDGET_FAILURE_POLICY`` no  ``Closed`` (default) or ``Open``: what an unreachable budget
+                                    service means until it has answered once
 ``BERTH_TEST_IGNORE_PASSIVATION`` no TEST ONLY: ``1`` makes ``POST /v1/passivate`` answer 202 and
                                     do nothing (drain-deadline tests); never set in production
 ========================== ======== ===========================================================
@@ -103,6 +108,9 @@ class PodConfig:
     http_port: int = DEFAULT_HTTP_PORT
     openai_base_url: str | None = None
     test_ignore_passivation: bool = False
+    budget_url: str | None = None
+    budget_timeout_ms: int = 2000
+    budget_failure_policy: str = "Closed"
 
     @property
     def session_key(self) -> str:
@@ -174,6 +182,14 @@ def parse_env(env: Mapping[str, str]) -> PodConfig:
     port = _int_var(
         "BERTH_HTTP_PORT", _opt(env, "BERTH_HTTP_PORT"), 0, 65535, DEFAULT_HTTP_PORT, problems
     )
+    budget_timeout = _int_var(
+        "BERTH_BUDGET_TIMEOUT_MS", _opt(env, "BERTH_BUDGET_TIMEOUT_MS"), 50, 60000, 2000, problems
+    )
+    budget_failure = _opt(env, "BERTH_BUDGET_FAILURE_POLICY") or "Closed"
+    if budget_failure not in ("Closed", "Open"):
+        problems.append(
+            f"BERTH_BUDGET_FAILURE_POLICY must be Closed or Open, got {budget_failure!r}"
+        )
     if problems:
         raise PodConfigError(problems)
     return PodConfig(
@@ -199,6 +215,9 @@ def parse_env(env: Mapping[str, str]) -> PodConfig:
         test_ignore_passivation=(
             env.get("BERTH_TEST_IGNORE_PASSIVATION", "").strip().lower() in _TRUE
         ),
+        budget_url=_opt(env, "BERTH_BUDGET_URL"),
+        budget_timeout_ms=budget_timeout,
+        budget_failure_policy=budget_failure,
     )
 
 

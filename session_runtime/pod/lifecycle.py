@@ -29,6 +29,7 @@ from session_runtime.pod.api import (
     Phase,
     state_body,
 )
+from session_runtime.pod.budget import session_guard
 from session_runtime.pod.config import (
     PodConfig,
 )
@@ -258,7 +259,7 @@ class SessionPod:
             principal=ident.principal,
             agent_template_id=ident.agent_template_id,
             correlation_id=ident.correlation_id,
-            budget_guard=guard,
+            budget_guard=session_guard(cfg, guard),
             retention_limits=SessionRetentionLimits(**opts.retention.model_dump()),
             **opts.limits.session_options(),
         )

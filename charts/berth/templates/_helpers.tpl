@@ -239,6 +239,18 @@ app.kubernetes.io/component: redis
 - name: BERTH_WEBHOOK_CONFIGURATION
   value: {{ default (include "berth.operatorName" .) .Values.webhook.configurationName | quote }}
 {{- end }}
+{{- if .Values.budget.enabled }}
+- name: BERTH_BUDGET_ENABLED
+  value: "true"
+- name: BERTH_BUDGET_PORT
+  value: {{ .Values.budget.port | quote }}
+- name: BERTH_BUDGET_URL
+  value: {{ include "berth.budgetURL" . | quote }}
+- name: BERTH_BUDGET_TIMEOUT_MS
+  value: {{ .Values.budget.timeoutMs | quote }}
+- name: BERTH_BUDGET_FAILURE_POLICY
+  value: {{ .Values.budget.defaultFailurePolicy | quote }}
+{{- end }}
 {{- range $k, $v := .Values.operator.env }}
 - name: {{ $k }}
   value: {{ $v | quote }}
@@ -266,6 +278,13 @@ app.kubernetes.io/component: redis
   verbs: [get, list, watch, patch]
 - apiGroups: [berth.dev]
   resources: [laneworkers/status]
+  verbs: [patch]
+# BudgetPolicies: watched by kopf (the budget service's directory), status patched.
+- apiGroups: [berth.dev]
+  resources: [budgetpolicies]
+  verbs: [get, list, watch, patch]
+- apiGroups: [berth.dev]
+  resources: [budgetpolicies/status]
   verbs: [patch]
 # Session pods: watched, listed before every create, created and deleted; worker pods are
 # annotated with a deletion cost before a scale-down.
@@ -315,6 +334,11 @@ app.kubernetes.io/component: redis
 - apiGroups: [""]
   resources: [nodes]
   verbs: [get, list, watch]
+{{- end }}
+
+{{/* URL session pods call the budget service on (the leader-only Service). */}}
+{{- define "berth.budgetURL" -}}
+{{- printf "http://%s-budget.%s.svc:%v" (include "berth.operatorName" .) .Release.Namespace .Values.budget.port }}
 {{- end }}
 
 {{/* Host the apiserver calls the webhook on (must be in the certificate's SANs). */}}

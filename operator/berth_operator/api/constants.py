@@ -23,6 +23,11 @@ LANEWORKER_PLURAL: Final = "laneworkers"
 LANEWORKER_SINGULAR: Final = "laneworker"
 LANEWORKER_SHORT_NAMES: Final = ("lw",)
 
+BUDGETPOLICY_KIND: Final = "BudgetPolicy"
+BUDGETPOLICY_PLURAL: Final = "budgetpolicies"
+BUDGETPOLICY_SINGULAR: Final = "budgetpolicy"
+BUDGETPOLICY_SHORT_NAMES: Final = ("bp",)
+
 # Labels and annotations (prefix berth.dev/).
 LABEL_SESSION: Final = "berth.dev/session"
 """Label on session pods and ConfigMaps: the AgentSession name."""

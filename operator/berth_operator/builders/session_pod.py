@@ -204,7 +204,19 @@ def session_env(
         )
     if spec.llm is not None and spec.llm.base_url:
         env.append({"name": "OPENAI_BASE_URL", "value": spec.llm.base_url})
-    return env
+    return env + budget_env(settings)
+
+
+def budget_env(settings: OperatorSettings) -> list[dict[str, Any]]:
+    """Where the session's guard finds the budget service (BudgetPolicies); none when off."""
+    budget = settings.budget
+    if not budget.enabled or not budget.url:
+        return []
+    return [
+        {"name": "BERTH_BUDGET_URL", "value": budget.url},
+        {"name": "BERTH_BUDGET_TIMEOUT_MS", "value": str(budget.timeout_ms)},
+        {"name": "BERTH_BUDGET_FAILURE_POLICY", "value": budget.failure_policy},
+    ]
 
 
 SECRET_FILE_MODE = 0o440

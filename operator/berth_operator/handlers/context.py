@@ -14,6 +14,7 @@
 - ``ready_claims``: (namespace, claim) → (monotonic time, ``StoreReady`` tuple) of a shared claim
   last read Bound.
 - ``lanes``: the LaneWorker handlers' clients (:class:`LaneClients`), built once by ``main``.
+- ``budget``: the budget service and its directory (:class:`BudgetClients`), when enabled.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from berth_operator.k8s.secrets import SecretApi
 from berth_operator.metrics import INFLIGHT, PhaseTracker
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
+from session_runtime.budget.directory import BudgetDirectory
+from session_runtime.budget.ledger import Ledger
+from session_runtime.budget.service import BudgetService
 
 
 @dataclass
@@ -69,6 +73,31 @@ class LaneClients:
 
 
 @dataclass
+class BudgetClients:
+    """The budget service (session_runtime.budget) as the operator runs it: its directory (filled
+    by handlers.budgetpolicy from the watches; tokens from the session token cache), the ledger
+    on the operator's Redis user, and the service. Built by :meth:`create`; :meth:`close`."""
+
+    directory: BudgetDirectory
+    ledger: Ledger
+    service: BudgetService
+    redis: Redis[Any]
+
+    @classmethod
+    def create(cls, settings: OperatorSettings, tokens: dict[str, str]) -> BudgetClients:
+        """Redis from ``settings.redis.for_operator``; tokens looked up in ``tokens``."""
+        redis: Redis[Any] = Redis.from_url(settings.redis.for_operator)
+        directory = BudgetDirectory(tokens.get)
+        ledger = Ledger(redis)
+        return cls(directory, ledger, BudgetService(ledger, directory), redis)
+
+    async def close(self) -> None:
+        """Close the Redis connection pool."""
+        client: Any = self.redis
+        await client.aclose()
+
+
+@dataclass
 class OperatorContext:
     """Everything a handler needs besides its kopf kwargs."""
 
@@ -87,6 +116,7 @@ class OperatorContext:
     ready_claims: dict[tuple[str, str], tuple[float, tuple[bool, str, str]]] = field(
         default_factory=dict
     )
+    budget: BudgetClients | None = None
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""

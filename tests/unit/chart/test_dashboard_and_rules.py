@@ -46,9 +46,11 @@ TSC_FLAGS = [
 
 def berth_metric_names() -> set[str]:
     """Names the three programs export, from their real registries."""
+    import berth_operator.budget_metrics
     import berth_operator.metrics  # noqa: F401  (registers berth_operator_* in the default registry)
     import prometheus_client
 
+    import session_runtime.budget.service  # noqa: F401  (budget decisions, served by the operator)
     from session_runtime.metrics import SessionMetrics
     from session_runtime.worker import WorkerMetrics
 
@@ -200,6 +202,7 @@ def test_rules_cover_the_alerts_of_the_issue() -> None:
         "BerthSessionBudgetExhausted",
         "BerthLaneWorkerBacklogHigh",
         "BerthOperatorDown",
+        "BerthBudgetExhausted",
     }
 
 
@@ -238,7 +241,7 @@ def test_promtool_check_rules(tmp_path: Path) -> None:
         [promtool, "check", "rules", str(path)], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 6 rules found" in proc.stdout
+    assert "SUCCESS: 7 rules found" in proc.stdout
 
 
 def test_promtool_rejects_a_broken_rule(tmp_path: Path) -> None:

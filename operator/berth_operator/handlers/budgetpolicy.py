@@ -1,0 +1,172 @@
+"""BudgetPolicy handlers: keep the budget service's directory current and report status.
+
+- Every BudgetPolicy event puts the parsed policy into the directory (or drops it on deletion),
+  so an edit applies to running sessions from their next LLM call.
+- Every AgentSession event records the session's identity and model (its API token stays in the
+  operator's token cache, ``OperatorContext.tokens``); deletion forgets it.
+- One daemon per policy refreshes status (consumed / limit per resource and period, sessions
+  denied, last reset, conditions), posts Events on soft and hard crossings and sets the gauges,
+  every ``STATUS_INTERVAL_SECONDS``.
+
+Nothing here runs unless the budget service is enabled (``BERTH_BUDGET_ENABLED``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, cast
+
+import kopf
+from pydantic import ValidationError
+
+from berth_operator import budget_metrics as metrics
+from berth_operator.api.budgetpolicy import BudgetPolicyStatus, parse_spec, to_policy
+from berth_operator.api.common import SessionRef
+from berth_operator.api.constants import BUDGETPOLICY_PLURAL, GROUP, SESSION_PLURAL, VERSION
+from berth_operator.errors import BerthOperatorError
+from berth_operator.handlers.context import BudgetClients, OperatorContext
+from berth_operator.k8s.budgetpolicy import BudgetPolicyApi
+from berth_operator.reconcile.budget_status import budget_status
+from session_runtime.budget.ledger import window_key
+from session_runtime.budget.policy import Identity
+
+STATUS_INTERVAL_SECONDS = 10.0
+"""How often a policy's status, conditions and gauges are refreshed (seconds)."""
+
+
+def _budget(memo: Any) -> BudgetClients | None:
+    ctx: OperatorContext = memo.ctx
+    return ctx.budget
+
+
+@kopf.on.event(GROUP, VERSION, BUDGETPOLICY_PLURAL)
+def budgetpolicy_event(
+    type: str | None,
+    name: str,
+    namespace: str | None,
+    spec: kopf.Spec,
+    memo: Any,
+    logger: kopf.Logger,
+    **_: Any,
+) -> None:
+    """Put the policy into the directory (drop it when deleted)."""
+    budget = _budget(memo)
+    if budget is None or namespace is None:
+        return
+    if type == "DELETED":
+        budget.directory.drop_policy(namespace, name)
+        return
+    try:
+        budget.directory.put_policy(to_policy(namespace, name, parse_spec(dict(spec))))
+    except ValidationError as exc:  # the CRD rejects this at apply; an older schema may not
+        budget.directory.drop_policy(namespace, name)
+        logger.error(f"BudgetPolicy {namespace}/{name} is invalid and not enforced: {exc}")
+
+
+def session_identity(namespace: str, name: str, spec: Mapping[str, Any]) -> Identity:
+    """The budget identity of an AgentSession from its raw spec (pure)."""
+    ident = spec.get("identity") or {}
+    return Identity(
+        namespace=namespace,
+        session=name,
+        tenant_id=str(ident.get("tenantId") or ""),
+        principal=str(ident.get("principal") or ""),
+        agent_template_id=str(ident.get("agentTemplateId") or ""),
+        model=str(spec.get("model") or ""),
+    )
+
+
+@kopf.on.event(GROUP, VERSION, SESSION_PLURAL)
+async def budget_session_event(
+    type: str | None,
+    name: str,
+    namespace: str | None,
+    uid: str,
+    spec: kopf.Spec,
+    memo: Any,
+    logger: kopf.Logger,
+    **_: Any,
+) -> None:
+    """Record (or forget) a session's identity in the budget directory, and make sure its API
+    token is in the operator's cache (a new leader has not read it yet; without it the
+    session's budget calls would be refused)."""
+    budget = _budget(memo)
+    if budget is None or namespace is None or not uid:
+        return
+    if type == "DELETED":
+        budget.directory.drop_session(uid)
+        return
+    budget.directory.put_identity(uid, session_identity(namespace, name, dict(spec)))
+    ctx: OperatorContext = memo.ctx
+    if uid not in ctx.tokens and ctx.secrets is not None:
+        try:
+            token = await ctx.secrets.api_token(SessionRef(namespace, name, uid))
+        except BerthOperatorError as exc:
+            logger.warning(f"cannot read the API token of {namespace}/{name}: {exc}")
+            return
+        if token is not None:
+            ctx.tokens.setdefault(uid, token)
+
+
+def _target(namespace: str, name: str, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "BudgetPolicy",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+    }
+
+
+@kopf.daemon(GROUP, VERSION, BUDGETPOLICY_PLURAL, cancellation_timeout=10.0)
+async def budgetpolicy_status(
+    name: str,
+    namespace: str | None,
+    uid: str,
+    spec: kopf.Spec,
+    meta: kopf.Meta,
+    status: kopf.Status,
+    stopped: kopf.DaemonStopped,
+    logger: kopf.Logger,
+    memo: Any,
+    **_: Any,
+) -> None:
+    """Refresh one policy's status until it is deleted or the operator stops."""
+    budget = _budget(memo)
+    ctx: OperatorContext = memo.ctx
+    if budget is None or namespace is None:
+        return
+    api = BudgetPolicyApi(ctx.kube.api_client)
+    try:
+        before = BudgetPolicyStatus.model_validate(dict(status or {}))
+    except ValidationError:
+        before = BudgetPolicyStatus()
+    try:
+        while not stopped:
+            try:
+                policy = to_policy(namespace, name, parse_spec(dict(spec)))
+                now = time.time()
+                key = window_key(namespace, name, policy.window(now))
+                state = await budget.ledger.state(key)
+                after, events = budget_status(
+                    policy, state, before, now=now, generation=meta.get("generation")
+                )
+                for event in events:
+                    target = cast(kopf.Body, _target(namespace, name, uid))
+                    kopf.event(
+                        target, type=event.type, reason=event.reason, message=event.message[:1024]
+                    )
+                metrics.set_budget(namespace, name, after)
+                if after.wire() != before.wire():
+                    await api.patch_status(namespace, name, after.wire())
+                    before = after
+            except ValidationError as exc:
+                logger.error(f"cannot report budget status: {exc}")
+            except (BerthOperatorError, OSError) as exc:
+                logger.warning(f"budget status refresh failed, retrying: {exc}")
+            except Exception as exc:  # Redis errors (redis-py's own hierarchy)
+                logger.warning(
+                    f"budget status refresh failed, retrying: {type(exc).__name__}: {exc}"
+                )
+            await stopped.wait(STATUS_INTERVAL_SECONDS)
+    finally:
+        metrics.forget_budget(namespace, name)
