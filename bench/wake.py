@@ -87,6 +87,18 @@ def send_and_time(dc: DevCluster, ns: str, name: str, srv: Any) -> float:
     return took
 
 
+def cli_start(dc: DevCluster) -> float:
+    """Seconds for ``kubectl-berth version``: the console script's own start, in both rows."""
+    started = time.monotonic()
+    subprocess.run(
+        [str(Path(sys.executable).parent / "kubectl-berth"), "version"],
+        env=dc.proc_env,
+        capture_output=True,
+        check=True,
+    )
+    return time.monotonic() - started
+
+
 def idle_pod(dc: DevCluster, ns: str, name: str) -> bool:
     st = status(dc, ns, name)
     cond = condition(st, "Running")
@@ -124,12 +136,14 @@ def main() -> int:
         for _ in range(N):
             wait("cold at rest", lambda: at_rest(dc, ns, "cold"), cap=300)
             cold.append(send_and_time(dc, ns, "cold", srv))
+    cli = statistics.median(cli_start(dc) for _ in range(N))
     med_hot, med_cold = statistics.median(hot), statistics.median(cold)
     print(f"wake latency (kubectl-berth send -> model request), {N} samples each")
     print(f"  running session : median {med_hot:.2f} s  samples {[round(x, 2) for x in hot]}")
     print(f"  at rest (cold)  : median {med_cold:.2f} s  samples {[round(x, 2) for x in cold]}")
     print("  at rest (warm pool): n/a (no warm pool on this branch)")
     print(f"  cold / running  : {med_cold / med_hot:.1f}x")
+    print(f"  (kubectl-berth start alone, in both: median {cli:.2f} s)")
     return 0
 
 
