@@ -3,7 +3,9 @@
 Commands::
 
     kubectl berth status NAME [-o json|yaml]  conditions, run lineage and usage as tables
-    kubectl berth send NAME "prompt"          another prompt for a keepAlive session
+    kubectl berth send NAME "prompt"          another prompt for a keepAlive session (wakes it
+                                              first when it is at rest)
+    kubectl berth wake NAME                   wake a session at rest (idle passivation)
     kubectl berth passivate NAME              ask the session pod to checkpoint and exit
     kubectl berth suspend NAME | resume NAME  set spec.suspend (passivate and keep it at rest)
     kubectl berth logs NAME [-f]              the session's logs, following it across pods
@@ -41,7 +43,12 @@ from rich.table import Table
 
 from berth_operator import __version__
 from berth_operator.api.agentsession import AgentSessionStatus
-from berth_operator.api.constants import API_TOKEN_HEADER, SESSION_CONTAINER, SESSION_PORT
+from berth_operator.api.constants import (
+    ANNOTATION_WAKE_REQUESTED_AT,
+    API_TOKEN_HEADER,
+    SESSION_CONTAINER,
+    SESSION_PORT,
+)
 from berth_operator.errors import BerthOperatorError, RuntimeUnreachable
 from berth_operator.k8s.plugin_client import PluginClient, connect
 
@@ -49,6 +56,8 @@ DEFAULT_DEADLINE_SECONDS = 120
 """Passivation deadline when neither ``--deadline-seconds`` nor spec.passivation sets one."""
 HTTP_TIMEOUT_SECONDS = 10.0
 """How long ``send``/``passivate`` wait for the session pod to answer."""
+WAKE_POLL_SECONDS = 0.5
+"""How often ``send`` looks at a waking session."""
 
 app = typer.Typer(
     name="kubectl-berth",
@@ -125,7 +134,8 @@ def status_tables(body: dict[str, Any], now: datetime) -> list[Table]:
 
 def _summary(title: str, st: AgentSessionStatus, spec: dict[str, Any]) -> Table:
     summary = Table(title=title)
-    for col in ("Phase", "Pod", "Node", "Epoch", "Run", "Turn", "Passivations", "KeepAlive"):
+    cols = ("Phase", "Pod", "Node", "Epoch", "Run", "Turn", "Passivations", "KeepAlive", "At rest")
+    for col in cols:
         summary.add_column(col)
     summary.add_row(
         st.phase or "-",
@@ -136,6 +146,7 @@ def _summary(title: str, st: AgentSessionStatus, spec: dict[str, Any]) -> Table:
         "-" if st.checkpoint is None or st.checkpoint.turn is None else str(st.checkpoint.turn),
         str(st.passivations or 0),
         "yes" if spec.get("keepAlive") else "no",
+        "-" if st.at_rest_since is None else "since " + st.at_rest_since.isoformat(),
     )
     return summary
 
@@ -324,19 +335,93 @@ def send(
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
     endpoint: EndpointOpt = None,
+    wait_seconds: Annotated[
+        float,
+        typer.Option(
+            "--wait-seconds", min=1, help="How long to wait for a session at rest to wake."
+        ),
+    ] = 300.0,
 ) -> None:
-    """Send another prompt to a keepAlive session."""
+    """Send another prompt to a keepAlive session; a session at rest is woken first."""
     try:
         api = _client(kubeconfig, context, namespace)
         body = api.get_session(name)
         if not (body.get("spec") or {}).get("keepAlive"):
             raise PluginError(f"session {name} is not keepAlive: `send` needs spec.keepAlive: true")
-        code, answer = _call_session(api, name, body, "/v1/messages", {"prompt": prompt}, endpoint)
+        code, answer = _send_waking(api, name, body, prompt, endpoint, wait_seconds)
         if code >= 300:
             raise PluginError(f"session pod refused the prompt: {_describe(code, answer)}")
         out.print(f"prompt accepted by {name} (HTTP {code})", highlight=False)
     except (BerthOperatorError, PluginError) as exc:
         raise _fail(str(exc)) from exc
+
+
+def wake_needed(body: dict[str, Any]) -> bool:
+    """Whether the session is at rest and no wake was asked for since it came to rest."""
+    st = parse_status(body)
+    if st.at_rest_since is None or st.phase != "Passivated":
+        return False
+    asked = ((body.get("metadata") or {}).get("annotations") or {}).get(
+        ANNOTATION_WAKE_REQUESTED_AT
+    )
+    try:
+        at = datetime.fromisoformat(asked.replace("Z", "+00:00")) if asked else None
+    except ValueError:
+        at = None
+    return at is None or at < st.at_rest_since
+
+
+def _wake_stamp() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _send_waking(
+    api: PluginClient,
+    name: str,
+    body: dict[str, Any],
+    prompt: str,
+    endpoint: str | None,
+    wait_seconds: float,
+) -> tuple[int, Any]:
+    """POST the prompt; while the session is at rest or waking (no pod, pod starting, 409
+    ``busy`` from a pod still starting) ask it to wake and try again until ``wait_seconds``."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        if wake_needed(body):
+            body = api.annotate(name, ANNOTATION_WAKE_REQUESTED_AT, _wake_stamp())
+        st = parse_status(body)
+        code, answer = 0, "no pod yet"
+        if st.phase == "Running" and st.pod_ip and st.pod_name:
+            try:
+                code, answer = _call_session(
+                    api, name, body, "/v1/messages", {"prompt": prompt}, endpoint
+                )
+            except (BerthOperatorError, RuntimeUnreachable) as exc:
+                code, answer = 0, str(exc)
+            starting = isinstance(answer, dict) and answer.get("state") == "starting"
+            if code > 0 and code not in (502, 503) and not starting:  # 502/503: proxy, not ready
+                return code, answer
+        if time.monotonic() > deadline:
+            return (code or 504), f"session did not wake in {wait_seconds:g}s ({answer})"
+        time.sleep(WAKE_POLL_SECONDS)
+        body = api.get_session(name)
+
+
+@app.command()
+def wake(
+    name: Annotated[str, typer.Argument(help="AgentSession name.")],
+    namespace: NamespaceOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Wake a session at rest (idle passivation): it resumes on a new pod and waits for
+    messages."""
+    try:
+        api = _client(kubeconfig, context, namespace)
+        api.annotate(name, ANNOTATION_WAKE_REQUESTED_AT, _wake_stamp())
+    except BerthOperatorError as exc:
+        raise _fail(str(exc)) from exc
+    out.print(f"agentsession {api.namespace}/{name} asked to wake", highlight=False)
 
 
 @app.command()

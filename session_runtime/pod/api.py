@@ -101,6 +101,7 @@ def state_body(
     ignoring_passivation: bool = False,
     resumed_from: str | None = None,
     result_text: str | None = None,
+    idle_since_ms: int | None = None,
 ) -> dict[str, Any]:
     """The ``GET /v1/state`` answer.
 
@@ -116,6 +117,7 @@ def state_body(
          "identity": {"tenantId", "principal", "agentTemplateId", "correlationId"},
          "podName": str | null, "nodeName": str | null,
          "resultText": str | null,    # final text of the last finished run
+         "idleSinceMs": int | null,   # when the pod became idle (keepAlive), else null
          "passivation": {"reason", "deadlineMs", "requestedMs"} | null}
 
     With the test-only ignore switch on, ``passivation`` also carries ``"ignored": true``.
@@ -143,5 +145,6 @@ def state_body(
         "podName": pod_name,
         "nodeName": node_name,
         "resultText": result_text,
+        "idleSinceMs": idle_since_ms,
         "passivation": passivation_json,
     }

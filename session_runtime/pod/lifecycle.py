@@ -70,6 +70,8 @@ class SessionPod:
         self.opts = opts
         self.metrics = metrics
         self.phase: Phase = "starting"
+        self.idle_since_ms: int | None = None
+        """When the pod last became idle (epoch ms), None while not idle (``idleSinceMs``)."""
         self.session: Any = None
         self.agent: Any = None
         self.passivation: Passivation | None = None
@@ -83,6 +85,10 @@ class SessionPod:
     # ---- lifecycle ---------------------------------------------------------------------
 
     def _set_phase(self, phase: Phase) -> None:
+        if phase != "idle":
+            self.idle_since_ms = None
+        elif self.phase != "idle" or self.idle_since_ms is None:
+            self.idle_since_ms = now_ms()  # the operator's idle reaper counts from here
         self.phase = phase
         self.metrics.set_state(phase)
 
@@ -431,6 +437,7 @@ class SessionPod:
             ignoring_passivation=self.cfg.test_ignore_passivation,
             resumed_from=self._resumed_from(rt.get("run_id") if rt else None),
             result_text=self._result_text,
+            idle_since_ms=self.idle_since_ms,
         )
 
     async def close(self) -> None:

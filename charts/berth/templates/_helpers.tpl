@@ -294,7 +294,7 @@ app.kubernetes.io/component: redis
 # One PodDisruptionBudget per session, so evictions wait for passivation.
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [create]
+  verbs: [create, delete]
 # Secrets: berth-task-key and <session>-berth are created (update adds a task key); the LLM key
 # Secret a session names is read to check its berth.dev/llm-credentials label. No list/watch.
 - apiGroups: [""]
@@ -322,7 +322,7 @@ app.kubernetes.io/component: redis
 # One PodDisruptionBudget per session (passivation before eviction).
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [create]
+  verbs: [create, delete]
 # Events on AgentSessions and LaneWorkers.
 - apiGroups: ["", events.k8s.io]
   resources: [events]

@@ -39,17 +39,26 @@ Phase = Literal[
     "Pending", "Running", "Passivating", "Passivated", "Resuming", "Succeeded", "Failed"
 ]
 RunOutcome = Literal["running", "completed", "passivated", "failed", "fenced", "crashed", "lost"]
-PassivationTrigger = Literal["node_drain", "eviction", "manual", "suspend"]
+PassivationTrigger = Literal["node_drain", "eviction", "manual", "suspend", "idle_reaper"]
 """Why a session was asked to passivate (ARCHITECTURE.md §8): the node is being drained (cordon or a
 disruption taint), an eviction request for its pod, a manual request (``kubectl berth passivate``),
-or ``spec.suspend``. Also the ``reason`` sent in ``POST /v1/passivate`` and a metric label."""
+``spec.suspend``, or a keepAlive session idle for ``spec.idle.afterSeconds`` (``idle_reaper``, the
+A3S ``PassivationRequested`` reason). Also the ``reason`` sent in ``POST /v1/passivate`` and a
+metric label."""
 PassivationOutcome = Literal["passivating", "passivated", "deadline", "completed", "failed"]
 
 NODE_DRAIN: Final = "node_drain"
 EVICTION: Final = "eviction"
 MANUAL: Final = "manual"
 SUSPEND: Final = "suspend"
-TRIGGERS: Final[tuple[PassivationTrigger, ...]] = (NODE_DRAIN, EVICTION, MANUAL, SUSPEND)
+IDLE_REAPER: Final = "idle_reaper"
+TRIGGERS: Final[tuple[PassivationTrigger, ...]] = (
+    NODE_DRAIN,
+    EVICTION,
+    MANUAL,
+    SUSPEND,
+    IDLE_REAPER,
+)
 """All passivation reasons (metric label values)."""
 OUTCOMES: Final[tuple[PassivationOutcome, ...]] = ("passivated", "deadline", "completed", "failed")
 """Final outcomes of a passivation (metric label values)."""
@@ -315,6 +324,15 @@ class PassivationSpec(K8sModel):
     120)."""
 
 
+class IdleSpec(K8sModel):
+    """Idle passivation of a keepAlive session (ARCHITECTURE.md §8, "At rest")."""
+
+    after_seconds: Annotated[int, Field(ge=1, le=31536000)]
+    """Seconds without a run and without a message after which the session is passivated (reason
+    ``idle_reaper``) and its pod removed; it stays at rest until woken (``kubectl berth wake`` or
+    a message through ``kubectl berth send``)."""
+
+
 _NODE_SELECTOR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "maxProperties": 64,
@@ -400,6 +418,8 @@ class AgentSessionSpec(K8sModel):
     """true passivates the session and keeps it passivated; false resumes it."""
     keep_alive: bool | None = None
     """After the task, stay idle and accept more prompts instead of completing."""
+    idle: IdleSpec | None = None
+    """Passivate a keepAlive session that stayed idle this long (needs keepAlive: true)."""
     placement: PlacementSpec | None = None
     """Scheduling and resources of the session pod."""
 
@@ -415,6 +435,11 @@ class AgentSessionSpec(K8sModel):
                     "rule": "has(self.workspace) == has(oldSelf.workspace)",
                     "message": "workspace is immutable (it cannot be added or removed)",
                     "fieldPath": ".workspace",
+                },
+                {
+                    "rule": "!has(self.idle) || (has(self.keepAlive) && self.keepAlive)",
+                    "message": "idle needs keepAlive: true (only a keepAlive session goes idle)",
+                    "fieldPath": ".idle",
                 },
                 {
                     "rule": "has(self.store) == has(oldSelf.store)",
@@ -501,7 +526,7 @@ class PassivationStatus(K8sModel):
     """
 
     reason: PassivationTrigger
-    """node_drain, eviction, manual or suspend."""
+    """node_drain, eviction, manual, suspend or idle_reaper."""
     message: Annotated[str, Field(max_length=1024)] = ""
     """What triggered it, e.g. "node proc-a is cordoned (spec.unschedulable)"."""
     pod_name: str
@@ -565,6 +590,9 @@ class AgentSessionStatus(K8sModel):
     """How many times the session was passivated."""
     passivation: PassivationStatus | None = None
     """The current or last passivation (trigger, deadline, outcome, resume)."""
+    at_rest_since: datetime | None = None
+    """When the session came to rest (no pod: idle passivation or suspend); absent while it has a
+    pod or one is being placed."""
     restarts: int | None = None
     """Consecutive placements after a pod died without passivating (reset on success)."""
     placement_reason: str | None = None

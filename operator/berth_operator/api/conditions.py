@@ -105,6 +105,8 @@ class Reason:
     """The pod did not passivate by the deadline and was deleted (resume from the last round)."""
     RESUMED: Final = "Resumed"
     """The run of a passivated session continues on a replacement pod."""
+    AT_REST: Final = "AtRest"
+    """An idle keepAlive session was passivated (idle_reaper) and has no pod until woken."""
     # BudgetExhausted
     WITHIN_BUDGET: Final = "WithinBudget"
     BUDGET_EXHAUSTED: Final = "BudgetExhausted"

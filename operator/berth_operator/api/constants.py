@@ -57,6 +57,8 @@ ANNOTATION_REPLACED_REASON: Final = "berth.dev/placement-reason"
 """On session pods: why this placement happened (a PlacementReason value)."""
 ANNOTATION_RESUME_RUN_ID: Final = "berth.dev/resume-run-id"
 """On session pods: the run id this pod was asked to resume (empty for the first run)."""
+ANNOTATION_WAKE_REQUESTED_AT: Final = "berth.dev/wake-requested-at"
+"""On an AgentSession: an RFC 3339 time asking a session at rest (idle passivation) to wake."""
 
 FINALIZER: Final = "berth.dev/finalizer"
 DIFFBASE_KEY: Final = "last-handled-configuration"

@@ -228,6 +228,10 @@ class RuntimeState(_Lenient):
     last_error: Annotated[str | None, Field(max_length=100000)] = Field(
         None, validation_alias=AliasChoices("lastError", "last_error", "error")
     )
+    idle_since_ms: int | None = Field(
+        None, validation_alias=AliasChoices("idleSinceMs", "idle_since_ms")
+    )
+    """When the pod became idle (no run, no message) in epoch ms; None while not idle."""
     text: str | None = Field(None, validation_alias=AliasChoices("resultText", "text", "result"))
     passivation: PassivationView | None = None
     """The passivation request the runtime accepted, if any (also ``kubectl berth passivate``)."""

@@ -58,7 +58,7 @@ from berth_operator.api.constants import (
 from berth_operator.api.options import RuntimeState
 from berth_operator.builders.claim import build_shared_claim, claim_name, claim_status
 from berth_operator.builders.cleanup_job import build_store_cleanup_job
-from berth_operator.builders.pdb import build_session_pdb
+from berth_operator.builders.pdb import build_session_pdb, pdb_name
 from berth_operator.builders.secrets import llm_credentials_problem, needs_task_master
 from berth_operator.builders.session_pod import (
     build_options,
@@ -83,6 +83,7 @@ from berth_operator.metrics import (
     STATE_REFRESH_FAILURES,
     observe_passivation,
 )
+from berth_operator.reconcile import idle
 from berth_operator.reconcile.coalesce import write_delay
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node, observe_pod
 from berth_operator.reconcile.passivation import Trigger, node_disruption
@@ -454,6 +455,9 @@ async def _observe(
         node_disruptions=disruptions,
         evictions=evictions,
         precise_now=_now_ms(),
+        wake_requested_at=idle.parse_wake(
+            (meta.get("annotations") or {}).get(idle.WAKE_ANNOTATION)
+        ),
     )
 
 
@@ -535,6 +539,8 @@ async def _apply(
         )
     if plan.passivate is not None:
         await _passivate(ctx, obs.ref, plan.passivate)
+    if plan.release_pdb and ctx.disruption is not None:  # idempotent; at rest looks rarely
+        await ctx.disruption.delete_pdb(obs.ref.namespace, pdb_name(obs.ref.name))
     _post_events(body, plan)
     if plan.create is not None and creating:
         first = not obs.status.epoch and plan.create.epoch == 1 and written

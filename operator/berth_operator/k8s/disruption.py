@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
-from berth_operator.errors import AlreadyExists
+from berth_operator.errors import AlreadyExists, NotFound
 from berth_operator.k8s import calls
 from berth_operator.k8s.client import KubeClient
 
@@ -47,5 +47,19 @@ class DisruptionClient:
                 body,
             )
         except AlreadyExists:
+            return False
+        return True
+
+    async def delete_pdb(self, namespace: str, name: str) -> bool:
+        """Delete the PDB ``namespace/name`` (a session at rest has no pod to protect). True when
+        it was deleted, False when it did not exist. Raises KubeError for other failures."""
+        try:
+            await self._call(
+                f"delete poddisruptionbudget {namespace}/{name}",
+                self.policy.delete_namespaced_pod_disruption_budget,
+                name,
+                namespace,
+            )
+        except NotFound:
             return False
         return True

@@ -161,6 +161,22 @@ class PluginClient:
         )
         return body if isinstance(body, dict) else {}
 
+    def annotate(self, name: str, key: str, value: str) -> dict[str, Any]:
+        """Merge-patch the annotation ``key`` of AgentSession ``name`` to ``value``; returns the
+        object. Raises NotFound or KubeError (e.g. 403 without ``patch`` on agentsessions)."""
+        objects = client.CustomObjectsApi(self.api)
+        body: Any = calls.call_sync(
+            f"annotate agentsession {self.namespace}/{name}",
+            objects.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            SESSION_PLURAL,
+            name,
+            {"metadata": {"annotations": {key: value}}},
+        )
+        return body if isinstance(body, dict) else {}
+
     def events_of(self, kind: str, name: str) -> list[dict[str, Any]]:
         """Events of the ``kind`` object ``name`` (core/v1 Events, involvedObject field
         selector), as dicts, oldest first. Raises KubeError."""

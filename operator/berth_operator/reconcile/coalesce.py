@@ -9,7 +9,7 @@ status — may wait up to ``STATUS_COALESCE_SECONDS`` after the previous write a
 with whatever follows. Everything the operator relies on across a restart (epoch, phase, the
 passivation record, runs and checkpoint, observedGeneration, the result) and every condition
 status flip is written at once, as are plans with actions (deletes, a create, a passivate call,
-Events, metrics). Pure: no I/O.
+a PDB to release, Events, metrics). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ def informational_only(before: AgentSessionStatus, plan: Plan) -> bool:
     information (module docstring): no action, the same values outside
     ``INFORMATIONAL_FIELDS`` and conditions, and the same status for every condition."""
     if plan.delete or plan.create or plan.passivate or plan.events or plan.metrics:
+        return False
+    if plan.release_pdb:
         return False
     old, new = before.wire(), plan.status.wire()
     if old == new:

@@ -15,6 +15,7 @@ Triggers, in the order they win when several appear at once (the first one recor
 | an eviction request for the pod (``pods/eviction`` webhook)      | ``eviction``  |
 | the runtime reports a passivation it accepted from someone else  | ``manual``    |
 | (``kubectl berth passivate``)                                    |              |
+| a keepAlive pod idle for ``spec.idle.afterSeconds`` (``.idle``)  | ``idle_reaper``|
 
 Disruption taints (``DISRUPTION_TAINTS``): ``node.kubernetes.io/unschedulable`` (set by the node
 lifecycle controller on ``kubectl cordon``/``drain``), ``ToBeDeletedByClusterAutoscaler``
@@ -109,8 +110,10 @@ def trigger_for(
     node: Trigger | None,
     eviction_requested: bool,
     state: RuntimeState | None,
+    idle: Trigger | None = None,
 ) -> Trigger | None:
-    """The trigger that applies to the (alive) current pod, in the module table's order."""
+    """The trigger that applies to the (alive) current pod, in the module table's order;
+    ``idle`` is the idle reaper's (:func:`berth_operator.reconcile.idle.check`)."""
     if suspend:
         return Trigger(SUSPEND, "spec.suspend is true", pod.node_name or None)
     if node is not None:
@@ -119,6 +122,8 @@ def trigger_for(
         return node
     if eviction_requested:
         return Trigger(EVICTION, f"eviction of pod {pod.name} requested", pod.node_name or None)
+    if idle is not None:
+        return idle
     if state is not None and state.passivation is not None and state.passivation.reason:
         reason = state.passivation.reason
         trigger: PassivationTrigger = MANUAL

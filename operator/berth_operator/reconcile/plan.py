@@ -56,6 +56,8 @@ class Observation:
     """Names of this session's pods for which an eviction was requested (handlers.webhook)."""
     precise_now: datetime | None = None
     """``now`` with milliseconds, for the passivation timestamps (default ``now``)."""
+    wake_requested_at: datetime | None = None
+    """``berth.dev/wake-requested-at`` of the session (``reconcile.idle``), None when absent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,9 @@ class Plan:
     """POST /v1/passivate to make after the status write (idempotent; repeated while waiting)."""
     metrics: list[PassivationMetric] = field(default_factory=list)
     """Passivation and resume latencies to observe."""
+    release_pdb: bool = False
+    """Delete the session's PodDisruptionBudget (the session is at rest, it has no pod to
+    protect; the next placement creates it again)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,9 @@ States (status.phase is derived, conditions carry the detail)::
         Resuming (no backoff, replacement avoids the node) ──► Running (Passivated=False Resumed)
         or, with spec.suspend, Passivated (no pod, Passivated=True)
 
+    Running, keepAlive and idle for spec.idle.afterSeconds ──idle_reaper──► Passivating ──►
+        Passivated (at rest: no pod, no PDB, Passivated=True AtRest) ──wake──► Resuming
+
 Passivation decisions live in ``reconcile.passivation``; ``reconcile.session_passivation`` applies
 them. The input and output types are in ``reconcile.plan``.
 """
@@ -41,6 +44,7 @@ from berth_operator.api.conditions import ConditionSet, CondType, PlacementReaso
 from berth_operator.api.constants import MAX_RESULT_TEXT, MAX_RUNS_IN_STATUS
 from berth_operator.api.options import RuntimeState, TerminationMessage, UsageView
 from berth_operator.builders.names import pod_name
+from berth_operator.reconcile import idle
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile import session_passivation as sp
 from berth_operator.reconcile.observe import ObservedPod
@@ -248,6 +252,23 @@ def _current_deleting(d: Decision, current: ObservedPod) -> None:
     plan.requeue_after = NOT_RUNNING_REQUEUE
 
 
+def _death_accounted(st: AgentSessionStatus, pod: ObservedPod) -> bool:
+    """Whether the death of ``pod`` was already handled: ``_handle_death`` clears the pod from
+    status, so an ended pod of the current epoch with no pod in status is one a previous decision
+    already counted and deleted (the watch cache has not shown the deletion yet)."""
+    return st.pod_name is None and st.pod_uid is None and bool(pod.uid)
+
+
+def _await_accounted_pod(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
+    """Wait for a pod whose death was already handled to go, without counting it again (no
+    second passivation, restart or Event); its delete is repeated (idempotent)."""
+    st, conds, plan = d.st, d.conds, d.plan
+    plan.delete.append(DeletePod(pod.name, pod.uid, force=verdict.force_delete))
+    conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, f"pod {pod.name} terminating")
+    finish(st, conds, st.phase or "Resuming")
+    plan.requeue_after = NOT_RUNNING_REQUEUE
+
+
 def _current_pod_step(d: Decision, current: ObservedPod) -> None:
     """The current pod exists: follow it while alive, record its result, or replace it."""
     obs, st, conds, plan, settings = d.obs, d.st, d.conds, d.plan, d.settings
@@ -256,6 +277,9 @@ def _current_pod_step(d: Decision, current: ObservedPod) -> None:
     verdict = classify(
         current, node, now, node_grace_seconds=settings.placement.node_lost_grace_seconds
     )
+    if verdict.kind == "replace" and _death_accounted(st, current):
+        _await_accounted_pod(d, current, verdict)
+        return
     st.pod_name = current.name
     st.pod_uid = current.uid
     st.pod_ip = current.pod_ip or None
@@ -518,7 +542,10 @@ def _maybe_place(d: Decision, epoch: int) -> None:
     resuming = epoch > 0
     if obs.spec.suspend:
         conds.set(CondType.PASSIVATED, "True", Reason.PASSIVATED, "spec.suspend is true")
+        st.at_rest_since = st.at_rest_since or obs.precise_now or obs.now
         finish(st, conds, "Passivated")
+        return
+    if _at_rest(d):
         return
     blocked = _blocked(obs, st, plan)
     if blocked is not None:
@@ -539,6 +566,28 @@ def _maybe_place(d: Decision, epoch: int) -> None:
     _place(d, epoch)
 
 
+def _at_rest(d: Decision) -> bool:
+    """An idle-passivated session with no wake stays at rest (``reconcile.idle``): no pod, its
+    PodDisruptionBudget released, ``Passivated=True AtRest`` saying since when. Pure."""
+    obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
+    since = idle.stays_at_rest(obs.spec, st.passivation, obs.wake_requested_at)
+    if since is None:
+        return False
+    st.at_rest_since = since
+    msg = (
+        f"at rest since {since.isoformat(timespec='seconds')} (idle_reaper); a message or "
+        "kubectl berth wake resumes it"
+    )
+    before = conds.get(CondType.PASSIVATED)
+    if before is None or before.reason != Reason.AT_REST:
+        plan.events.append(Event("Normal", Reason.AT_REST, msg))
+    conds.set(CondType.PASSIVATED, "True", Reason.AT_REST, msg)
+    plan.release_pdb = True
+    finish(st, conds, "Passivated")
+    plan.requeue_after = TERMINAL_REQUEUE  # a wake (annotation or spec change) is an event
+    return True
+
+
 def _place(d: Decision, epoch: int) -> None:
     """Bump the epoch in status and plan the create of its pod (resuming the last run)."""
     obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
@@ -555,6 +604,7 @@ def _place(d: Decision, epoch: int) -> None:
     st.node_name = None
     st.placement_reason = reason
     st.next_attempt_at = None
+    st.at_rest_since = None
     plan.create = CreatePod(
         epoch=new_epoch,
         reason=reason,

@@ -13,6 +13,7 @@ from berth_operator.api.agentsession import (
     PassivationStatus,
 )
 from berth_operator.api.conditions import CondType, Reason
+from berth_operator.reconcile import idle
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile.observe import ObservedPod
 from berth_operator.reconcile.plan import (
@@ -34,12 +35,14 @@ def on_alive(d: Decision, pod: ObservedPod) -> None:
     obs, st, conds, plan, settings = d.obs, d.st, d.conds, d.plan, d.settings
     now = obs.precise_now or obs.now
     _notice_resume(d, pod)
+    idle_check = idle.check(obs.spec, pod, obs.state, now)
     trigger = pv.trigger_for(
         suspend=bool(obs.spec.suspend),
         pod=pod,
         node=obs.node_disruptions.get(pod.node_name) if pod.node_name else None,
         eviction_requested=pod.name in obs.evictions,
         state=obs.state,
+        idle=idle_check.trigger,
     )
     decision = pv.step(
         st.passivation,
@@ -52,6 +55,9 @@ def on_alive(d: Decision, pod: ObservedPod) -> None:
         state=obs.state,
     )
     if decision.kind == "none" or decision.record is None:
+        if idle_check.due_in is not None:  # look again when the idle reaper is due
+            due = max(idle_check.due_in, NOT_RUNNING_REQUEUE)
+            plan.requeue_after = min(plan.requeue_after or due, due)
         return
     rec = decision.record
     st.passivation = rec

@@ -207,6 +207,20 @@ CASES: list[tuple[str, dict[str, Any], Mutation, tuple[str, ...], bool]] = [
         False,
     ),
     ("keepalive-not-bool", SESSION, spec_set("keepAlive", "yes"), ("spec.keepAlive",), False),
+    (
+        "idle-without-keepalive",
+        SESSION,
+        spec_set("idle", {"afterSeconds": 60}),
+        ("spec.idle", "idle needs keepAlive: true"),
+        False,
+    ),
+    (
+        "idle-after-zero",
+        SESSION,
+        spec_set("idle", {"afterSeconds": 0}),
+        ("spec.idle.afterSeconds",),
+        False,
+    ),
     ("name-too-long", SESSION, rename("s" * 51), ("metadata.name must be at most 50",), False),
     (
         "prompt-immutable",
