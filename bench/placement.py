@@ -9,6 +9,7 @@ Prints: N, total time until every pod is Running, p50/p99 create→Running for b
 and the operator's peak RSS (VmHWM of the leader process). Figures only; nothing is asserted.
 
     .venv/bin/python bench/placement.py            # N=500 (BERTH_BENCH_N to change)
+    .venv/bin/python bench/placement.py --warm     # adoption from a SessionWarmPool, N=20
 """
 
 from __future__ import annotations
@@ -225,4 +226,10 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if (
+        "--warm" in sys.argv[1:]
+    ):  # cold vs warm-pool adoption on real nodes (bench/warm_placement.py)
+        from bench.warm_placement import main as warm_main
+
+        raise SystemExit(warm_main())
     raise SystemExit(main())

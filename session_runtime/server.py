@@ -81,7 +81,7 @@ from session_runtime.errors import (
     SessionRuntimeError,
 )
 from session_runtime.metrics import SessionMetrics
-from session_runtime.pod import termination
+from session_runtime.pod import termination, warm
 from session_runtime.pod.config import (
     PodConfig,
     PodConfigError,
@@ -164,8 +164,11 @@ def main() -> None:
     )
     env = os.environ
     try:
-        cfg, opts, token = load(env)
-    except (PodConfigError, OptionsError) as exc:
+        if env.get(warm.WARM_POOL_ENV):
+            cfg, opts, token = warm.wait_for_adoption(env)  # a warm pod: wait to be given one
+        else:
+            cfg, opts, token = load(env)
+    except (PodConfigError, OptionsError, warm.WarmError) as exc:
         log.error("%s", exc)
         message = TerminationMessage("failed", reason=str(exc), bad_input=True)
         termination.write(termination_log_from_env(env), message)

@@ -16,8 +16,10 @@ may be used (label ``berth.dev/llm-credentials: "true"``, allowed baseURL); ``de
 status (PUT with resourceVersion; skipped when unchanged), delete pods, then — only after the
 status with the bumped epoch is stored — LIST the session's pods straight from the apiserver,
 make sure the namespace's ``berth-task-key`` (sessions with an external lane) and the session's
-``<name>-berth`` Secret exist, and create the new pod if none is alive. A Conflict restarts the
-iteration; other API errors back off. Secret values never reach logs, status or Events.
+``<name>-berth`` Secret exist, and create the new pod if none is alive — or, for a session naming
+a SessionWarmPool, have a warm pod of the pool adopted instead (``handlers.sessionwarmpool``).
+A Conflict restarts the iteration; other API errors back off. Secret values never reach logs,
+status or Events.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ from berth_operator.errors import (
     RuntimeUnreachable,
 )
 from berth_operator.handlers.context import OperatorContext
+from berth_operator.handlers.sessionwarmpool import adopt_for_session
 from berth_operator.handlers.status_writes import write_status
 from berth_operator.metrics import (
     PLACEMENTS,
@@ -484,6 +487,8 @@ async def _create(
         await ctx.kube.create_pvc(
             build_shared_claim(ref.namespace, claim_name(spec, settings), settings)
         )
+    if spec.warm_pool_ref is not None and await adopt_for_session(ctx, obs, create):
+        return ()  # a warm pod of the named pool became this epoch's pod
     if ctx.configmap_generation.get(ref.uid) != ref.generation:
         options = build_options(ref, spec, settings)
         await ctx.kube.apply_configmap(build_options_configmap(ref, spec, options))

@@ -12,6 +12,7 @@
 - ``secrets``: Secret calls (k8s.secrets); ``tokens``: session uid → the API token of its
   ``<name>-berth`` Secret, read once and cached (never logged, never in status or Events).
 - ``lanes``: the LaneWorker handlers' clients (:class:`LaneClients`), built once by ``main``.
+- ``warm``: what is remembered about SessionWarmPools (``handlers.warm_state``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 import aiohttp
 from redis.asyncio import Redis
 
+from berth_operator.handlers.warm_state import WarmPoolState
 from berth_operator.k8s.client import KubeClient
 from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.laneworker import LaneWorkerApi
@@ -82,6 +84,7 @@ class OperatorContext:
     secrets: SecretApi | None = None
     tokens: dict[str, str] = field(default_factory=dict, repr=False)
     lanes: LaneClients | None = None
+    warm: WarmPoolState = field(default_factory=WarmPoolState)
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""

@@ -36,9 +36,9 @@ def free_port() -> int:
 
 
 def install_crds(dc: DevCluster) -> None:
-    """Apply crds/ and wait until both CRDs are Established."""
+    """Apply crds/ and wait until every CRD is Established."""
     dc.kubectl("apply", "-f", str(ROOT / "crds"))
-    for crd in ("agentsessions.berth.dev", "laneworkers.berth.dev"):
+    for crd in ("agentsessions.berth.dev", "laneworkers.berth.dev", "sessionwarmpools.berth.dev"):
         dc.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
 
 
