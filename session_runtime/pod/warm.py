@@ -42,6 +42,7 @@ import json
 import logging
 import os
 import re
+import signal
 import socket
 import threading
 from collections.abc import Mapping
@@ -77,6 +78,10 @@ _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 class WarmError(RuntimeError):
     """The warm pod cannot run (no Landlock, threads alive at confinement, bad environment)."""
+
+
+class WarmStopped(Exception):
+    """SIGTERM or SIGINT arrived before any adoption: the warm pod exits 0."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,19 +315,30 @@ def _listen(host: str, port: int) -> socket.socket:
 
 async def serve_until_adopted(wc: WarmConfig, token: bytes) -> tuple[PodConfig, PodOptions, bytes]:
     """Serve the warm API until a valid adoption; close the server; return the session's
-    (config, options, API token)."""
+    (config, options, API token). Raises WarmStopped on SIGTERM/SIGINT before an adoption."""
     server = WarmServer(wc, token)
     runner = web.AppRunner(server.app(), access_log=None, shutdown_timeout=1.0)
     await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # PID 1 has no default action: stop on both
+        loop.add_signal_handler(sig, stop.set)
     try:
         await web.SockSite(runner, _listen(wc.pod_ip, wc.http_port)).start()
         log.info("warm pod of pool %s ready on %s:%d", wc.pool, wc.pod_ip, wc.http_port)
-        await server.adopted.wait()
+        adopted = asyncio.ensure_future(server.adopted.wait())
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait((adopted, stopped), return_when=asyncio.FIRST_COMPLETED)
+        for task in (adopted, stopped):
+            task.cancel()
         await asyncio.sleep(0)  # let the 202 leave
     finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
         with contextlib.suppress(Exception):
             await runner.cleanup()
-    assert server.result is not None
+    if server.result is None:
+        raise WarmStopped("stopped while warm")
     return server.result
 
 
@@ -361,7 +377,8 @@ def confine(cfg: PodConfig, llm_dirs: tuple[str, ...] = (), tmp_dir: str = "/tmp
 def wait_for_adoption(env: Mapping[str, str]) -> tuple[PodConfig, PodOptions, bytes]:
     """Run the warm pod until adopted and confined; return what ``server.run`` needs.
 
-    Raises PodConfigError (bad environment), WarmError (no Landlock, cannot confine)."""
+    Raises PodConfigError (bad environment), WarmError (no Landlock, cannot confine), WarmStopped
+    (signalled before an adoption)."""
     wc = parse_warm_env(env)
     if sandbox.landlock_abi() < 1:
         raise WarmError("warm pods need Landlock (Linux >= 5.13) to confine the adopted session")

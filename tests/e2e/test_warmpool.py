@@ -295,3 +295,48 @@ def test_warm_pool_resume_from_pool(dev_cluster: DevCluster) -> None:
         assert pod is not None
         assert pod["metadata"]["labels"]["berth.dev/epoch"] == str(second["epoch"])
         assert pod["metadata"]["annotations"]["berth.dev/adopted-from-pool"] == "pool"
+
+
+def test_warm_pool_on_a_draining_node(dev_cluster: DevCluster) -> None:
+    """Warm pods on a node being drained (cordoned) are never adopted: they are deleted and the
+    pool refills on the other node; a session created meanwhile runs on the other node."""
+    from tests.e2e.passivation_support import private_nodes
+
+    dc = dev_cluster
+    script = {"turns": [{"text": "done"}], "on_exhausted": "repeat_last"}
+    placement = {"nodeSelector": {"berth.dev/dev-node": "real"}}
+    with (
+        private_nodes(dc) as nodes,
+        dc.namespace("warm-d", shared_pvc=True) as ns,
+        scripted_model(script) as llm,
+        operator(dc, ns),
+    ):
+        apply_in(dc, ns, [SECRET, pool_manifest("pool", llm.base_url, 2, placement=placement)])
+        pods = wait("2 Ready warm pods", lambda: ready_warm(dc, ns, "pool", 2), cap=240)
+        drained = pods[0]["spec"]["nodeName"]
+        other = nodes.b if drained == nodes.a else nodes.a
+        on_drained = {p["metadata"]["name"] for p in pods if p["spec"]["nodeName"] == drained}
+        dc.kubectl("cordon", drained)
+        try:
+
+            def moved() -> list[dict[str, Any]] | None:
+                now = warm_pods(dc, ns, "pool")
+                names = {p["metadata"]["name"] for p in now}
+                ok = (
+                    not (names & on_drained)
+                    and len(now) == 2
+                    and all(ready(p) and p["spec"]["nodeName"] == other for p in now)
+                )
+                return now if ok else None
+
+            wait("the pool moved off the cordoned node", moved, cap=240)
+            s = session_manifest(
+                "away", llm.base_url, "go", warmPoolRef={"name": "pool"}, placement=placement
+            )
+            apply_in(dc, ns, [s])
+            st = wait("away Succeeded", lambda: finished(dc, ns, "away"), cap=240)
+            run = st["runs"][0]
+            assert run["nodeName"] == other, run
+            assert run["podName"] not in on_drained
+        finally:
+            dc.kubectl("uncordon", drained, check=False)

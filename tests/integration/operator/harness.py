@@ -169,13 +169,13 @@ def operator(dc: DevCluster, namespace: str, **env: str) -> Iterator[OperatorPro
             print(op.logs(), file=sys.stderr)
             raise
         finally:
-            # Sessions carry the operator's finalizer: delete them while it still runs, so the
-            # test namespace can go away afterwards.
+            # Sessions and warm pools carry the operator's finalizer: delete them while it still
+            # runs, so the test namespace can go away afterwards.
             dc.kubectl(
                 "-n",
                 namespace,
                 "delete",
-                "agentsessions",
+                "agentsessions,sessionwarmpools",
                 "--all",
                 "--wait=true",
                 "--timeout=120s",

@@ -136,3 +136,47 @@ def test_confined_process_reaches_only_its_own_session(tmp_path: Path) -> None:
     assert lines[0] == "mine", out
     assert "LEAK" not in out.stdout and out.stdout.count("denied") == 2, out.stdout
     assert "child 1 -" in out.stdout, out.stdout
+
+
+@pytest.mark.skipif(sandbox.landlock_abi() < 1, reason="needs Landlock (Linux >= 5.13)")
+def test_a_warm_pod_is_ready_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """``berth-session`` in warm mode answers /readyz and exits 0 on SIGTERM (as PID 1 it would
+    otherwise wait for the kubelet's SIGKILL)."""
+    import os
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "token").write_bytes(TOKEN)
+    env = {
+        **os.environ,
+        "BERTH_WARM_POOL": "p",
+        "BERTH_WARM_TOKEN_FILE": str(tmp_path / "token"),
+        "BERTH_STORE_DIR": str(tmp_path / "store"),
+        "BERTH_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+        "POD_NAMESPACE": "ns",
+        "POD_IP": "127.0.0.1",
+        "BERTH_HTTP_PORT": str(port),
+    }
+    exe = Path(sys.executable).parent / "berth-session"
+    proc = subprocess.Popen([str(exe)], env=env, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        ready = False
+        while time.monotonic() < deadline and not ready:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
+                    ready = r.status == 200
+            except OSError:
+                time.sleep(0.1)
+        assert ready, proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
