@@ -5,9 +5,10 @@
   (claimed by an adoption in flight).
 - ``berth_operator_warm_adoptions_total{outcome}``: adoption attempts: ``adopted``, ``no_pod``
   (no Ready eligible pod: the session's pod was created), ``template_mismatch``, ``no_pool``,
-  ``conflict`` (another adopter won the pod), ``failed`` (the pod refused or was unreachable).
-- ``berth_operator_warm_adoption_seconds``: from choosing a warm pod to its 202 (claim patch plus
-  ``POST /v1/adopt``), seconds.
+  ``failed`` (the pod refused — 409 when another adopter had it — or was unreachable, or the
+  relabelling patch failed).
+- ``berth_operator_warm_adoption_seconds``: from choosing a warm pod to the session's pod being
+  in place (``POST /v1/adopt`` plus the relabelling patch), seconds.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ WARM_ADOPTIONS = Counter(
 )
 WARM_ADOPTION_SECONDS = Histogram(
     "berth_operator_warm_adoption_seconds",
-    "Seconds from choosing a warm pod to its acceptance of the session (claim + adopt call).",
+    "Seconds from choosing a warm pod to it being the session's pod (adopt call + patch).",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5),
 )
 

@@ -7,8 +7,9 @@ volumes are fixed at creation); the pool's adoption token; the same hardening as
 
 Adoption turns it into the session's pod of an epoch, exactly as ``build_session_pod`` labels,
 annotates and owns a created pod: :func:`adoption_patch` is one merge patch carrying the pod's
-``resourceVersion`` (so of two adopters racing for one pod, one gets Conflict), and
-:func:`adopt_body` is what the pod is told over its authenticated ``POST /v1/adopt``.
+``uid`` (a precondition: it never lands on another pod of that name), and :func:`adopt_body` is
+what the pod is told over its authenticated ``POST /v1/adopt`` (the pod accepts one session only,
+so of two adopters racing for one pod, one gets 409).
 """
 
 from __future__ import annotations
@@ -272,7 +273,7 @@ def adoption_patch(
     ref: SessionRef,
     spec: AgentSessionSpec,
     pool: str,
-    resource_version: str,
+    pod_uid: str,
     *,
     epoch: int,
     reason: str,
@@ -280,7 +281,7 @@ def adoption_patch(
 ) -> dict[str, Any]:
     """Merge patch making a warm pod the session's pod of ``epoch``: the labels, annotations and
     owner reference ``build_session_pod`` gives a created pod, the pool label removed (the pool
-    stops counting it), guarded by ``resource_version`` (Conflict when another adopter won)."""
+    stops counting it), with the pod's ``uid`` as precondition (Conflict for another pod)."""
     labels: dict[str, str | None] = {
         **session_labels(ref, spec),
         LABEL_EPOCH: str(epoch),
@@ -289,7 +290,7 @@ def adoption_patch(
     }
     return {
         "metadata": {
-            "resourceVersion": resource_version,
+            "uid": pod_uid,
             "labels": labels,
             "annotations": {
                 ANNOTATION_REPLACED_REASON: reason,

@@ -11,13 +11,15 @@
                            session names a pool (``spec.warmPoolRef``).
 
 Adoption, in order: pick an eligible warm pod (``choose_warm_pod``: Ready, current template, not
-on a node being drained or to be avoided), claim it in memory, patch it into the session's pod of
-the new epoch (labels, annotations, owner reference; the patch carries the pod's
-resourceVersion, so a concurrent adopter gets Conflict and tries the next pod), then ``POST
-/v1/adopt`` with the pool's token and the session's options and secrets. The session's status
-already holds the new epoch (written before, as for a create). If the pod refuses or cannot be
-reached after the patch, it is deleted: the session's next decision sees its pod gone and places
-another one (never two pods: the patched pod is the session's only pod until deleted).
+on a node being drained or to be avoided), claim it in memory, ``POST /v1/adopt`` with the pool's
+token and the session's epoch, options and secrets (the pod accepts one session only: a second
+adopter gets 409 and tries the next pod), then patch it into the session's pod of the new epoch
+(labels, annotations, owner reference, with the pod's uid as precondition). The session's status
+already holds the new epoch (written before, as for a create), and the epoch's pod name is
+marked in flight, so the next decision waits for the patched pod. If the patch fails, or this
+process dies between the two calls, the pod runs the session unlabelled: it is deleted (when the
+patch failed), the session's next decision finds no pod of its epoch and places one of a higher
+epoch, which fences the orphan out of the store (ARCHITECTURE §6) — never two pods of one epoch.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from berth_operator.builders.warm_pod import (
     build_warm_secret,
     warm_secret_name,
 )
-from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound, RuntimeUnreachable
+from berth_operator.errors import AlreadyExists, KubeError, NotFound, RuntimeUnreachable
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.handlers.warm_state import PoolKey, PoolView
 from berth_operator.k8s.warmpool import WarmPoolApi
@@ -298,29 +300,32 @@ async def adopt_for_session(ctx: OperatorContext, obs: Observation, create: Crea
         if not ctx.warm.claim(key, pod.name):
             continue
         started = time.perf_counter()
+        try:
+            await ctx.runtime.adopt(pod.pod_ip, body, token)
+        except RuntimeUnreachable as exc:
+            ctx.warm.release(key, pod.name)
+            WARM_ADOPTIONS.labels(outcome="failed").inc()
+            log.info("%s: warm pod %s not adopted: %s", ref.key, pod.name, exc)
+            continue
+        ctx.mark_inflight(ref.uid, pod_name(ref.name, create.epoch))
+        ctx.wake(_wake_key(key))  # refill now
         patch = adoption_patch(
             ref,
             spec,
             key[1],
-            pod.resource_version,
+            pod.uid,
             epoch=create.epoch,
             reason=create.reason,
             resume_run_id=create.resume_run_id,
         )
         try:
             await _api(ctx).adopt_pod(ref.namespace, pod.name, patch)
-        except (Conflict, NotFound):
-            ctx.warm.release(key, pod.name)
-            WARM_ADOPTIONS.labels(outcome="conflict").inc()
-            continue
-        ctx.wake(_wake_key(key))  # refill now
-        ctx.mark_inflight(ref.uid, pod_name(ref.name, create.epoch))
-        try:
-            await ctx.runtime.adopt(pod.pod_ip, body, token)
-        except RuntimeUnreachable as exc:
+        except KubeError as exc:
             WARM_ADOPTIONS.labels(outcome="failed").inc()
-            log.warning("%s: warm pod %s refused adoption: %s; deleting it", ref.key, pod.name, exc)
-            await ctx.kube.delete_pod(ref.namespace, pod.name, uid=pod.uid)
+            log.warning(
+                "%s: adopted pod %s not relabelled (%s); deleting it", ref.key, pod.name, exc
+            )
+            await ctx.kube.delete_pod(ref.namespace, pod.name, uid=pod.uid, force=True)
             return True
         WARM_ADOPTION_SECONDS.observe(time.perf_counter() - started)
         WARM_ADOPTIONS.labels(outcome="adopted").inc()

@@ -2,9 +2,8 @@
 warm pod. Pods are created, listed and deleted with :class:`berth_operator.k8s.client.KubeClient`;
 the pool's Secret with :class:`berth_operator.k8s.secrets.SecretApi`.
 
-- Adoption: one merge patch of the pod's metadata that carries ``metadata.resourceVersion``, so
-  the apiserver applies it only to the version the adopter saw: of two adopters racing for one
-  pod one gets Conflict (and tries another pod).
+- Adoption: one merge patch of the pod's metadata that carries ``metadata.uid`` as a
+  precondition, so it never lands on another pod of the same name.
 - Status: a merge patch on the ``status`` subresource (conditions replaced whole).
 
 Errors are :mod:`berth_operator.errors` (NotFound, Conflict, KubeError).
@@ -69,9 +68,8 @@ class WarmPoolApi:
         )
 
     async def adopt_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        """Apply the adoption merge ``patch`` (it carries the expected resourceVersion) to pod
-        ``name``; return the patched pod. Raises Conflict (another adopter won or the pod
-        changed), NotFound, KubeError."""
+        """Apply the adoption merge ``patch`` (it carries the pod's uid) to pod ``name``; return
+        the patched pod. Raises Conflict (another pod of that name), NotFound, KubeError."""
         core = client.CoreV1Api(self.api)
         return await calls.call(
             f"adopt pod {namespace}/{name}",

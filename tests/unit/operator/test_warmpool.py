@@ -184,7 +184,7 @@ def test_adoption_patch_makes_the_pod_a_created_pod_of_the_epoch() -> None:
     )
     patch = adoption_patch(ref, spec(), "p", "17", epoch=4, reason="Passivated", resume_run_id="r1")
     meta = patch["metadata"]
-    assert meta["resourceVersion"] == "17"
+    assert meta["uid"] == "17"
     labels = {k: v for k, v in meta["labels"].items() if v is not None}
     assert labels == created["metadata"]["labels"]
     assert meta["labels"][LABEL_WARM_POOL] is None
