@@ -4,7 +4,8 @@ SessionWarmPool, N concurrent sessions (``bench/placement.py --warm`` runs this)
 Real pieces: the dev cluster's real nodes (kubelet + containerd), ``berth-operator`` as a
 subprocess, the scripted model over HTTP. "Run started" is when the scripted model receives the
 run's first request (its arrival time, ``at`` in its request log; the bench process's clock, which
-also stamps each create). Both batches run in one invocation, one after the other in fresh
+also stamps each create, made with the Python client from a thread pool, so no process start
+is counted). Both batches run in one invocation, one after the other in fresh
 namespaces: first N sessions without a pool (the baseline), then a pool of N warm pods is filled
 and N sessions naming it are created at once. Prints p50/p99/max for both, the ratio, how many
 sessions were adopted, and the operator's ``berth_operator_warm_adoption_seconds``. Nothing is
@@ -25,6 +26,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
+
+from kubernetes import client, config  # noqa: E402
 
 from tests.cluster import DevCluster  # noqa: E402
 from tests.integration.operator.harness import (  # noqa: E402
@@ -58,11 +61,12 @@ def _first_request(llm: Any, prompt: str) -> float | None:
 def batch(dc: DevCluster, ns: str, llm: Any, names: list[str], **spec: Any) -> list[float]:
     """Create one session per name at once; return create → first model request (seconds)."""
     created: dict[str, float] = {}
+    api = client.CustomObjectsApi(config.new_client_from_config(config_file=dc.kubeconfig))
 
     def create(name: str) -> None:
         doc = session_manifest(name, llm.base_url, f"bench {ns} {name}", **spec)
         created[name] = time.time()
-        dc.kubectl("-n", ns, "create", "-f", "-", input=json.dumps(doc))
+        api.create_namespaced_custom_object("berth.dev", "v1alpha1", ns, "agentsessions", doc)
 
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
         list(pool.map(create, names))

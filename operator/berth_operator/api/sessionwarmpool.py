@@ -76,7 +76,7 @@ class SessionWarmPoolStatus(K8sModel):
     adopting_replicas: int | None = None
     """Pods being given a session right now by this operator."""
     adopted_total: int | None = None
-    """Pods this pool gave to sessions since the operator started."""
+    """Pods this pool gave to sessions (kept across operator restarts)."""
     template_hash: str | None = None
     """:func:`template_hash` of spec.template (label berth.dev/warm-template of its pods)."""
     selector: str | None = None

@@ -196,6 +196,8 @@ async def _reconcile_pool(
         return None
     spec = SessionWarmPoolSpec.model_validate(body.get("spec") or {})
     before = SessionWarmPoolStatus.model_validate(body.get("status") or {})
+    if key not in ctx.warm.adopted_total and before.adopted_total:
+        ctx.warm.adopted_total[key] = before.adopted_total  # counted by an earlier process
     thash = template_hash(spec.template, ctx.settings.images.session)
     ctx.warm.pools[key] = PoolView(uid=uid, template=spec.template, template_hash=thash)
     await _ensure_token(ctx, key, uid)
@@ -225,6 +227,9 @@ async def _reconcile_pool(
         pod = build_warm_pod(ns, name, uid, spec.template, thash, ctx.settings)
         await ctx.kube.create_pod(pod)
         ctx.warm.mark_created(key, pod["metadata"]["name"])
+    if plan.warning is not None:
+        reason, message = plan.warning
+        kopf.event(cast(kopf.Body, body), type="Warning", reason=reason, message=message)
     st = plan.status
     st.adopted_total = ctx.warm.adopted_total.get(key, st.adopted_total or 0)
     st.last_adoption_at = ctx.warm.last_adoption.get(key, st.last_adoption_at)

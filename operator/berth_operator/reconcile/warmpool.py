@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from berth_operator.api.conditions import ConditionSet
+from berth_operator.api.conditions import ConditionSet, Reason
 from berth_operator.api.sessionwarmpool import (
     LABEL_WARM_POOL,
     LABEL_WARM_TEMPLATE,
@@ -50,6 +50,9 @@ class WarmPod:
     ready: bool = False
     deleting: bool = False
     created_at: datetime | None = None
+    waiting_reason: str = ""
+    """``state.waiting.reason`` of the container (ImagePullBackOff, ...), "" when not waiting."""
+    waiting_message: str = ""
 
     @property
     def ended(self) -> bool:
@@ -63,6 +66,8 @@ def observe_warm_pod(body: Mapping[str, Any]) -> WarmPod:
     labels = meta.get("labels") or {}
     status = body.get("status") or {}
     conds = {c.get("type"): c for c in status.get("conditions") or []}
+    containers = status.get("containerStatuses") or [{}]
+    waiting = (containers[0].get("state") or {}).get("waiting") or {}
     return WarmPod(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
@@ -75,6 +80,8 @@ def observe_warm_pod(body: Mapping[str, Any]) -> WarmPod:
         ready=(conds.get("Ready") or {}).get("status") == "True",
         deleting=bool(meta.get("deletionTimestamp")),
         created_at=parse_time(meta.get("creationTimestamp")),
+        waiting_reason=str(waiting.get("reason") or ""),
+        waiting_message=str(waiting.get("message") or ""),
     )
 
 
@@ -98,11 +105,14 @@ class PoolInput:
 
 @dataclass(slots=True)
 class PoolPlan:
-    """Output: pods to create (a count), pods to delete (name, uid, why) and the status."""
+    """Output: pods to create (a count), pods to delete (name, uid, why), the status and a
+    Warning Event to post."""
 
     status: SessionWarmPoolStatus
     create: int = 0
     delete: list[tuple[str, str, str]] = field(default_factory=list)
+    warning: tuple[str, str] | None = None
+    """(reason, message) of an Event for a problem a user must fix, once per new problem."""
 
 
 def _unusable(pod: WarmPod, inp: PoolInput) -> str:
@@ -147,8 +157,16 @@ def decide_pool(inp: PoolInput) -> PoolPlan:
     st.template_hash = inp.template_hash
     st.selector = f"{LABEL_WARM_POOL}={inp.name}"
     conds = ConditionSet(st.conditions, inp.now, inp.generation)
+    stuck = next((p for p in live if p.waiting_reason in Reason.STUCK_WAITING), None)
     if ready >= inp.replicas:
         conds.set(READY, "True", "PoolReady", f"{ready} warm pod(s) ready")
+    elif stuck is not None:
+        # what a user must fix (an image that cannot be pulled, a bad mount): say it once
+        msg = f"pod {stuck.name}: {stuck.waiting_reason}: {stuck.waiting_message}"[:1024]
+        before = conds.get(READY)
+        if before is None or before.reason != stuck.waiting_reason:
+            plan.warning = (stuck.waiting_reason, msg)
+        conds.set(READY, "False", stuck.waiting_reason, msg)
     else:
         conds.set(
             READY, "False", "Filling", f"{ready}/{inp.replicas} warm pod(s) ready, {have} exist"

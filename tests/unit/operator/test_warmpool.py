@@ -236,3 +236,13 @@ def test_observe_warm_pod_reads_readiness_and_labels() -> None:
         "5",
         "10.1.1.1",
     )
+
+
+def test_a_pool_whose_pods_cannot_start_says_why_once() -> None:
+    stuck = pod("a", ready=False, waiting_reason="ImagePullBackOff", waiting_message="no such host")
+    plan = decide_pool(inp((stuck,), replicas=1))
+    cond = plan.status.conditions[0] if plan.status.conditions else None
+    assert cond is not None and (cond.status, cond.reason) == ("False", "ImagePullBackOff")
+    assert plan.warning is not None and plan.warning[0] == "ImagePullBackOff"
+    again = decide_pool(inp((stuck,), replicas=1, status=plan.status))
+    assert again.warning is None  # the same problem: no second Event
