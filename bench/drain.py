@@ -51,6 +51,8 @@ from tests.integration.operator.harness import SECRET, operator, scripted_model 
 
 N = int(os.environ.get("BERTH_BENCH_N", "20"))
 ROUNDS = int(os.environ.get("BERTH_BENCH_ROUNDS", "60"))
+IMAGE = os.environ.get("BERTH_BENCH_IMAGE", "")
+"""``BERTH_BENCH_IMAGE``: the image sessions and plain pods run (default: the dev cluster's)."""
 
 
 def _t(value: str | None) -> datetime | None:
@@ -144,7 +146,12 @@ def berth_drain(dc: DevCluster, nodes: PrivateNodes, warm: bool = False) -> dict
     with (
         dc.namespace("bench-drain", shared_pvc=True) as ns,
         scripted_model(step_script(ROUNDS, delay_ms=300, sleep_s=0.3)) as srv,
-        operator(dc, ns, **operator_env(**webhook_env(dc, ns, cert_dir))),
+        operator(
+            dc,
+            ns,
+            **operator_env(**webhook_env(dc, ns, cert_dir)),
+            **({"BERTH_SESSION_IMAGE": IMAGE} if IMAGE else {}),
+        ),
     ):
         apply(dc, ns, [SECRET])
         names = [f"b{i:02d}" for i in range(N)]
@@ -235,7 +242,7 @@ def plain_drain(dc: DevCluster, nodes: PrivateNodes) -> float:
                         "containers": [
                             {
                                 "name": "c",
-                                "image": dc.image,
+                                "image": IMAGE or dc.image,
                                 "imagePullPolicy": "Never",
                                 # Exits on SIGTERM like a well-behaved server would (a bare
                                 # ``sleep`` as PID 1 ignores it and waits out the grace period).

@@ -40,6 +40,8 @@ from tests.integration.operator.harness import (  # noqa: E402
 )
 
 N = int(os.environ.get("BERTH_BENCH_N", "20"))
+IMAGE_ENV = {"BERTH_SESSION_IMAGE": i} if (i := os.environ.get("BERTH_BENCH_IMAGE")) else {}
+"""``BERTH_BENCH_IMAGE``: the session image the operator runs (default: the dev cluster's)."""
 
 
 def pct(values: list[float], q: float) -> float:
@@ -108,11 +110,11 @@ def main() -> int:
     names = [f"s{i:03d}" for i in range(N)]
     print(f"N={N} sessions at once, real nodes {dc.nodes}")
     with scripted_model(script) as llm:
-        with dc.namespace("bench-cold", shared_pvc=True) as ns, operator(dc, ns):
+        with dc.namespace("bench-cold", shared_pvc=True) as ns, operator(dc, ns, **IMAGE_ENV):
             apply_in(dc, ns, [SECRET])
             time.sleep(2)  # operator leading, watches established
             cold = batch(dc, ns, llm, names)
-        with dc.namespace("bench-warm", shared_pvc=True) as ns, operator(dc, ns) as op:
+        with dc.namespace("bench-warm", shared_pvc=True) as ns, operator(dc, ns, **IMAGE_ENV) as op:
             pool = {
                 "apiVersion": "berth.dev/v1alpha1",
                 "kind": "SessionWarmPool",
