@@ -21,6 +21,7 @@ HTTP while warm (same port as the session API)::
 
     GET  /healthz     200 {"ok": true}
     GET  /readyz      200 {"ready": true, "state": "warm"}
+    GET  /metrics     200, empty (the session PodMonitor selects warm pods too)
     POST /v1/adopt    the pool token as ``Authorization: Bearer`` or ``X-Berth-Token`` (401/403
                       as the session API); body :class:`AdoptRequest`.
                       202 {"adopted": true, "session": "<ns>/<name>", "epoch"} — idempotent: the
@@ -259,6 +260,10 @@ class WarmServer:
     async def healthz(self, _: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
+    async def metrics(self, _: web.Request) -> web.Response:
+        """An empty exposition: warm pods are scraped like session pods (same labels)."""
+        return web.Response(text="", content_type="text/plain")
+
     async def readyz(self, _: web.Request) -> web.Response:
         if self.result is not None:
             return web.json_response({"ready": False, "state": "adopted"}, status=503)
@@ -297,6 +302,7 @@ class WarmServer:
         app = web.Application()
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/readyz", self.readyz)
+        app.router.add_get("/metrics", self.metrics)
         app.router.add_post("/v1/adopt", self.adopt)
         return app
 

@@ -82,6 +82,7 @@ async def test_adopt_needs_the_pool_token_and_is_idempotent(tmp_path: Path) -> N
     server = WarmServer(warm_config(tmp_path), TOKEN)
     async with TestClient(TestServer(server.app())) as client:
         assert (await client.get("/readyz")).status == 200
+        assert (await client.get("/metrics")).status == 200
         assert (await client.post("/v1/adopt", json=body())).status == 401
         wrong = {"Authorization": "Bearer nope"}
         assert (await client.post("/v1/adopt", json=body(), headers=wrong)).status == 403
