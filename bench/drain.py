@@ -15,6 +15,7 @@ the resumed run first seen running; resolution: the operator's status refresh, 0
 total drain time for both cases, and how long until every session ran again. Nothing is asserted.
 
     .venv/bin/python bench/drain.py          # N=20 (BERTH_BENCH_N to change)
+    .venv/bin/python bench/drain.py --warm   # also the same drain with a SessionWarmPool on B
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ from tests.integration.operator.harness import SECRET, operator, scripted_model 
 
 N = int(os.environ.get("BERTH_BENCH_N", "20"))
 ROUNDS = int(os.environ.get("BERTH_BENCH_ROUNDS", "60"))
+IMAGE = os.environ.get("BERTH_BENCH_IMAGE", "")
+"""``BERTH_BENCH_IMAGE``: the image sessions and plain pods run (default: the dev cluster's)."""
 
 
 def _t(value: str | None) -> datetime | None:
@@ -89,19 +92,73 @@ def _all_running_on(dc: DevCluster, ns: str, names: list[str], node: str) -> boo
     return ready == len(names)
 
 
-def berth_drain(dc: DevCluster, nodes: PrivateNodes) -> dict[str, Any]:
-    """N sessions on A, drain A; latencies from status.passivation."""
+def _warm_pool_on(dc: DevCluster, ns: str, base_url: str, nodes: PrivateNodes) -> None:
+    """A SessionWarmPool of N pods matching the sessions' template, all on B (A cordoned while
+    it fills, then uncordoned: the drain cordons it again)."""
+    pool = {
+        "apiVersion": "berth.dev/v1alpha1",
+        "kind": "SessionWarmPool",
+        "metadata": {"name": "pool"},
+        "spec": {
+            "replicas": N,
+            "template": {
+                "llm": {
+                    "baseURL": base_url,
+                    "apiKeySecretRef": {"name": "llm-credentials", "key": "api-key"},
+                },
+                "placement": nodes.placement(),
+            },
+        },
+    }
+
+    def ready_on_b() -> bool:
+        items = json.loads(
+            dc.kubectl(
+                "-n", ns, "get", "pods", "-l", "berth.dev/warm-pool=pool", "-o", "json"
+            ).stdout
+        )["items"]
+        return (
+            sum(
+                1
+                for p in items
+                if p["spec"].get("nodeName") == nodes.b
+                and any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in (p.get("status") or {}).get("conditions") or []
+                )
+            )
+            >= N
+        )
+
+    dc.kubectl("cordon", nodes.a)
+    try:
+        apply(dc, ns, [pool])
+        wait(f"{N} Ready warm pods on {nodes.b}", ready_on_b, cap=600, every=1)
+    finally:
+        dc.kubectl("uncordon", nodes.a)
+
+
+def berth_drain(dc: DevCluster, nodes: PrivateNodes, warm: bool = False) -> dict[str, Any]:
+    """N sessions on A, drain A; latencies from status.passivation. ``warm``: the sessions name
+    a SessionWarmPool, filled on B before the drain (their first pods are created: the pool does
+    not exist yet), so every resume is an adoption."""
     cert_dir = Path(tempfile.mkdtemp(prefix="berth-bench-wh-"))
     with (
         dc.namespace("bench-drain", shared_pvc=True) as ns,
         scripted_model(step_script(ROUNDS, delay_ms=300, sleep_s=0.3)) as srv,
-        operator(dc, ns, **operator_env(**webhook_env(dc, ns, cert_dir))),
+        operator(
+            dc,
+            ns,
+            **operator_env(**webhook_env(dc, ns, cert_dir)),
+            **({"BERTH_SESSION_IMAGE": IMAGE} if IMAGE else {}),
+        ),
     ):
         apply(dc, ns, [SECRET])
         names = [f"b{i:02d}" for i in range(N)]
+        extra = {"warmPoolRef": {"name": "pool"}} if warm else {}
         dc.kubectl("cordon", nodes.b)
         try:
-            apply(dc, ns, [session_doc(n, srv.base_url, nodes, 120) for n in names])
+            apply(dc, ns, [session_doc(n, srv.base_url, nodes, 120, **extra) for n in names])
             wait(
                 f"{N} sessions running on {nodes.a}",
                 lambda: _all_running_on(dc, ns, names, nodes.a),
@@ -110,6 +167,8 @@ def berth_drain(dc: DevCluster, nodes: PrivateNodes) -> dict[str, Any]:
             )
         finally:
             dc.kubectl("uncordon", nodes.b)
+        if warm:
+            _warm_pool_on(dc, ns, srv.base_url, nodes)
         res, drain_seconds = drain(dc, nodes.a, timeout=600)
         drained_at = time.monotonic()
         if res.returncode != 0:
@@ -147,7 +206,16 @@ def berth_drain(dc: DevCluster, nodes: PrivateNodes) -> dict[str, Any]:
         )
         dc.kubectl("uncordon", nodes.a)
         del drained_at
+        adopted = sum(
+            1
+            for name in names
+            if any(
+                r.get("podName", "").startswith("pool-w-")
+                for r in status(dc, ns, name).get("runs") or []
+            )
+        )
         return {
+            "adopted": adopted,
             "drain_seconds": drain_seconds,
             "passivation": pas,
             "resume": res_l,
@@ -174,7 +242,7 @@ def plain_drain(dc: DevCluster, nodes: PrivateNodes) -> float:
                         "containers": [
                             {
                                 "name": "c",
-                                "image": dc.image,
+                                "image": IMAGE or dc.image,
                                 "imagePullPolicy": "Never",
                                 # Exits on SIGTERM like a well-behaved server would (a bare
                                 # ``sleep`` as PID 1 ignores it and waits out the grace period).
@@ -208,17 +276,12 @@ def plain_drain(dc: DevCluster, nodes: PrivateNodes) -> float:
         return seconds
 
 
-def main() -> int:
-    dc = DevCluster.ensure()
-    with private_nodes(dc) as nodes:
-        try:
-            berth = berth_drain(dc, nodes)
-            plain = plain_drain(dc, nodes)
-        finally:
-            delete_webhook_configurations(dc, "berth-eviction-bench-")
+def report(title: str, berth: dict[str, Any]) -> None:
     pas, res = berth["passivation"], berth["resume"]
-    print(f"drain of a node with N={N} sessions ({ROUNDS}-round scripted runs), real nodes")
+    print(title)
     print(f"  sessions passivated: {len(pas)}/{N}; resumed: {len(res)}; phases: {berth['phases']}")
+    if berth.get("adopted"):
+        print(f"  sessions resumed on an adopted warm pod: {berth['adopted']}/{N}")
     print(
         f"  passivation (request -> pod ended): p50 {pct(pas, 50):.2f}s  p99 {pct(pas, 99):.2f}s"
         f"  mean {statistics.fmean(pas) if pas else float('nan'):.2f}s"
@@ -229,6 +292,24 @@ def main() -> int:
     print(f"  first request -> last session running again: {back:.1f}s")
     retries = berth["retries"]
     print(f"  kubectl drain with Berth: {berth['drain_seconds']:.1f}s ({retries} eviction retries)")
+
+
+def main() -> int:
+    warm = "--warm" in sys.argv[1:]
+    dc = DevCluster.ensure()
+    with private_nodes(dc) as nodes:
+        try:
+            cold = berth_drain(dc, nodes)
+            pooled = berth_drain(dc, nodes, warm=True) if warm else None
+            plain = plain_drain(dc, nodes)
+        finally:
+            delete_webhook_configurations(dc, "berth-eviction-bench-")
+    head = f"drain of a node with N={N} sessions ({ROUNDS}-round scripted runs), real nodes"
+    report(f"{head}, no pool (pods created)", cold)
+    if pooled is not None:
+        report(f"{head}, SessionWarmPool of {N} on the other node", pooled)
+        ratio = pct(pooled["resume"], 99) / pct(cold["resume"], 99)
+        print(f"  resume p99 with a pool / without: {ratio:.3f}x")
     print(f"  kubectl drain with {N} plain pods (Deployment, no PDB): {plain:.1f}s")
     return 0
 

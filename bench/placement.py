@@ -15,6 +15,7 @@ from its ``apiserver_request_total``) per object for both — every component's 
 the scheduler's and kwok's included. Figures only; nothing is asserted.
 
     .venv/bin/python bench/placement.py --n 100,300,1000 --kwok-nodes 100 [--json F]
+    .venv/bin/python bench/placement.py --warm     # adoption from a SessionWarmPool, N=20
 """
 
 from __future__ import annotations
@@ -389,4 +390,10 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if (
+        "--warm" in sys.argv[1:]
+    ):  # cold vs warm-pool adoption on real nodes (bench/warm_placement.py)
+        from bench.warm_placement import main as warm_main
+
+        raise SystemExit(warm_main())
     raise SystemExit(main())

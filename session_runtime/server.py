@@ -58,6 +58,11 @@ Store layout: ``FileSessionStore(BERTH_STORE_DIR/<namespace>, epoch=<base>+BERTH
 ``session_runtime.store.incarnation``) with session id
 ``<name>``, i.e. ``BERTH_STORE_DIR/<ns>/<name>/`` as in ARCHITECTURE §6.
 
+Warm mode (``BERTH_WARM_POOL`` set: a SessionWarmPool's pod): :mod:`session_runtime.pod.warm`
+serves ``/healthz``, ``/readyz`` and ``POST /v1/adopt`` until the operator gives it a session, then
+confines the process to that session's directories and continues as above with the session's
+configuration; SIGTERM before an adoption exits 0.
+
 TEST ONLY: ``BERTH_TEST_IGNORE_PASSIVATION=1`` makes the server accept passivation requests (202,
 counted, shown in ``/v1/state`` with ``"ignored": true``) and SIGTERM without passivating, so drain
 tests can exercise the operator's deadline path. Never set it in production.
@@ -81,7 +86,7 @@ from session_runtime.errors import (
     SessionRuntimeError,
 )
 from session_runtime.metrics import SessionMetrics
-from session_runtime.pod import termination
+from session_runtime.pod import termination, warm
 from session_runtime.pod.config import (
     PodConfig,
     PodConfigError,
@@ -164,8 +169,15 @@ def main() -> None:
     )
     env = os.environ
     try:
-        cfg, opts, token = load(env)
-    except (PodConfigError, OptionsError) as exc:
+        if env.get(warm.WARM_POOL_ENV):
+            try:
+                cfg, opts, token = warm.wait_for_adoption(env)  # a warm pod: wait to be given one
+            except warm.WarmStopped:
+                log.info("warm pod stopped before it was adopted")
+                sys.exit(0)
+        else:
+            cfg, opts, token = load(env)
+    except (PodConfigError, OptionsError, warm.WarmError) as exc:
         log.error("%s", exc)
         message = TerminationMessage("failed", reason=str(exc), bad_input=True)
         termination.write(termination_log_from_env(env), message)

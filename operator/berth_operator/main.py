@@ -32,6 +32,7 @@ from berth_operator.errors import KubeError, SettingsError
 from berth_operator.handlers import budgetpolicy as _budgetpolicy  # noqa: F401  (registers)
 from berth_operator.handlers import laneworker as _laneworker  # noqa: F401  (registers handlers)
 from berth_operator.handlers import nodes as _nodes  # noqa: F401  (registers handlers)
+from berth_operator.handlers import sessionwarmpool as _warm  # noqa: F401  (registers handlers)
 from berth_operator.handlers import webhook
 from berth_operator.handlers.context import BudgetClients, LaneClients, OperatorContext
 from berth_operator.k8s.client import KubeClient, make_api_client

@@ -12,6 +12,7 @@ from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from berth_operator import warm_metrics as _warm_metrics  # noqa: F401  (berth_operator_warm_*)
 from berth_operator.api.agentsession import OUTCOMES, TRIGGERS, Phase
 from berth_operator.api.conditions import PlacementReason
 

@@ -1,5 +1,6 @@
 """HTTP client of the session pod API (ARCHITECTURE.md §5): ``GET /v1/state`` and
-``POST /v1/passivate`` on ``http://<status.podIP>:8080`` (no Services or DNS needed).
+``POST /v1/passivate`` (and a warm pod's ``POST /v1/adopt``) on ``http://<status.podIP>:8080``
+(no Services or DNS needed).
 
 Every call carries ``Authorization: Bearer <token>``, the session's API token from its
 ``<name>-berth`` Secret (the Berth security contract); the token is never part of an error
@@ -99,6 +100,21 @@ class RuntimeClient:
                     raise RuntimeUnreachable(f"POST {url}: HTTP {resp.status}")
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise RuntimeUnreachable(f"POST {url}: {exc or type(exc).__name__}") from exc
+
+    async def adopt(self, pod_ip: str, body: dict[str, Any], token: str) -> None:
+        """POST /v1/adopt to a warm pod with its pool's adoption ``token`` (202 expected;
+        idempotent for the same session and epoch). Raises RuntimeUnauthorized (401/403),
+        RuntimeUnreachable (anything else; the body carries secrets and is never shown)."""
+        url = self.base_url(pod_ip) + "/v1/adopt"
+        try:
+            async with self._http().post(url, json=body, headers=self.auth_headers(token)) as resp:
+                if resp.status in (401, 403):
+                    raise RuntimeUnauthorized(f"POST {url}: HTTP {resp.status}")
+                if resp.status != 202:
+                    detail = (await resp.text())[:300]
+                    raise RuntimeUnreachable(f"POST {url}: HTTP {resp.status} {detail}")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise RuntimeUnreachable(f"POST {url}: {exc or type(exc).__name__}") from None
 
     async def close(self) -> None:
         """Close the connection pool."""

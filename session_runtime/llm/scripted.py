@@ -52,8 +52,9 @@ drain needs. ``when_last_tool_output_contains`` still skips ineligible turns fro
 Replaying a recorded conversation: :func:`script_from_history` turns an OpenAI-format message
 list (``Session.history()``, a checkpoint's messages, a logged request) into a script.
 
-Other endpoints: ``GET /v1/models``; ``GET /_scripted/requests`` (the request log: key, turn
-index, message count, stream flag, and the messages); ``POST /_scripted/reset``.
+Other endpoints: ``GET /v1/models``; ``GET /_scripted/requests`` (the request log: arrival time
+``at`` (epoch seconds), key, turn index, message count, stream flag, and the messages);
+``POST /_scripted/reset``.
 Exhausted script: ``on_exhausted: error`` answers HTTP 400 ``script exhausted``.
 """
 
@@ -65,6 +66,7 @@ import hashlib
 import json
 import math
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -289,6 +291,7 @@ class ScriptedServer:
         picked = self._pick(key, messages)
         self.requests.append(
             {
+                "at": time.time(),  # wall clock of arrival (benchmarks: when a run started)
                 "key": key,
                 "turn_index": None if picked is None else picked[0],
                 "message_count": len(messages),

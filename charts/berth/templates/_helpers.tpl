@@ -286,6 +286,14 @@ app.kubernetes.io/component: redis
 - apiGroups: [berth.dev]
   resources: [budgetpolicies/status]
   verbs: [patch]
+# SessionWarmPools: watched by kopf (annotations), status patched by the pool daemon; pods
+# of a pool are created, deleted and patched (adoption) with the pod rules below.
+- apiGroups: [berth.dev]
+  resources: [sessionwarmpools]
+  verbs: [get, list, watch, patch]
+- apiGroups: [berth.dev]
+  resources: [sessionwarmpools/status]
+  verbs: [patch]
 # Session pods: watched, listed before every create, created and deleted; worker pods are
 # annotated with a deletion cost before a scale-down.
 - apiGroups: [""]

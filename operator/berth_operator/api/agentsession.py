@@ -422,6 +422,10 @@ class AgentSessionSpec(K8sModel):
     """Passivate a keepAlive session that stayed idle this long (needs keepAlive: true)."""
     placement: PlacementSpec | None = None
     """Scheduling and resources of the session pod."""
+    warm_pool_ref: LocalObjectReference | None = None
+    """A SessionWarmPool of this namespace: the session's pods (first and after passivation) are
+    adopted from it when it has a Ready warm pod of the same template (image, pull secrets, llm,
+    placement), else created as usual."""
 
     model_config = K8sModel.model_config | {
         "json_schema_extra": {

@@ -19,9 +19,11 @@ claim is remembered for a few seconds); ``decide``; then write status (PUT with 
 skipped when unchanged, and deferred briefly when only information changed:
 ``reconcile.coalesce``), delete pods, and — only after the status with the bumped epoch is stored
 — LIST the session's pods straight from the apiserver (skipped for a session's first pod, which
-cannot exist before its epoch does) and create the new pod if none is alive. What the pod needs
-(the namespace's ``berth-task-key`` for external lanes, the ``<name>-berth`` Secret, the PDB, the
-options ConfigMap) is written concurrently with the status. A Conflict restarts the iteration on
+cannot exist before its epoch does) and create the new pod if none is alive, or, for a session
+naming a SessionWarmPool, have a warm pod of the pool adopted instead
+(``handlers.sessionwarmpool``). What the pod needs (the namespace's ``berth-task-key`` for
+external lanes, the ``<name>-berth`` Secret, the PDB, the options ConfigMap) is written
+concurrently with the status. A Conflict restarts the iteration on
 a fresh GET; other API errors back off. Secret values never reach logs, status or Events.
 
 The daemon's first iteration waits (briefly) for kopf's own first writes to a new object (its
@@ -75,6 +77,7 @@ from berth_operator.errors import (
 )
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.handlers.session_body import SessionBody
+from berth_operator.handlers.sessionwarmpool import adopt_for_session
 from berth_operator.handlers.status_writes import write_status
 from berth_operator.metrics import (
     PLACEMENTS,
@@ -628,6 +631,8 @@ async def _create(
             return ()
         if existing:
             return tuple(observe_pod(p) for p in existing)
+    if obs.spec.warm_pool_ref is not None and await adopt_for_session(ctx, obs, create):
+        return ()  # a warm pod of the named pool became this epoch's pod
     try:
         await ctx.kube.create_pod(pod)
         PLACEMENTS.labels(reason=create.reason).inc()

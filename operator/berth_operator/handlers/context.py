@@ -15,6 +15,7 @@
   last read Bound.
 - ``lanes``: the LaneWorker handlers' clients (:class:`LaneClients`), built once by ``main``.
 - ``budget``: the budget service and its directory (:class:`BudgetClients`), when enabled.
+- ``warm``: what is remembered about SessionWarmPools (``handlers.warm_state``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 import aiohttp
 from redis.asyncio import Redis
 
+from berth_operator.handlers.warm_state import WarmPoolState
 from berth_operator.k8s.client import KubeClient
 from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.laneworker import LaneWorkerApi
@@ -117,6 +119,7 @@ class OperatorContext:
         default_factory=dict
     )
     budget: BudgetClients | None = None
+    warm: WarmPoolState = field(default_factory=WarmPoolState)
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""

@@ -36,9 +36,9 @@ def free_port() -> int:
 
 
 def install_crds(dc: DevCluster) -> None:
-    """Apply crds/ and wait until both CRDs are Established."""
+    """Apply crds/ and wait until every CRD is Established."""
     dc.kubectl("apply", "-f", str(ROOT / "crds"))
-    for crd in ("agentsessions.berth.dev", "laneworkers.berth.dev"):
+    for crd in ("agentsessions.berth.dev", "laneworkers.berth.dev", "sessionwarmpools.berth.dev"):
         dc.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
 
 
@@ -170,13 +170,13 @@ def operator(dc: DevCluster, namespace: str, **env: str) -> Iterator[OperatorPro
             print(op.logs(), file=sys.stderr)
             raise
         finally:
-            # Sessions carry the operator's finalizer: delete them while it still runs, so the
-            # test namespace can go away afterwards.
+            # Sessions and warm pools carry the operator's finalizer: delete them while it still
+            # runs, so the test namespace can go away afterwards.
             dc.kubectl(
                 "-n",
                 namespace,
                 "delete",
-                "agentsessions",
+                "agentsessions,sessionwarmpools",
                 "--all",
                 "--wait=true",
                 "--timeout=120s",

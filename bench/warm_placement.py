@@ -1,0 +1,156 @@
+"""Benchmark: AgentSession created → its run started, cold (a pod created) vs adopted from a
+SessionWarmPool, N concurrent sessions (``bench/placement.py --warm`` runs this).
+
+Real pieces: the dev cluster's real nodes (kubelet + containerd), ``berth-operator`` as a
+subprocess, the scripted model over HTTP. "Run started" is when the scripted model receives the
+run's first request (its arrival time, ``at`` in its request log; the bench process's clock, which
+also stamps each create, made with the Python client from a thread pool, so no process start
+is counted). Both batches run in one invocation, one after the other in fresh
+namespaces: first N sessions without a pool (the baseline), then a pool of N warm pods is filled
+and N sessions naming it are created at once. Prints p50/p99/max for both, the ratio, how many
+sessions were adopted, and the operator's ``berth_operator_warm_adoption_seconds``. Nothing is
+asserted.
+
+    .venv/bin/python bench/placement.py --warm      # N=20 (BERTH_BENCH_N to change)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
+
+from kubernetes import client, config  # noqa: E402
+
+from tests.cluster import DevCluster  # noqa: E402
+from tests.integration.operator.harness import (  # noqa: E402
+    SECRET,
+    apply_in,
+    operator,
+    scripted_model,
+    session_manifest,
+    wait,
+)
+
+N = int(os.environ.get("BERTH_BENCH_N", "20"))
+IMAGE_ENV = {"BERTH_SESSION_IMAGE": i} if (i := os.environ.get("BERTH_BENCH_IMAGE")) else {}
+"""``BERTH_BENCH_IMAGE``: the session image the operator runs (default: the dev cluster's)."""
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def _first_request(llm: Any, prompt: str) -> float | None:
+    for req in list(llm.requests):
+        if any(m.get("role") == "user" and m.get("content") == prompt for m in req["messages"]):
+            return float(req["at"])
+    return None
+
+
+def batch(dc: DevCluster, ns: str, llm: Any, names: list[str], **spec: Any) -> list[float]:
+    """Create one session per name at once; return create → first model request (seconds)."""
+    created: dict[str, float] = {}
+    api = client.CustomObjectsApi(config.new_client_from_config(config_file=dc.kubeconfig))
+
+    def create(name: str) -> None:
+        doc = session_manifest(name, llm.base_url, f"bench {ns} {name}", **spec)
+        created[name] = time.time()
+        api.create_namespaced_custom_object("berth.dev", "v1alpha1", ns, "agentsessions", doc)
+
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        list(pool.map(create, names))
+    wait(
+        f"{len(names)} runs started",
+        lambda: all(_first_request(llm, f"bench {ns} {n}") is not None for n in names),
+        cap=600,
+    )
+    return [(_first_request(llm, f"bench {ns} {n}") or float("nan")) - created[n] for n in names]
+
+
+def _ready_warm(dc: DevCluster, ns: str) -> int:
+    items = json.loads(
+        dc.kubectl("-n", ns, "get", "pods", "-l", "berth.dev/warm-pool=pool", "-o", "json").stdout
+    )["items"]
+    return sum(
+        1
+        for p in items
+        if any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in (p.get("status") or {}).get("conditions") or []
+        )
+    )
+
+
+def _adopted(dc: DevCluster, ns: str) -> int:
+    items = json.loads(dc.kubectl("-n", ns, "get", "agentsessions", "-o", "json").stdout)["items"]
+    return sum(
+        1
+        for s in items
+        if (runs := (s.get("status") or {}).get("runs"))
+        and runs[0].get("podName") != f"{s['metadata']['name']}-e1"
+    )
+
+
+def main() -> int:
+    dc = DevCluster.ensure()
+    script = {"turns": [{"text": "done"}], "on_exhausted": "repeat_last"}
+    names = [f"s{i:03d}" for i in range(N)]
+    print(f"N={N} sessions at once, real nodes {dc.nodes}")
+    with scripted_model(script) as llm:
+        with dc.namespace("bench-cold", shared_pvc=True) as ns, operator(dc, ns, **IMAGE_ENV):
+            apply_in(dc, ns, [SECRET])
+            time.sleep(2)  # operator leading, watches established
+            cold = batch(dc, ns, llm, names)
+        with dc.namespace("bench-warm", shared_pvc=True) as ns, operator(dc, ns, **IMAGE_ENV) as op:
+            pool = {
+                "apiVersion": "berth.dev/v1alpha1",
+                "kind": "SessionWarmPool",
+                "metadata": {"name": "pool"},
+                "spec": {
+                    "replicas": N,
+                    "template": {
+                        "llm": {
+                            "baseURL": llm.base_url,
+                            "apiKeySecretRef": {"name": "llm-credentials", "key": "api-key"},
+                        }
+                    },
+                },
+            }
+            apply_in(dc, ns, [SECRET, pool])
+            wait(f"{N} Ready warm pods", lambda: _ready_warm(dc, ns) >= N, cap=600)
+            warm = batch(dc, ns, llm, names, warmPoolRef={"name": "pool"})
+            adopted = _adopted(dc, ns)
+            hist = [
+                line
+                for line in op.metrics().splitlines()
+                if line.startswith("berth_operator_warm_adoption_seconds_")
+                and ("_sum" in line or "_count" in line)
+            ]
+    for label, values in (("cold (pod created)", cold), ("warm (adopted)    ", warm)):
+        print(
+            f"{label}: create→run started p50 {pct(values, 50) * 1000:.0f} ms, "
+            f"p99 {pct(values, 99) * 1000:.0f} ms, max {max(values) * 1000:.0f} ms"
+        )
+    print(
+        f"ratio warm/cold: p50 {pct(warm, 50) / pct(cold, 50):.3f}x, "
+        f"p99 {pct(warm, 99) / pct(cold, 99):.3f}x; adopted {adopted}/{N}"
+    )
+    print("operator adoption (claim + adopt call): " + "; ".join(hist))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

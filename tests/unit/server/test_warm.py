@@ -1,0 +1,183 @@
+"""Warm mode of berth-session: the adoption request, its validation and idempotency, and the
+Landlock confinement of the adopted process."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from session_runtime.pod.config import PodConfigError
+from session_runtime.pod.warm import AdoptRequest, WarmConfig, WarmServer, adopted_config
+from session_runtime.tools import sandbox
+
+TOKEN = b"pool-token-0123456789"
+
+
+def warm_config(tmp_path: Path) -> WarmConfig:
+    return WarmConfig(
+        pool="p",
+        namespace="ns",
+        token_file=tmp_path / "token",
+        store_dir=tmp_path / "store",
+        workspaces_dir=tmp_path / "workspaces",
+        tmp_dir=tmp_path / "tmp",
+        pod_name="p-w-1",
+        pod_ip="127.0.0.1",
+        node_name="n",
+        http_port=0,
+        termination_log=None,
+        openai_base_url=None,
+    )
+
+
+def body(**kw: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "session": {"namespace": "ns", "name": "s", "uid": "uid-1"},
+        "epoch": 1,
+        "options": {"prompt": "p", "model": "openai/x"},
+        "apiToken": "t" * 20,
+        "taskKey": base64.b64encode(b"\x00key").decode(),
+    }
+    base.update(kw)
+    return base
+
+
+def test_adopted_config_places_the_session_in_its_own_directories(tmp_path: Path) -> None:
+    wc = warm_config(tmp_path)
+    (tmp_path / "tmp").mkdir()
+    cfg, opts, token = adopted_config(wc, AdoptRequest.model_validate(body(workspaceSubPath="a")))
+    assert cfg.workspace_root == tmp_path / "workspaces" / "s"
+    assert cfg.workspace == tmp_path / "workspaces" / "s" / "a"
+    assert (tmp_path / "store" / "ns" / "s").is_dir()
+    assert token == b"t" * 20 and opts.prompt == "p" and cfg.epoch == 1
+    assert cfg.task_key_file is not None and cfg.task_key_file.read_bytes() == b"\x00key"
+    assert oct(cfg.task_key_file.stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [
+        ({"session": {"namespace": "other", "name": "s", "uid": "u"}}, "namespace"),
+        ({"workspaceSubPath": "../victim"}, ".."),
+        ({"workspaceSubPath": "/etc"}, "relative"),
+    ],
+)
+def test_adoption_outside_the_pods_namespace_or_workspace_is_refused(
+    tmp_path: Path, override: dict[str, Any], problem: str
+) -> None:
+    wc = warm_config(tmp_path)
+    with pytest.raises(PodConfigError, match=problem):
+        adopted_config(wc, AdoptRequest.model_validate(body(**override)))
+
+
+async def test_adopt_needs_the_pool_token_and_is_idempotent(tmp_path: Path) -> None:
+    (tmp_path / "tmp").mkdir()
+    server = WarmServer(warm_config(tmp_path), TOKEN)
+    async with TestClient(TestServer(server.app())) as client:
+        assert (await client.get("/readyz")).status == 200
+        assert (await client.get("/metrics")).status == 200
+        assert (await client.post("/v1/adopt", json=body())).status == 401
+        wrong = {"Authorization": "Bearer nope"}
+        assert (await client.post("/v1/adopt", json=body(), headers=wrong)).status == 403
+        auth = {"Authorization": f"Bearer {TOKEN.decode()}"}
+        bad = await client.post("/v1/adopt", json=body(workspaceSubPath=".."), headers=auth)
+        assert bad.status == 400 and server.result is None
+        ok = await client.post("/v1/adopt", json=body(), headers=auth)
+        assert ok.status == 202 and server.result is not None
+        again = await client.post("/v1/adopt", json=body(), headers=auth)
+        assert again.status == 202  # the same session and epoch: idempotent
+        other = body(session={"namespace": "ns", "name": "t", "uid": "uid-2"})
+        assert (await client.post("/v1/adopt", json=other, headers=auth)).status == 409
+        assert (await client.get("/readyz")).status == 503
+        assert server.adopted.is_set()
+
+
+@pytest.mark.skipif(sandbox.landlock_abi() < 1, reason="needs Landlock (Linux >= 5.13)")
+def test_confined_process_reaches_only_its_own_session(tmp_path: Path) -> None:
+    """After ``confine`` the process (and its children) read its own workspace and store and
+    nothing of another session's."""
+    for d in ("workspaces/s", "workspaces/victim", "store/ns/s", "store/ns/victim"):
+        (tmp_path / d).mkdir(parents=True)
+    (tmp_path / "workspaces/victim/secret.txt").write_text("secret")
+    (tmp_path / "store/ns/victim/state").write_text("secret")
+    (tmp_path / "workspaces/s/mine.txt").write_text("mine")
+    code = textwrap.dedent(
+        f"""
+        import subprocess
+        from pathlib import Path
+        from session_runtime.pod.config import PodConfig
+        from session_runtime.pod.warm import confine
+        root = Path({str(tmp_path)!r})
+        cfg = PodConfig(namespace="ns", name="s", session_uid="u", epoch=1,
+                        store_dir=root / "store", workspace=root / "workspaces/s",
+                        options_file=root / "o", workspace_root=root / "workspaces/s")
+        (root / "tmp").mkdir()
+        confine(cfg, tmp_dir=str(root / "tmp"))
+        print(open(root / "workspaces/s/mine.txt").read())
+        (root / "store/ns/s/x").write_text("ok")
+        for p in ("workspaces/victim/secret.txt", "store/ns/victim/state"):
+            try:
+                open(root / p).read(); print("LEAK", p)
+            except PermissionError:
+                print("denied", p)
+        r = subprocess.run(["cat", str(root / "workspaces/victim/secret.txt")],
+                           capture_output=True, text=True)
+        print("child", r.returncode, r.stdout.strip() or "-")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.split("\n")
+    assert lines[0] == "mine", out
+    assert "LEAK" not in out.stdout and out.stdout.count("denied") == 2, out.stdout
+    assert "child 1 -" in out.stdout, out.stdout
+
+
+@pytest.mark.skipif(sandbox.landlock_abi() < 1, reason="needs Landlock (Linux >= 5.13)")
+def test_a_warm_pod_is_ready_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """``berth-session`` in warm mode answers /readyz and exits 0 on SIGTERM (as PID 1 it would
+    otherwise wait for the kubelet's SIGKILL)."""
+    import os
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "token").write_bytes(TOKEN)
+    env = {
+        **os.environ,
+        "BERTH_WARM_POOL": "p",
+        "BERTH_WARM_TOKEN_FILE": str(tmp_path / "token"),
+        "BERTH_STORE_DIR": str(tmp_path / "store"),
+        "BERTH_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+        "POD_NAMESPACE": "ns",
+        "POD_IP": "127.0.0.1",
+        "BERTH_HTTP_PORT": str(port),
+    }
+    exe = Path(sys.executable).parent / "berth-session"
+    proc = subprocess.Popen([str(exe)], env=env, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        ready = False
+        while time.monotonic() < deadline and not ready:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
+                    ready = r.status == 200
+            except OSError:
+                time.sleep(0.1)
+        assert ready, proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
