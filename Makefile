@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: host-packages image venv lint format typecheck test test-unit test-integration test-e2e binaries cluster-up cluster-down crds bench demo demo-down chaos chaos-ci
+.PHONY: host-packages image venv lint format typecheck test test-unit test-integration test-e2e binaries cluster-up cluster-down crds bench demo demo-down chaos chaos-ci chaos-cluster
 
 $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv .venv
@@ -74,6 +74,13 @@ chaos: $(VENV_STAMP)
 
 chaos-ci: $(VENV_STAMP)
 	$(PY) -m pytest -q -s tests/integration/chaos
+
+## The campaign's cluster faults on the dev cluster's real nodes (operator leader/standby killed,
+## nodes lost and drained racing evictions, pods force-deleted); 1-3 min per scenario. `make test`
+## runs 3 of them (tests/e2e/test_cluster_chaos.py).
+CHAOS_CLUSTER_SCENARIOS ?= 10
+chaos-cluster: $(VENV_STAMP) host-packages binaries
+	$(PY) -m tests.chaos.cluster --scenarios $(CHAOS_CLUSTER_SCENARIOS)
 
 ## Every benchmark once (bench/curves.py, which reruns two of them to draw bench/curves.png, is left out).
 bench: $(VENV_STAMP)

@@ -41,11 +41,25 @@ class Entry:
     seq: int
 
 
-def tool_command(port: int, call_id: str, epoch: int, attempt: int, linger_ms: int) -> str:
+HOSTNAME_EPOCH = "${HOSTNAME##*-e}"
+"""Shell expansion of the epoch of the session pod a tool runs in (pods are named
+``<session>-e<epoch>``; bash sets ``HOSTNAME`` itself), for the cluster campaign."""
+
+
+def tool_command(
+    port: int,
+    call_id: str,
+    epoch: int | str,
+    attempt: int | str,
+    linger_ms: int,
+    host: str = "127.0.0.1",
+) -> str:
     """The bash command of one side-effecting call (module docstring). ``linger_ms`` is how long
-    the tool works between its two ledger lines, so a kill can land inside it."""
+    the tool works between its two ledger lines, so a kill can land inside it; ``host`` is where
+    the ledger listens (an address pods reach, for the cluster campaign); ``epoch`` and
+    ``attempt`` may be shell expansions (:data:`HOSTNAME_EPOCH`)."""
     line = f"{call_id} {epoch} {attempt} $$"
-    dev = f"/dev/tcp/127.0.0.1/{port}"
+    dev = f"/dev/tcp/{host}/{port}"
     return (
         f'echo "S {line}" > {dev} && sleep {linger_ms / 1000:.3f} && '
         f'echo "E {line}" > {dev} && echo done:{call_id}'
@@ -64,18 +78,19 @@ def parse_line(text: str, seq: int) -> Entry | None:
 
 
 class LedgerServer:
-    """The ledger service: a loopback TCP listener in a daemon thread.
+    """The ledger service: a TCP listener on ``host`` (loopback by default) in a daemon thread.
 
     Connections are served one at a time in accept order (a tool sends one short line per
     connection), each line appended to ``path`` with ``O_APPEND`` and kept in memory.
     :meth:`sync` returns once every connection accepted before it was served.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, host: str = "127.0.0.1") -> None:
         self.path = path
+        self.host = host
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
+        self._sock.bind((host, 0))
         self._sock.listen(256)
         self.port = int(self._sock.getsockname()[1])
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
@@ -114,7 +129,7 @@ class LedgerServer:
 
     def sync(self) -> None:
         """Wait until every connection made before this call has been recorded."""
-        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as conn:
+        with socket.create_connection((self.host, self.port), timeout=10) as conn:
             conn.sendall(b"SYNC\n")
             conn.shutdown(socket.SHUT_WR)
             conn.settimeout(10)

@@ -3,7 +3,8 @@ from each session's plan and with injected failures.
 
 Owned by the chaos harness; one :class:`ChaosModel` per campaign job serves every session. A
 session process of epoch ``E``, attempt ``A`` is given the base URL
-``http://127.0.0.1:<port>/m/<session>/<E>/<A>/v1``; the path tells the model which plan to
+``http://<host>:<port>/m/<session>/<E>/<A>/v1`` (host: loopback, or an address pods reach for
+the cluster campaign, where the ledger listens too); the path tells the model which plan to
 answer from and which epoch/attempt to write into the ledger lines of the bash calls it asks for
 (:func:`tests.chaos.ledger.tool_command`).
 
@@ -28,7 +29,7 @@ from typing import Any
 from aiohttp import web
 
 from session_runtime.llm.scripted import ScriptedServer
-from tests.chaos.ledger import tool_command
+from tests.chaos.ledger import HOSTNAME_EPOCH, tool_command
 from tests.chaos.scenario import SessionPlan
 
 _CURRENT: contextvars.ContextVar[tuple[str, int, int] | None] = contextvars.ContextVar(
@@ -51,9 +52,14 @@ class ChaosModel(ScriptedServer):
     """The model server (module docstring). :meth:`register` a plan before its session starts;
     :meth:`fail_attempt` marks an attempt as failing."""
 
-    def __init__(self, ledger_port: int) -> None:
-        super().__init__({"turns": [{"text": "unused"}], "on_exhausted": "repeat_last"})
+    def __init__(
+        self, ledger_port: int, host: str = "127.0.0.1", epoch_from_hostname: bool = False
+    ) -> None:
+        super().__init__({"turns": [{"text": "unused"}], "on_exhausted": "repeat_last"}, host=host)
         self.ledger_port = ledger_port
+        self.epoch_from_hostname = epoch_from_hostname
+        """Ledger lines take epoch and attempt from the pod's name (cluster campaign), not the
+        URL path (whose values a pod's fixed spec cannot vary)."""
         self.plans: dict[str, SessionPlan] = {}
         self._failing: dict[tuple[str, int], _Failing] = {}
         self.failures_injected = 0
@@ -117,6 +123,9 @@ class ChaosModel(ScriptedServer):
             if kind == "ls":
                 calls.append({"id": cid, "name": "ls", "arguments": {"path": "."}})
             else:
-                command = tool_command(self.ledger_port, cid, epoch, attempt, plan.linger_ms)
+                mark: tuple[int | str, int | str] = (epoch, attempt)
+                if self.epoch_from_hostname:
+                    mark = (HOSTNAME_EPOCH, HOSTNAME_EPOCH)
+                command = tool_command(self.ledger_port, cid, *mark, plan.linger_ms, host=self.host)
                 calls.append({"id": cid, "name": "bash", "arguments": {"command": command}})
         return index, {"tool_calls": calls}
