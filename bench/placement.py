@@ -53,6 +53,7 @@ from tests.integration.operator.harness import (  # noqa: E402
 )
 
 WORKERS = 16
+SESSION_LABEL = "berth.dev/session"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 KWOK_PLACEMENT: dict[str, Any] = {
     "nodeSelector": {"type": "kwok"},
@@ -66,7 +67,9 @@ SPEC: dict[str, Any] = {
 
 
 class RunningWatch(threading.Thread):
-    """Records the monotonic time each pod of a namespace is first seen Running."""
+    """Records the monotonic time a pod of each session (``berth.dev/session`` label; the bare
+    pods carry it too) is first seen, and first seen Running: whichever epoch it is, since a
+    session's first pod may be replaced (a kwok node that misses its heartbeats is NodeLost)."""
 
     def __init__(self, api: Any, namespace: str) -> None:
         super().__init__(daemon=True)
@@ -83,9 +86,10 @@ class RunningWatch(threading.Thread):
                     self.api.list_namespaced_pod, self.namespace, timeout_seconds=5
                 ):
                     pod = ev["object"]
-                    self.added.setdefault(pod.metadata.name, time.monotonic())
-                    if pod.status.phase == "Running" and pod.metadata.name not in self.running:
-                        self.running[pod.metadata.name] = time.monotonic()
+                    key = (pod.metadata.labels or {}).get(SESSION_LABEL, pod.metadata.name)
+                    self.added.setdefault(key, time.monotonic())
+                    if pod.status.phase == "Running" and key not in self.running:
+                        self.running[key] = time.monotonic()
                     if self.stop.is_set():
                         return
             except Exception:
@@ -95,6 +99,14 @@ class RunningWatch(threading.Thread):
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+class NeverRunning(Exception):
+    """Objects whose pod was never seen Running within the bench's bound."""
+
+    def __init__(self, missing: list[str]) -> None:
+        super().__init__(f"{len(missing)} pods never Running, e.g. {missing[:5]}")
+        self.missing = missing
 
 
 def run_batch(
@@ -118,8 +130,7 @@ def run_batch(
             break
         time.sleep(0.2)
     else:
-        missing = [n for n in names if pod_of(n) not in watcher.running]
-        raise SystemExit(f"{len(missing)} pods never Running, e.g. {missing[:5]}")
+        raise NeverRunning([n for n in names if pod_of(n) not in watcher.running])
     lat = [watcher.running[pod_of(n)] - created[n] for n in names]
     seen = [watcher.added[pod_of(n)] - created[n] for n in names]
     total = max(watcher.running[pod_of(n)] for n in names) - start
@@ -214,7 +225,7 @@ def bench_bare(dc: DevCluster, core: Any, n: int) -> tuple[dict[str, float], Cou
 
         before = apiserver_writes(dc)
         names = [f"b{i:04d}" for i in range(n)]
-        bare = run_batch(names, create_pod, lambda name: f"{name}-e1", watcher)
+        bare = run_batch(names, create_pod, lambda name: name, watcher)
         time.sleep(2.0)  # let status updates of the last pods land
         writes = apiserver_writes(dc) - before
         watcher.stop.set()
@@ -272,7 +283,32 @@ def bench_sessions(
 
         before = apiserver_writes(dc)
         names = [f"s{i:04d}" for i in range(n)]
-        sessions = run_batch(names, create_session, lambda name: f"{name}-e1", watcher)
+        try:
+            sessions = run_batch(names, create_session, lambda name: name, watcher)
+        except NeverRunning as exc:
+            for name in exc.missing[:3]:  # what the stuck sessions and their pods say
+                print(dc.kubectl("-n", ns_ags, "get", "ags", name, "-o", "yaml").stdout)
+                print(
+                    dc.kubectl(
+                        "-n",
+                        ns_ags,
+                        "get",
+                        "pods",
+                        "-l",
+                        f"berth.dev/session={name}",
+                        "-o",
+                        "wide",
+                        check=False,
+                    ).stdout
+                )
+            text = "\n".join(
+                f.read_text(errors="replace") for f in Path(tmp).glob("operator-*.log")
+            )
+            log = "\n".join(
+                line for line in text.splitlines() if any(m in line for m in exc.missing)
+            )
+            print(f"operator log lines about them:\n{log[-4000:]}")
+            raise SystemExit(str(exc)) from None
         time.sleep(2.0)
         writes = apiserver_writes(dc) - before
         watcher.stop.set()
