@@ -111,8 +111,17 @@ def test_budget_policy_two_tenants_on_the_cluster(dev_cluster: DevCluster) -> No
                 st = obj.get("status") or {}
                 return obj if st.get("sessionsDenied") == denied else None
 
+            def consumed(obj: dict[str, Any]) -> int:
+                resources = (obj.get("status") or {}).get("resources") or []
+                return int({r["name"]: r for r in resources}["totalTokens"]["consumed"])
+
+            def settled_large() -> dict[str, Any] | None:
+                # status is refreshed every 10 s: wait for the refresh after the last settlement
+                obj = reported("large", 0)
+                return obj if obj and consumed(obj) == 5 * (ROUNDS + 1) * PER_CALL else None
+
             small = wait("small's status", lambda: reported("small", 5), cap=60)
-            large = wait("large's status", lambda: reported("large", 0), cap=60)
+            large = wait("large's status with every call settled", settled_large, cap=60)
             used = {r["name"]: r for r in small["status"]["resources"]}["totalTokens"]
             assert used["consumed"] <= SMALL_LIMIT + 5 * PER_CALL, used
             assert used["reserved"] == 0, used
