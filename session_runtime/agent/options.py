@@ -7,12 +7,14 @@ framework's option surface; every other field and default comes from RUNTIME-CON
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from session_runtime.agent.budget import BudgetGuard
 from session_runtime.hostenv import HostEnv
 from session_runtime.store.base import SessionStore
+from session_runtime.tools.host import HostTool
 
 if TYPE_CHECKING:
     from session_runtime.lanes.config import SessionQueueConfig  # lanes load lazily
@@ -105,9 +107,12 @@ class SessionOptions:
     llm_circuit_cooldown_ms: int = 30_000
     #: *Berth*: per-request LLM timeout in seconds.
     llm_timeout_s: float = 600.0
+    #: *Berth*: tools the host provides (``session_runtime.tools.host.HostTool``), advertised
+    #: next to the built-in ones and always run in this process, never on a LaneWorker.
+    host_tools: Sequence[HostTool] = ()
 
     #: Fields that hold live objects, never persisted with the session.
-    LIVE_FIELDS = ("session_store", "budget_guard", "host_env", "queue_config")
+    LIVE_FIELDS = ("session_store", "budget_guard", "host_env", "queue_config", "host_tools")
 
     def identity(self) -> dict[str, str | None]:
         """The four identity labels as a dict."""

@@ -137,12 +137,24 @@ class RunDriver:
                 continue
             return run_id
 
-    def prompt_run(self, prompt: str) -> Start:
-        """A new run of ``prompt`` in the conversation."""
+    def prompt_run(
+        self,
+        prompt: str,
+        message_id: str | None = None,
+        invoked_by: dict[str, Any] | None = None,
+    ) -> Start:
+        """A new run of ``prompt`` in the conversation; ``message_id`` and ``invoked_by`` go to
+        its record (see :class:`RunRecord`)."""
 
         async def start() -> tuple[RunRecord, RunState]:
             run_id = self.fresh_run_id()
-            record = RunRecord(id=run_id, prompt=prompt, started_ms=self.env.now_ms())
+            record = RunRecord(
+                id=run_id,
+                prompt=prompt,
+                started_ms=self.env.now_ms(),
+                message_id=message_id,
+                invoked_by=invoked_by,
+            )
             self.conv.messages.append({"role": "user", "content": prompt})
             turn = self.conv.turn
             state = RunState(run_id=run_id, messages=self.conv.messages, turn=turn, start_turn=turn)
@@ -175,6 +187,8 @@ class RunDriver:
                 prompt=original.prompt if original is not None else last_user_prompt(checkpoint),
                 started_ms=self.env.now_ms(),
                 resumed_from=run_id,
+                message_id=original.message_id if original is not None else None,
+                invoked_by=original.invoked_by if original is not None else None,
             )
             self.conv.messages = [dict(m) for m in checkpoint.messages]
             state = RunState(

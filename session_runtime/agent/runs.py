@@ -26,7 +26,12 @@ TERMINAL: frozenset[str] = frozenset(
 class RunRecord:
     """One run: ``id`` (``run-<id>``), ``status``, ``prompt``, epoch-ms times, ``result_text`` or
     ``error``, cumulative ``event_count``, ``usage``, ``tool_calls_count``, ``turn`` (completed
-    tool rounds) and ``resumed_from`` (the run id this one continues, Berth lineage)."""
+    tool rounds) and ``resumed_from`` (the run id this one continues, Berth lineage).
+
+    *Berth* front door: ``message_id`` is the id of the message (``POST /v1/messages``) that
+    started the run, inherited by every run resumed from it, so a message delivered twice is
+    recognised; ``invoked_by`` is the A3S ``peer_invocation`` of a run another session asked for
+    (``{from_session_id, from_tenant_id, correlation_id}``), else None."""
 
     id: str
     prompt: str
@@ -42,6 +47,8 @@ class RunRecord:
     tool_calls_count: int = 0
     turn: int = 0
     resumed_from: str | None = None
+    message_id: str | None = None
+    invoked_by: dict[str, Any] | None = None
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-able copy (the shape of ``run_snapshot`` and of persisted run records)."""
@@ -58,6 +65,8 @@ class RunRecord:
             "tool_calls_count": self.tool_calls_count,
             "turn": self.turn,
             "resumed_from": self.resumed_from,
+            "message_id": self.message_id,
+            "invoked_by": dict(self.invoked_by) if self.invoked_by else None,
         }
 
     @classmethod
@@ -76,6 +85,8 @@ class RunRecord:
             tool_calls_count=int(data.get("tool_calls_count", 0)),
             turn=int(data.get("turn", 0)),
             resumed_from=data.get("resumed_from"),
+            message_id=data.get("message_id"),
+            invoked_by=data.get("invoked_by") or None,
         )
 
 

@@ -43,6 +43,7 @@ from session_runtime.hostenv import HostEnv
 from session_runtime.llm.client import LlmClient
 from session_runtime.tools.base import ToolExecutor
 from session_runtime.tools.executor import DirectExecutor
+from session_runtime.tools.host import HostToolExecutor
 from session_runtime.tools.schemas import tool_definitions
 
 if TYPE_CHECKING:
@@ -105,6 +106,8 @@ class Session(QueueApi):
             # An injected lane queue (built by the session pod with its Redis transport before
             # the session existed) gets the session's event sink now.
             bind(emit=self._emit_event)
+        if options.host_tools:
+            self._executor = HostToolExecutor(self._executor, options.host_tools)
         system = options.system_prompt or DEFAULT_SYSTEM_PROMPT
         self._conv = Conversation(messages=[{"role": "system", "content": system}])
         if restored:
@@ -122,7 +125,7 @@ class Session(QueueApi):
             options=self.options,
             llm=llm,
             executor=lambda: self._executor,
-            tools=tool_definitions(),
+            tools=tool_definitions() + [t.definition for t in self.options.host_tools],
             emit=self._emit,
             gate=self._gate,
             guard=lambda: self._guard,
@@ -284,15 +287,26 @@ class Session(QueueApi):
 
     # ---- send / stream -----------------------------------------------------------------
 
-    async def send_async(self, prompt: str) -> AgentResult:
+    async def send_async(
+        self,
+        prompt: str,
+        *,
+        message_id: str | None = None,
+        invoked_by: dict[str, Any] | None = None,
+    ) -> AgentResult:
         """Run the agent on ``prompt`` until it answers; returns an AgentResult.
+
+        *Berth* keywords (recorded on the run, see ``RunRecord``): ``message_id`` of the front
+        door's message that started the run, ``invoked_by`` the ``peer_invocation`` of a run
+        another session asked for.
 
         Raises SessionClosedError, SessionBusyError, BudgetExhaustedError, CircuitOpenError,
         LlmError, MaxToolRoundsError, ParseRetriesExceededError, RunCancelledError,
         RunPassivatedError, FencedError.
         """
         self._slot.begin()
-        return await self._driver.run_started(self._driver.prompt_run(prompt))
+        start = self._driver.prompt_run(prompt, message_id, invoked_by)
+        return await self._driver.run_started(start)
 
     def send(self, prompt: str) -> AgentResult:
         """Synchronous twin of :meth:`send_async`."""
@@ -397,6 +411,11 @@ class Session(QueueApi):
         """Snapshot of one run, or None if not retained."""
         rec = self._runs.get(run_id)
         return None if rec is None else rec.snapshot()
+
+    def runs_of_message(self, message_id: str) -> list[dict[str, Any]]:
+        """*Berth*: snapshots of the retained runs started by message ``message_id`` or resumed
+        from such a run, oldest first ([] when none is retained)."""
+        return [r.snapshot() for r in self._runs.records() if r.message_id == message_id]
 
     def run_events(self, run_id: str) -> list[Event]:
         """Retained events of one run, oldest first."""

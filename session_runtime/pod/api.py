@@ -13,7 +13,7 @@ Lifecycle (:data:`Phase`), also the ``state`` label of ``berth_session_state``::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -50,12 +50,57 @@ class PassivateRequest(BaseModel):
     deadline_ms: int | None = Field(default=None, alias="deadlineMs", ge=0)
 
 
-class MessageRequest(BaseModel):
-    """``POST /v1/messages`` body: ``{"prompt": str}`` (keepAlive sessions only)."""
+#: A message id: what the front door generates (or a caller supplies) to deliver exactly once.
+MESSAGE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 
-    model_config = ConfigDict(extra="ignore")
+
+class PeerInvocation(BaseModel):
+    """The A3S ``peer_invocation`` event's fields: who asked for this run (camelCase on the
+    wire, snake_case in the event and the run record)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    from_session_id: str = Field(alias="fromSessionId", min_length=1, max_length=320)
+    from_tenant_id: str | None = Field(default=None, alias="fromTenantId", max_length=256)
+    correlation_id: str | None = Field(default=None, alias="correlationId", max_length=256)
+
+    def event_fields(self) -> dict[str, Any]:
+        """``{from_session_id, from_tenant_id, correlation_id}`` (the event and record shape)."""
+        return self.model_dump(by_alias=False)
+
+
+class MessageRequest(BaseModel):
+    """``POST /v1/messages`` body: ``{"prompt": str, "messageId": str?, "peer":
+    {fromSessionId, fromTenantId?, correlationId?}?}`` (keepAlive sessions only).
+
+    With ``messageId`` (the front door always sends one) the message is accepted at most once:
+    a run started by it (or resumed from such a run) is found in the store and answered again
+    instead of starting a second run. ``peer`` marks a run another session asked for; the run's
+    hooks see a ``peer_invocation`` event with these fields.
+    """
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     prompt: str = Field(min_length=1)
+    message_id: str | None = Field(default=None, alias="messageId", pattern=MESSAGE_ID_PATTERN)
+    peer: PeerInvocation | None = None
+
+
+def message_body(message_id: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``GET /v1/messages/{id}`` answer from the runs the message started (oldest first,
+    non-empty; the last continues the others): ``{"messageId", "runId", "status", "resultText",
+    "error", "invokedBy", "runs": [run ids]}``; ``status`` is the last run's (running,
+    completed, failed, cancelled, passivated, interrupted)."""
+    last = runs[-1]
+    return {
+        "messageId": message_id,
+        "runId": last.get("id"),
+        "status": last.get("status"),
+        "resultText": last.get("result_text"),
+        "error": last.get("error"),
+        "invokedBy": last.get("invoked_by"),
+        "runs": [r.get("id") for r in runs],
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,13 +5,17 @@ Owned by the ``berth-session`` entrypoint (``session_runtime.server``), which se
 :class:`PodApi` surface).
 
 Routes: ``GET /healthz`` ``/readyz`` ``/metrics`` (no token), ``GET /v1/state``,
-``POST /v1/passivate {reason, deadlineMs}``, ``POST /v1/messages {prompt}`` (token in
-``Authorization: Bearer`` or ``X-Berth-Token``; 401 without, 403 when wrong).
+``POST /v1/passivate {reason, deadlineMs}``, ``POST /v1/messages {prompt, messageId?, peer?}``,
+``GET /v1/messages/{id}`` (the run a message started: status and result) and
+``GET /v1/messages/{id}/events`` (``{"runs": {runId: [event, ...]}}``, the retained events of
+those runs) (token in ``Authorization: Bearer`` or ``X-Berth-Token``; 401 without, 403 when
+wrong).
 """
 
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import Mapping
 from typing import Any, Protocol, TypeVar, cast
 
@@ -20,9 +24,19 @@ from prometheus_client import Counter
 from pydantic import BaseModel, ValidationError
 
 from session_runtime.metrics import CONTENT_TYPE, SessionMetrics
-from session_runtime.pod.api import MessageRequest, PassivateRequest, Passivation, Phase, outcome_of
+from session_runtime.pod.api import (
+    MESSAGE_ID_PATTERN,
+    MessageRequest,
+    PassivateRequest,
+    Passivation,
+    PeerInvocation,
+    Phase,
+    message_body,
+    outcome_of,
+)
 
 BodyT = TypeVar("BodyT", bound=BaseModel)
+MESSAGE_ID_RE = re.compile(MESSAGE_ID_PATTERN)
 
 
 class PodApi(Protocol):
@@ -40,8 +54,14 @@ class PodApi(Protocol):
         """Accept a passivation request."""
         ...
 
-    def post_message(self, prompt: str) -> tuple[int, dict[str, Any]]:
+    async def post_message(
+        self, prompt: str, message_id: str | None = None, peer: PeerInvocation | None = None
+    ) -> tuple[int, dict[str, Any]]:
         """(HTTP status, body) of ``POST /v1/messages``."""
+        ...
+
+    def message_runs(self, message_id: str) -> list[dict[str, Any]]:
+        """The runs message ``message_id`` started, oldest first."""
         ...
 
 
@@ -139,8 +159,31 @@ def make_app(pod: PodApi, token: bytes) -> web.Application:
         body = await _body(request, MessageRequest)
         if isinstance(body, web.Response):
             return body
-        status, answer = pod.post_message(body.prompt)
+        status, answer = await pod.post_message(body.prompt, body.message_id, body.peer)
         return _json(status, answer)
+
+    def _message_id(request: web.Request) -> str | None:
+        mid = request.match_info["message_id"]
+        return mid if MESSAGE_ID_RE.fullmatch(mid) else None
+
+    async def message(request: web.Request) -> web.Response:
+        mid = _message_id(request)
+        if mid is None:
+            return _json(400, {"error": "bad_request", "detail": "malformed message id"})
+        runs = pod.message_runs(mid)
+        if not runs:
+            return _json(404, {"error": "unknown_message", "messageId": mid})
+        return _json(200, message_body(mid, runs))
+
+    async def message_events(request: web.Request) -> web.Response:
+        mid = _message_id(request)
+        if mid is None:
+            return _json(400, {"error": "bad_request", "detail": "malformed message id"})
+        runs = pod.message_runs(mid)
+        if not runs:
+            return _json(404, {"error": "unknown_message", "messageId": mid})
+        events = {str(r["id"]): list(pod.session.run_events(str(r["id"]))) for r in runs}
+        return _json(200, {"messageId": mid, "runs": events})
 
     app = web.Application(middlewares=[auth_middleware(token, refused)])
     app.router.add_get("/healthz", healthz)
@@ -149,4 +192,6 @@ def make_app(pod: PodApi, token: bytes) -> web.Application:
     app.router.add_get("/v1/state", state)
     app.router.add_post("/v1/passivate", passivate)
     app.router.add_post("/v1/messages", messages)
+    app.router.add_get("/v1/messages/{message_id}", message)
+    app.router.add_get("/v1/messages/{message_id}/events", message_events)
     return app

@@ -26,15 +26,15 @@ from session_runtime.errors import (
 from session_runtime.metrics import SessionMetrics
 from session_runtime.pod.api import (
     Passivation,
+    PeerInvocation,
     Phase,
     state_body,
 )
 from session_runtime.pod.budget import session_guard
-from session_runtime.pod.config import (
-    PodConfig,
-)
+from session_runtime.pod.config import PodConfig, read_secret_file
 from session_runtime.pod.metered import MeteredBudgetGuard, MeteredStore
 from session_runtime.pod.options import PodOptions
+from session_runtime.pod.peer import peer_tool
 from session_runtime.pod.start import StartPlan, plan_start
 from session_runtime.pod.termination import Outcome, TerminationMessage, Usage
 from session_runtime.pod.wiring import build_executor
@@ -42,11 +42,15 @@ from session_runtime.store.file import FileSessionStore
 from session_runtime.store.ids import check_id
 from session_runtime.store.incarnation import open_incarnation, record_inherited
 from session_runtime.tools.base import lane_for_tool
+from session_runtime.tools.host import HostTool
 
 log = logging.getLogger("berth.session")
 
 #: How long after a passivation deadline the process still waits for the runtime's checkpoint.
 PASSIVATION_SLACK_MS = 3000
+
+#: How often ``post_message`` looks for the new run's record (it appears within one loop turn).
+RECORD_POLL_SECONDS = 0.005
 
 #: Appended to the termination ``reason`` when passivation hit its deadline with tools running.
 CUT_OFF_SUFFIX = " (deadline passed: running tools were cut off; the last durable round stands)"
@@ -267,8 +271,26 @@ class SessionPod:
             correlation_id=ident.correlation_id,
             budget_guard=session_guard(cfg, guard),
             retention_limits=SessionRetentionLimits(**opts.retention.model_dump()),
+            host_tools=self._host_tools(),
             **opts.limits.session_options(),
         )
+
+    def _host_tools(self) -> tuple[HostTool, ...]:
+        """``call_peer`` when the options allow peer calls (``spec.peers``), else none. Raises
+        PodConfigError when the API token file (its credential) cannot be read."""
+        calls, cfg = self.opts.peer_calls, self.cfg
+        if calls is None or cfg.api_token_file is None:
+            return ()
+        token = read_secret_file(cfg.api_token_file, "BERTH_API_TOKEN_FILE").decode()
+        tool = peer_tool(
+            calls.gateway_url,
+            cfg.namespace,
+            cfg.session_uid,
+            token,
+            self.opts.identity.correlation_id,
+            calls.max_wait_seconds,
+        )
+        return (tool,)
 
     def _on_tool_end(self, event: Mapping[str, Any]) -> None:
         self.metrics.observe_tool_call(lane_for_tool(str(event.get("name", ""))))
@@ -306,10 +328,21 @@ class SessionPod:
     async def _resume(self, run_id: str) -> Any:
         """``resume_run(run_id)``; without any checkpoint of that run the task starts afresh.
         :func:`plan_start` only names such a run when no run of its resume lineage has a
-        checkpoint (the first pod died before the run's first commit, so no tool can have run)."""
+        checkpoint (the first pod died before the run's first commit, so no tool can have run).
+        A run a message started is started afresh from that message (same prompt and message
+        id), not from the session's first task."""
         try:
             return await self.session.resume_run_async(run_id)
         except ResumeError as exc:
+            record = self.session.run_snapshot(run_id) or {}
+            message_id = record.get("message_id")
+            if message_id:
+                log.warning("%s: starting message %s afresh", exc, message_id)
+                return await self.session.send_async(
+                    str(record.get("prompt") or self.opts.prompt),
+                    message_id=str(message_id),
+                    invoked_by=record.get("invoked_by"),
+                )
             log.warning("%s: starting the task afresh", exc)
             return await self.session.send_async(self.opts.prompt)
 
@@ -409,18 +442,70 @@ class SessionPod:
             )
         )
 
-    def post_message(self, prompt: str) -> tuple[int, dict[str, Any]]:
-        """``POST /v1/messages`` behaviour: (HTTP status, body). See the module docstring."""
+    def message_runs(self, message_id: str) -> list[dict[str, Any]]:
+        """The retained runs message ``message_id`` started (oldest first; [] if none)."""
+        if self.session is None:
+            return []
+        return list(self.session.runs_of_message(message_id))
+
+    async def post_message(
+        self,
+        prompt: str,
+        message_id: str | None = None,
+        peer: PeerInvocation | None = None,
+    ) -> tuple[int, dict[str, Any]]:
+        """``POST /v1/messages`` behaviour: (HTTP status, body). See the module docstring.
+
+        A known ``message_id`` answers 200 ``{"accepted", "duplicate": true, "runId"}`` without
+        a new run (exactly-once delivery by the front door). A new message on an idle keepAlive
+        session answers 202 ``{"accepted", "messageId", "runId"}`` once its run record is in
+        the store (so a retry after a lost answer finds it); with ``peer`` the run's hooks get a
+        ``peer_invocation`` event first. Busy, passivating or finished pods answer 409."""
+        if message_id is not None:
+            known = self.message_runs(message_id)
+            if known:
+                return 200, {
+                    "accepted": True,
+                    "duplicate": True,
+                    "messageId": message_id,
+                    "runId": known[-1].get("id"),
+                    "state": self.phase,
+                }
         if not self.opts.keep_alive:
             return 409, {"error": "not_keep_alive", "state": self.phase}
         if self.phase == "idle":
-            self._start_run(lambda: self.session.send_async(prompt))
-            return 202, {"accepted": True, "state": self.phase}
+            invoked_by = peer.event_fields() if peer is not None else None
+            self._start_run(
+                lambda: self.session.send_async(
+                    prompt, message_id=message_id, invoked_by=invoked_by
+                )
+            )
+            run_id = await self._recorded(message_id) if message_id is not None else None
+            if invoked_by is not None and run_id is not None:
+                await self.session.emit_host_event_async({"type": "peer_invocation", **invoked_by})
+            return 202, {
+                "accepted": True,
+                "messageId": message_id,
+                "runId": run_id,
+                "state": self.phase,
+            }
         if self.phase in ("starting", "running"):
             return 409, {"error": "busy", "state": self.phase}
         if self.phase == "passivating":
             return 409, {"error": "passivating", "state": self.phase}
         return 409, {"error": "finished", "state": self.phase}
+
+    async def _recorded(self, message_id: str) -> str | None:
+        """The id of the run ``message_id`` started, once its record is saved (the run saves it
+        before its first model call); None if the run ended first (it failed to start)."""
+        task = self._run_task
+        while True:
+            runs = self.message_runs(message_id)
+            if runs:
+                return str(runs[-1].get("id"))
+            if task is None or task.done():
+                return None
+            await asyncio.sleep(RECORD_POLL_SECONDS)
 
     def state_json(self) -> dict[str, Any]:
         """The ``GET /v1/state`` body."""

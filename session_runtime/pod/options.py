@@ -27,7 +27,8 @@ Shape (every block optional except ``prompt`` and ``model``)::
                                                       ignored: the group is always "workers")
      "resultStream": "berth:{ns}:s:{uid}:results",
      "keepAlive": bool,
-     "passivation": {"deadlineSeconds": int (default 120)}}
+     "passivation": {"deadlineSeconds": int (default 120)},
+     "peerCalls": {"gatewayUrl": str, "maxWaitSeconds": int (default 300)}}   # spec.peers
 
 Errors: :class:`OptionsError` with a one-paragraph message (file unreadable, not JSON, or
 failing validation with the offending field paths).
@@ -203,6 +204,15 @@ class BudgetOptions(_Model):
         return self.max_total_tokens is not None or self.max_tool_calls is not None
 
 
+class PeerCallOptions(_Model):
+    """Peer invocation (``spec.peers``): the session gets the ``call_peer`` tool, which asks a
+    peer session through the operator's front door at ``gateway_url``; ``max_wait_seconds``
+    caps how long one call waits for the peer's answer."""
+
+    gateway_url: str = Field(min_length=1, pattern=r"^https?://\S+$")
+    max_wait_seconds: int = Field(default=300, ge=1, le=3600)
+
+
 class LaneWorkerTarget(_Model):
     """The LaneWorker of an external or hybrid lane, as resolved by the operator."""
 
@@ -253,6 +263,7 @@ class PodOptions(_Model):
     result_stream: str | None = None
     passivation: PassivationOptions = PassivationOptions()
     keep_alive: bool = False
+    peer_calls: PeerCallOptions | None = None
 
     @field_validator("lanes")
     @classmethod

@@ -389,3 +389,52 @@ def test_api_refuses_missing_and_wrong_tokens_of_a_real_process(tmp_path: Path) 
         leaks = [pod.stderr(), pod.termination_log.read_text(), text]
         leaks += [p.read_text(errors="replace") for p in world.store.rglob("*") if p.is_file()]
         assert not [t for t in leaks if world.token in t]
+
+
+def test_message_ids_are_accepted_once_across_pods(tmp_path: Path) -> None:
+    """A message id starts one run: a repeat (the front door retrying after a lost answer)
+    gets the same run back, also from a new pod that only has the store; the run another
+    session asked for carries ``invokedBy`` and its hooks saw ``peer_invocation``."""
+    script = {"turns": [{"text": "first done"}, {"text": "answer one"}]}
+    peer = {"fromSessionId": "team/asker", "fromTenantId": "acme", "correlationId": "c-1"}
+    with pod_world(tmp_path, script, keepAlive=True) as world:
+        pod = world.start(epoch=1)
+        pod.wait_ready()
+        pod.wait_state(lambda s: s["state"] == "idle", "idle after the task")
+        assert pod.request("GET", "/v1/messages/..%2Fetc")[0] in (400, 404)
+        assert pod.request("GET", "/v1/messages/nope")[0] == 404
+        bad = pod.request("POST", "/v1/messages", {"prompt": "x", "messageId": "../x"})
+        assert bad[0] == 400
+
+        message = {"prompt": "question one", "messageId": "m-1", "peer": peer}
+        status, first = pod.request("POST", "/v1/messages", message)
+        assert status == 202 and first["runId"], first
+        status, again = pod.request("POST", "/v1/messages", message)
+        assert (status, again["duplicate"], again["runId"]) == (200, True, first["runId"])
+        pod.wait_state(lambda s: s["state"] == "idle", "idle after the message")
+        status, done = pod.request("GET", "/v1/messages/m-1")
+        assert status == 200
+        assert (done["status"], done["resultText"], done["runId"]) == (
+            "completed",
+            "answer one",
+            first["runId"],
+        )
+        assert done["invokedBy"] == {
+            "from_session_id": "team/asker",
+            "from_tenant_id": "acme",
+            "correlation_id": "c-1",
+        }
+        status, events = pod.request("GET", "/v1/messages/m-1/events")
+        seen = [e for e in events["runs"][first["runId"]] if e["type"] == "peer_invocation"]
+        assert [e["from_session_id"] for e in seen] == ["team/asker"]
+
+        assert pod.request("POST", "/v1/passivate", {"reason": "idle_reaper"})[0] == 202
+        assert pod.wait_exit() == 0, pod.stderr()
+        asked = len(world.model_requests())
+        back = world.start(epoch=2, resume_run_id=pod.termination()["runId"], tag="b")
+        back.wait_ready()
+        back.wait_state(lambda s: s["state"] == "idle", "idle on the new pod")
+        status, again = back.request("POST", "/v1/messages", message)
+        assert (status, again["duplicate"], again["runId"]) == (200, True, first["runId"])
+        assert back.request("GET", "/v1/messages/m-1")[1]["resultText"] == "answer one"
+        assert len(world.model_requests()) == asked  # the repeat asked the model nothing

@@ -177,7 +177,7 @@ async def test_requests_before_the_session_exists(tmp_path: Path) -> None:
     first = pod.request_passivation("node_drain", 123)
     assert pod.request_passivation("eviction", 456) is first
     assert pod.phase == "starting"
-    assert pod.post_message("hi") == (409, {"error": "not_keep_alive", "state": "starting"})
+    assert await pod.post_message("hi") == (409, {"error": "not_keep_alive", "state": "starting"})
     assert value(metrics, "berth_session_passivations_total", reason="node_drain") == 1
     assert value(metrics, "berth_session_passivations_total", reason="eviction") == 0
     pod.start()
