@@ -30,11 +30,17 @@ import berth_operator.handlers.agentsession  # noqa: F401  (registers the handle
 from berth_operator.api.constants import DIFFBASE_KEY, FINALIZER, LABEL_LEADER
 from berth_operator.errors import KubeError, SettingsError
 from berth_operator.handlers import budgetpolicy as _budgetpolicy  # noqa: F401  (registers)
+from berth_operator.handlers import gateway as _gateway  # registers handlers; waker, Events
 from berth_operator.handlers import laneworker as _laneworker  # noqa: F401  (registers handlers)
 from berth_operator.handlers import nodes as _nodes  # noqa: F401  (registers handlers)
 from berth_operator.handlers import sessionwarmpool as _warm  # noqa: F401  (registers handlers)
 from berth_operator.handlers import webhook
-from berth_operator.handlers.context import BudgetClients, LaneClients, OperatorContext
+from berth_operator.handlers.context import (
+    BudgetClients,
+    GatewayClients,
+    LaneClients,
+    OperatorContext,
+)
 from berth_operator.k8s.client import KubeClient, make_api_client
 from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.lease import LeaderElector
@@ -108,6 +114,15 @@ def _context(settings: OperatorSettings) -> OperatorContext:
     ctx.lanes = LaneClients.create(settings, kube)
     if settings.budget.enabled:
         ctx.budget = BudgetClients.create(settings, ctx.tokens)
+    if settings.gateway.enabled:
+        ctx.gateway = GatewayClients.create(
+            settings,
+            ctx.runtime,
+            kube,
+            ctx.tokens,
+            _gateway.waker(ctx),
+            _gateway.peer_call_events,
+        )
     return ctx
 
 
@@ -120,6 +135,22 @@ async def _serve_budget(settings: OperatorSettings, budget: BudgetClients) -> we
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, settings.server.http_host, settings.budget.port).start()
+    return runner
+
+
+async def _serve_gateway(settings: OperatorSettings, gateway: GatewayClients) -> web.AppRunner:
+    """The session front door (berth_operator.gateway) on its own port, started only once this
+    replica leads (its directory is filled by the leader's watch; the Service selects the
+    leader), and the delivery loops of every session with unfinished messages."""
+    app = web.Application()
+    gateway.service.routes(app)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, settings.server.http_host, settings.gateway.port).start()
+    resumed = await gateway.delivery.resume_all()
+    log.info(
+        "front door on port %d; %d session(s) with queued messages", settings.gateway.port, resumed
+    )
     return runner
 
 
@@ -215,6 +246,7 @@ async def run(settings: OperatorSettings) -> int:
     elector: LeaderElector | None = None
     keeper: asyncio.Task[None] | None = None
     budget_runner: web.AppRunner | None = None
+    gateway_runner: web.AppRunner | None = None
     code = 0
     try:
         await _mark_leader(ctx.kube, False)  # a restarted container may still carry the label
@@ -226,6 +258,8 @@ async def run(settings: OperatorSettings) -> int:
         LEADER.set(1)
         if ctx.budget is not None:
             budget_runner = await _serve_budget(settings, ctx.budget)
+        if ctx.gateway is not None:
+            gateway_runner = await _serve_gateway(settings, ctx.gateway)
         await _mark_leader(ctx.kube, True)
         log.info("leading; starting controllers")
         await _controllers(settings, ctx, health, stop, keeper)
@@ -248,6 +282,10 @@ async def run(settings: OperatorSettings) -> int:
             await budget_runner.cleanup()
         if ctx.budget is not None:
             await ctx.budget.close()
+        if gateway_runner is not None:
+            await gateway_runner.cleanup()
+        if ctx.gateway is not None:
+            await ctx.gateway.close()
         ctx.kube.close()
     return code
 

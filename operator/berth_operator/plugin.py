@@ -4,11 +4,14 @@ Commands::
 
     kubectl berth status NAME [-o json|yaml]  conditions, run lineage and usage as tables
     kubectl berth send NAME "prompt"          another prompt for a keepAlive session (wakes it
-                                              first when it is at rest)
+                                              first when it is at rest); with --gateway URL
+                                              through the front door: queued durably, delivered
+                                              once, the reply printed
     kubectl berth wake NAME                   wake a session at rest (idle passivation)
     kubectl berth passivate NAME              ask the session pod to checkpoint and exit
     kubectl berth suspend NAME | resume NAME  set spec.suspend (passivate and keep it at rest)
     kubectl berth logs NAME [-f]              the session's logs, following it across pods
+    kubectl berth logs NAME --message ID      a front door message's states and run events
     kubectl berth events NAME                 the session's Events, oldest first
     kubectl berth version                     the plugin's version
     kubectl berth --install-completion        shell completion (bash, zsh, fish, PowerShell)
@@ -81,6 +84,17 @@ EndpointOpt = Annotated[
         "--endpoint",
         help="Base URL of the session pod's API to call directly (default: through the "
         "apiserver's pod proxy).",
+    ),
+]
+
+
+GatewayOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gateway",
+        envvar="BERTH_GATEWAY_URL",
+        help="Base URL of Berth's front door (e.g. a port-forward of the <operator>-gateway "
+        "Service); default: talk to the session pod directly.",
     ),
 ]
 
@@ -240,7 +254,9 @@ def passivate_body(
     return {"reason": "manual", "deadlineMs": now_ms + deadline_seconds * 1000}
 
 
-def post_json(url: str, payload: dict[str, Any], token: str = "") -> tuple[int, Any]:
+def post_json(
+    url: str, payload: dict[str, Any], token: str = "", timeout: float = HTTP_TIMEOUT_SECONDS
+) -> tuple[int, Any]:
     """POST ``payload`` as JSON (with ``token`` in ``X-Berth-Token`` when given); return (HTTP
     status, decoded body or text).
 
@@ -252,7 +268,7 @@ def post_json(url: str, payload: dict[str, Any], token: str = "") -> tuple[int, 
         headers[API_TOKEN_HEADER] = token
     req = urllib.request.Request(url, data=data, method="POST", headers=headers)
     try:
-        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_SECONDS) as resp:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             status, raw = int(resp.status), resp.read()
     except urllib.error.HTTPError as exc:
         status, raw = int(exc.code), exc.read()
@@ -327,6 +343,44 @@ def status(
         raise _fail(str(exc)) from exc
 
 
+def gateway_message_url(gateway: str, namespace: str, name: str, message_id: str = "") -> str:
+    """The front door URL of a session's messages (or of one message)."""
+    url = f"{gateway.rstrip('/')}/v1/sessions/{namespace}/{name}/messages"
+    return f"{url}/{message_id}" if message_id else url
+
+
+def describe_message(answer: Any) -> str:
+    """One line for a front door message body: the reply when done, else its state."""
+    if not isinstance(answer, dict):
+        return str(answer)
+    state = answer.get("state")
+    if state == "done":
+        return str(answer.get("resultText") or "")
+    if state == "failed":
+        return f"message {answer.get('messageId')} failed: {answer.get('error')}"
+    return f"message {answer.get('messageId')} is {state} (no reply yet)"
+
+
+def _send_through_gateway(
+    api: PluginClient,
+    gateway: str,
+    name: str,
+    prompt: str,
+    message_id: str | None,
+    wait_seconds: float,
+) -> None:
+    payload: dict[str, Any] = {"prompt": prompt}
+    if message_id:
+        payload["messageId"] = message_id
+    url = gateway_message_url(gateway, api.namespace, name) + f"?waitSeconds={wait_seconds:g}"
+    code, answer = post_json(url, payload, api.session_token(name), timeout=wait_seconds + 15)
+    if code >= 300 or not isinstance(answer, dict):
+        raise PluginError(f"the front door refused the message: {_describe(code, answer)}")
+    if answer.get("state") == "failed":
+        raise PluginError(describe_message(answer))
+    out.print(describe_message(answer), highlight=False)
+
+
 @app.command()
 def send(
     name: Annotated[str, typer.Argument(help="AgentSession name (must have spec.keepAlive).")],
@@ -335,16 +389,29 @@ def send(
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
     endpoint: EndpointOpt = None,
+    gateway: GatewayOpt = None,
+    message_id: Annotated[
+        str | None,
+        typer.Option(
+            "--message-id", help="Idempotency key (front door): the same id is delivered once."
+        ),
+    ] = None,
     wait_seconds: Annotated[
         float,
         typer.Option(
-            "--wait-seconds", min=1, help="How long to wait for a session at rest to wake."
+            "--wait-seconds",
+            min=1,
+            help="How long to wait for a session at rest to wake (with --gateway: for the reply).",
         ),
     ] = 300.0,
 ) -> None:
-    """Send another prompt to a keepAlive session; a session at rest is woken first."""
+    """Send another prompt to a keepAlive session; a session at rest is woken first. With
+    ``--gateway`` the front door queues it durably, delivers it once and prints the reply."""
     try:
         api = _client(kubeconfig, context, namespace)
+        if gateway:
+            _send_through_gateway(api, gateway, name, prompt, message_id, wait_seconds)
+            return
         body = api.get_session(name)
         if not (body.get("spec") or {}).get("keepAlive"):
             raise PluginError(f"session {name} is not keepAlive: `send` needs spec.keepAlive: true")
@@ -515,18 +582,67 @@ def logs(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Stream, following the session across pods.")
     ] = False,
+    message: Annotated[
+        str | None, typer.Option("--message", help="A front door message id to follow.")
+    ] = None,
+    gateway: GatewayOpt = None,
     namespace: NamespaceOpt = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
     """Print the session's logs (its current pod). With ``-f``, keep streaming and continue with
-    each new pod (epoch) until the session is Succeeded or Failed."""
+    each new pod (epoch) until the session is Succeeded or Failed. With ``--message ID`` and
+    ``--gateway``: stream that message's states and its run's events from the front door."""
     try:
         api = _client(kubeconfig, context, namespace)
+        if message:
+            if not gateway:
+                raise PluginError("--message needs --gateway (or BERTH_GATEWAY_URL)")
+            url = gateway_message_url(gateway, api.namespace, name, message) + "/events"
+            for line in message_events(url, api.session_token(name)):
+                typer.echo(line)
+            return
         for line in session_log(api, name, follow):
             typer.echo(line, nl=False)
     except (BerthOperatorError, PluginError) as exc:
         raise _fail(str(exc)) from exc
+
+
+def sse_lines(event: str, data: str) -> str:
+    """One printable line of a front door event: ``[state] ...`` for message events, the run
+    event's type and its most telling field otherwise."""
+    try:
+        body = json.loads(data)
+    except json.JSONDecodeError:
+        return f"{event}: {data}"
+    if event == "message":
+        return f"[{body.get('state')}] {describe_message(body)}"
+    kind = body.get("type", "?")
+    detail = body.get("text") or body.get("name") or body.get("output") or ""
+    return f"{kind} {str(detail)[:200]}".rstrip()
+
+
+def message_events(url: str, token: str) -> Any:
+    """Yield printable lines of a front door SSE stream until it ends. Raises
+    RuntimeUnreachable when nothing answers, PluginError for a refusal."""
+    req = urllib.request.Request(url, headers={API_TOKEN_HEADER: token})
+    try:
+        resp = urllib.request.urlopen(req, timeout=None)
+    except urllib.error.HTTPError as exc:
+        raise PluginError(f"the front door refused: HTTP {exc.code} {exc.read()[:300]!r}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise RuntimeUnreachable(f"front door at {url} did not answer: {exc}") from exc
+    event, data = "message", ""
+    with resp:
+        for raw in resp:
+            line = raw.decode(errors="replace").rstrip("\n")
+            if line.startswith("event: "):
+                event = line[len("event: ") :]
+            elif line.startswith("data: "):
+                data = line[len("data: ") :]
+            elif not line and data:
+                yield sse_lines(event, data)
+                event, data = "message", ""
 
 
 def session_log(api: PluginClient, name: str, follow: bool) -> Any:

@@ -29,9 +29,12 @@ from berth_operator.errors import RuntimeUnauthorized, RuntimeUnreachable
 class RuntimeClient:
     """One aiohttp session shared by all requests of the operator."""
 
-    def __init__(self, timeout_seconds: float) -> None:
+    def __init__(self, timeout_seconds: float, session_port: int = SESSION_PORT) -> None:
+        """``session_port``: the port of the session pod API (8080 in every pod; a test that
+        runs ``berth-session`` as a local process gives its own)."""
         self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
         self._session: aiohttp.ClientSession | None = None
+        self.session_port = session_port
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -115,6 +118,34 @@ class RuntimeClient:
                     raise RuntimeUnreachable(f"POST {url}: HTTP {resp.status} {detail}")
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise RuntimeUnreachable(f"POST {url}: {exc or type(exc).__name__}") from None
+
+    async def call(
+        self,
+        method: str,
+        pod_ip: str,
+        path: str,
+        token: str | None,
+        body: dict[str, Any] | None = None,
+    ) -> tuple[int, dict[str, Any]]:
+        """One request of the session pod API (messages: ``POST /v1/messages``, ``GET
+        /v1/messages/{id}[/events]``): (HTTP status, JSON object body; {} when the body is not
+        one). Raises RuntimeUnreachable for connection failures and timeouts only; statuses are
+        the caller's to judge. Bodies over MAX_STATE_BODY_BYTES are refused."""
+        url = self.base_url(pod_ip, self.session_port) + path
+        try:
+            async with self._http().request(
+                method, url, json=body, headers=self.auth_headers(token)
+            ) as resp:
+                raw = await resp.content.read(MAX_STATE_BODY_BYTES + 1)
+                if len(raw) > MAX_STATE_BODY_BYTES:
+                    raise RuntimeUnreachable(f"{method} {url}: body too large")
+                try:
+                    data: Any = json.loads(raw) if raw else {}
+                except ValueError:
+                    data = {}
+                return resp.status, data if isinstance(data, dict) else {}
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise RuntimeUnreachable(f"{method} {url}: {exc or type(exc).__name__}") from None
 
     async def close(self) -> None:
         """Close the connection pool."""

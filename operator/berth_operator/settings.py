@@ -328,6 +328,29 @@ class BudgetSettings(SettingsGroup):
     then carries the failurePolicy of the policies selecting it). Default Closed."""
 
 
+class GatewaySettings(SettingsGroup):
+    """The session front door (berth_operator.gateway): messages for sessions by name, queued
+    durably, delivered once, waking sessions at rest; peer calls between sessions."""
+
+    model_config = SettingsConfigDict(env_prefix="BERTH_GATEWAY_")
+
+    enabled: bool = False
+    """Serve the front door on the leader. Default false."""
+    port: Annotated[int, Field(ge=1, le=65535)] = 8083
+    """Port of the front door (leader only). Default 8083."""
+    url: str = ""
+    """URL session pods use for peer calls (the leader-only Service), e.g.
+    http://berth-operator-gateway.berth.svc:8083; empty = sessions get no ``call_peer`` tool."""
+    max_wait_seconds: Annotated[int, Field(ge=1, le=3600)] = 300
+    """Longest ``waitSeconds`` a caller (or a peer call) may ask for. Default 300."""
+    message_retention_seconds: Annotated[int, Field(ge=60)] = 86400
+    """How long a delivered message's record (state, reply) is kept. Default 86400 (1 day)."""
+    max_peer_depth: Annotated[int, Field(ge=1, le=16)] = 3
+    """Longest chain of peer calls (A → B → C is 2). Default 3."""
+    poll_seconds: Annotated[float, Field(gt=0, le=10)] = 0.25
+    """How often a delivery loop looks at its session's pod while a message is in flight."""
+
+
 class OperatorSettings(BaseModel):
     """Configuration of one berth-operator process: one field per settings group."""
 
@@ -359,6 +382,8 @@ class OperatorSettings(BaseModel):
     """HTTP server and apiserver connections."""
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     """The budget service."""
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    """The session front door."""
 
     @classmethod
     def group_types(cls) -> dict[str, type[SettingsGroup]]:

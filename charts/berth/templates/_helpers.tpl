@@ -251,6 +251,20 @@ app.kubernetes.io/component: redis
 - name: BERTH_BUDGET_FAILURE_POLICY
   value: {{ .Values.budget.defaultFailurePolicy | quote }}
 {{- end }}
+{{- if .Values.gateway.enabled }}
+- name: BERTH_GATEWAY_ENABLED
+  value: "true"
+- name: BERTH_GATEWAY_PORT
+  value: {{ .Values.gateway.port | quote }}
+- name: BERTH_GATEWAY_URL
+  value: {{ include "berth.gatewayURL" . | quote }}
+- name: BERTH_GATEWAY_MAX_WAIT_SECONDS
+  value: {{ .Values.gateway.maxWaitSeconds | quote }}
+- name: BERTH_GATEWAY_MAX_PEER_DEPTH
+  value: {{ .Values.gateway.maxPeerDepth | quote }}
+- name: BERTH_GATEWAY_MESSAGE_RETENTION_SECONDS
+  value: {{ .Values.gateway.messageRetentionSeconds | quote }}
+{{- end }}
 {{- range $k, $v := .Values.operator.env }}
 - name: {{ $k }}
   value: {{ $v | quote }}
@@ -345,6 +359,10 @@ app.kubernetes.io/component: redis
 {{- end }}
 
 {{/* URL session pods call the budget service on (the leader-only Service). */}}
+{{- define "berth.gatewayURL" -}}
+{{- printf "http://%s-gateway.%s.svc:%v" (include "berth.operatorName" .) .Release.Namespace .Values.gateway.port }}
+{{- end }}
+
 {{- define "berth.budgetURL" -}}
 {{- printf "http://%s-budget.%s.svc:%v" (include "berth.operatorName" .) .Release.Namespace .Values.budget.port }}
 {{- end }}

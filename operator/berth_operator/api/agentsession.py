@@ -9,6 +9,7 @@ bad manifest with a message naming the field. The operator parses objects it rea
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
@@ -324,6 +325,49 @@ class PassivationSpec(K8sModel):
     120)."""
 
 
+class PeerSelector(K8sModel):
+    """A label selector over AgentSessions of the same namespace (``matchLabels`` only: every
+    pair must be on the peer)."""
+
+    match_labels: Annotated[dict[str, str], Field(min_length=1, max_length=32)]
+    """Labels a peer must carry."""
+
+
+class PeersSpec(K8sModel):
+    """Which sessions this one may call with the ``call_peer`` tool through the operator's front
+    door (same namespace; a peer at rest is woken). Loops (A → B → A) are refused and chains
+    are bounded by the operator's ``BERTH_GATEWAY_MAX_PEER_DEPTH``."""
+
+    names: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]],
+        Field(max_length=64),
+    ] = Field(default_factory=list)
+    """AgentSession names this session may call."""
+    selector: PeerSelector | None = None
+    """AgentSessions (by label) this session may call."""
+    max_wait_seconds: Annotated[int, Field(ge=1, le=3600)] | None = None
+    """Longest wait of one call for the peer's answer (capped by the operator's
+    ``BERTH_GATEWAY_MAX_WAIT_SECONDS``)."""
+
+    model_config = K8sModel.model_config | {
+        "json_schema_extra": {
+            "x-kubernetes-validations": [
+                {
+                    "rule": "size(self.names) > 0 || has(self.selector)",
+                    "message": "peers needs names or a selector",
+                },
+            ]
+        }
+    }
+
+    def allows(self, name: str, labels: Mapping[str, str]) -> bool:
+        """Whether a session called ``name`` with ``labels`` (same namespace) may be called."""
+        if name in self.names:
+            return True
+        wanted = self.selector.match_labels if self.selector is not None else None
+        return bool(wanted) and all(labels.get(k) == v for k, v in (wanted or {}).items())
+
+
 class IdleSpec(K8sModel):
     """Idle passivation of a keepAlive session (ARCHITECTURE.md §8, "At rest")."""
 
@@ -422,6 +466,8 @@ class AgentSessionSpec(K8sModel):
     """Passivate a keepAlive session that stayed idle this long (needs keepAlive: true)."""
     placement: PlacementSpec | None = None
     """Scheduling and resources of the session pod."""
+    peers: PeersSpec | None = None
+    """Other sessions this one may ask questions (the ``call_peer`` tool)."""
     warm_pool_ref: LocalObjectReference | None = None
     """A SessionWarmPool of this namespace: the session's pods (first and after passivation) are
     adopted from it when it has a Ready warm pod of the same template (image, pull secrets, llm,

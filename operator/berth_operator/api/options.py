@@ -114,6 +114,15 @@ class PassivationOptions(K8sModel):
     """Grace window after /v1/passivate (seconds): the spec value or the operator default."""
 
 
+class PeerCallOptions(K8sModel):
+    """``peerCalls``: the ``call_peer`` tool's front door and its longest wait (spec.peers)."""
+
+    gateway_url: str
+    """URL of the operator's front door (BERTH_GATEWAY_URL)."""
+    max_wait_seconds: int = 300
+    """Longest wait of one peer call, seconds."""
+
+
 class SessionPodOptions(K8sModel):
     """options.json: the rendered session options (see the module docstring for an example)."""
 
@@ -143,6 +152,8 @@ class SessionPodOptions(K8sModel):
     """Stay idle after the task and accept POST /v1/messages."""
     passivation: PassivationOptions = Field(default_factory=PassivationOptions)
     """Passivation settings."""
+    peer_calls: PeerCallOptions | None = None
+    """Peer invocation (spec.peers with the front door enabled), else absent."""
 
 
 class _Lenient(BaseModel):

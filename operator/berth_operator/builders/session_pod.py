@@ -60,6 +60,7 @@ from berth_operator.api.options import (
     LaneWorkerTarget,
     LLMOptions,
     PassivationOptions,
+    PeerCallOptions,
     SessionIdentity,
     SessionPodOptions,
 )
@@ -128,7 +129,18 @@ def build_options(
                 settings.passivation.deadline_seconds
             )
         ),
+        peer_calls=peer_call_options(spec, settings),
     )
+
+
+def peer_call_options(spec: AgentSessionSpec, settings: OperatorSettings) -> PeerCallOptions | None:
+    """The ``call_peer`` tool's options when ``spec.peers`` is set and the front door runs with
+    a URL sessions can reach; the wait is the spec's, capped by the operator's maximum."""
+    gateway = settings.gateway
+    if spec.peers is None or not gateway.enabled or not gateway.url:
+        return None
+    wait = min(spec.peers.max_wait_seconds or gateway.max_wait_seconds, gateway.max_wait_seconds)
+    return PeerCallOptions(gateway_url=gateway.url, max_wait_seconds=wait)
 
 
 def build_options_configmap(

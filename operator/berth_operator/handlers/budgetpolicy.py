@@ -22,7 +22,6 @@ from pydantic import ValidationError
 
 from berth_operator import budget_metrics as metrics
 from berth_operator.api.budgetpolicy import BudgetPolicyStatus, parse_spec, to_policy
-from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import BUDGETPOLICY_PLURAL, GROUP, SESSION_PLURAL, VERSION
 from berth_operator.errors import BerthOperatorError
 from berth_operator.handlers.context import BudgetClients, OperatorContext
@@ -99,14 +98,10 @@ async def budget_session_event(
         return
     budget.directory.put_identity(uid, session_identity(namespace, name, dict(spec)))
     ctx: OperatorContext = memo.ctx
-    if uid not in ctx.tokens and ctx.secrets is not None:
-        try:
-            token = await ctx.secrets.api_token(SessionRef(namespace, name, uid))
-        except BerthOperatorError as exc:
-            logger.warning(f"cannot read the API token of {namespace}/{name}: {exc}")
-            return
-        if token is not None:
-            ctx.tokens.setdefault(uid, token)
+    try:
+        await ctx.api_token(namespace, name, uid)
+    except BerthOperatorError as exc:
+        logger.warning(f"cannot read the API token of {namespace}/{name}: {exc}")
 
 
 def _target(namespace: str, name: str, uid: str) -> dict[str, Any]:

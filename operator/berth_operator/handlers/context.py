@@ -15,6 +15,8 @@
   last read Bound.
 - ``lanes``: the LaneWorker handlers' clients (:class:`LaneClients`), built once by ``main``.
 - ``budget``: the budget service and its directory (:class:`BudgetClients`), when enabled.
+- ``gateway``: the session front door (:class:`GatewayClients`), when enabled; started by
+  ``main`` once this replica leads.
 - ``warm``: what is remembered about SessionWarmPools (``handlers.warm_state``).
 """
 
@@ -22,12 +24,20 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 from redis.asyncio import Redis
 
+from berth_operator.api.common import SessionRef
+from berth_operator.errors import NotFound
+from berth_operator.gateway.delivery import Delivery
+from berth_operator.gateway.directory import GatewayDirectory
+from berth_operator.gateway.inbox import Inbox, Message
+from berth_operator.gateway.routing import SessionView
+from berth_operator.gateway.service import GatewayService
 from berth_operator.handlers.warm_state import WarmPoolState
 from berth_operator.k8s.client import KubeClient
 from berth_operator.k8s.disruption import DisruptionClient
@@ -100,6 +110,65 @@ class BudgetClients:
 
 
 @dataclass
+class GatewayClients:
+    """The session front door (berth_operator.gateway) as the operator runs it: its directory
+    (filled by handlers.gateway from the AgentSession watch), the Redis inbox on the operator's
+    user, the delivery loops and the HTTP service. Built by :meth:`create`; :meth:`close`."""
+
+    directory: GatewayDirectory
+    inbox: Inbox
+    delivery: Delivery
+    service: GatewayService
+    redis: Redis[Any]
+
+    @classmethod
+    def create(
+        cls,
+        settings: OperatorSettings,
+        runtime: RuntimeClient,
+        kube: KubeClient,
+        tokens: dict[str, str],
+        wake: Callable[[SessionView], Awaitable[None]],
+        on_peer_call: Callable[[SessionView, SessionView, Message], None] | None = None,
+    ) -> GatewayClients:
+        """Redis from ``settings.redis.for_operator``; tokens looked up in ``tokens``;
+        ``wake(view)`` wakes a session at rest; ``kube`` confirms a session is gone."""
+        gw = settings.gateway
+
+        async def gone(key: str, uid: str) -> bool:
+            namespace, _, name = key.partition("/")
+            try:
+                body = await kube.get_session(namespace, name)
+            except NotFound:
+                return True
+            return str((body.get("metadata") or {}).get("uid")) != uid
+
+        redis: Redis[Any] = Redis.from_url(settings.redis.for_operator)
+        directory = GatewayDirectory()
+        inbox = Inbox(redis, gw.message_retention_seconds)
+        delivery = Delivery(
+            inbox, runtime, directory.by_uid, tokens.get, wake, gw.poll_seconds, gone
+        )
+        service = GatewayService(
+            inbox,
+            delivery,
+            directory.lookup,
+            directory.by_uid,
+            tokens.get,
+            max_wait_seconds=gw.max_wait_seconds,
+            max_peer_depth=gw.max_peer_depth,
+            on_peer_call=on_peer_call,
+        )
+        return cls(directory, inbox, delivery, service, redis)
+
+    async def close(self) -> None:
+        """Stop the delivery loops and close the Redis connection pool."""
+        await self.delivery.close()
+        client: Any = self.redis
+        await client.aclose()
+
+
+@dataclass
 class OperatorContext:
     """Everything a handler needs besides its kopf kwargs."""
 
@@ -119,6 +188,7 @@ class OperatorContext:
         default_factory=dict
     )
     budget: BudgetClients | None = None
+    gateway: GatewayClients | None = None
     warm: WarmPoolState = field(default_factory=WarmPoolState)
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
@@ -127,6 +197,16 @@ class OperatorContext:
         first = pod_name not in pods
         pods.add(pod_name)
         return first
+
+    async def api_token(self, namespace: str, name: str, uid: str) -> str | None:
+        """Session ``uid``'s API token from the cache, read from its ``<name>-berth`` Secret
+        the first time (a new leader has not read it yet). None when it cannot be read; raises
+        BerthOperatorError for API errors."""
+        if uid not in self.tokens and self.secrets is not None:
+            token = await self.secrets.api_token(SessionRef(namespace, name, uid))
+            if token is not None:
+                self.tokens.setdefault(uid, token)
+        return self.tokens.get(uid)
 
     def wakeup(self, uid: str) -> asyncio.Event:
         """The wake-up event of session ``uid`` (created on first use)."""

@@ -87,6 +87,21 @@ class KubeClient:
             name,
         )
 
+    async def annotate_session(
+        self, namespace: str, name: str, key: str, value: str
+    ) -> dict[str, Any]:
+        """Set one annotation of an AgentSession (a merge patch of ``metadata.annotations``)."""
+        return await self._json_call(
+            f"annotate agentsession {namespace}/{name}",
+            self.custom.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            SESSION_PLURAL,
+            name,
+            {"metadata": {"annotations": {key: value}}},
+        )
+
     async def replace_session_status(self, body: dict[str, Any]) -> dict[str, Any]:
         """PUT the status subresource. ``body`` carries metadata.resourceVersion: a stale
         writer gets Conflict instead of overwriting a newer status."""

@@ -1,0 +1,111 @@
+"""Front door handlers: keep the gateway's view of AgentSessions current, wake sessions at rest
+for it, and post Events for peer calls.
+
+- Every AgentSession event puts the session's view (phase, pod, at rest, spec.peers, identity)
+  into the gateway's directory (drops it on deletion), makes sure its API token is cached, and
+  nudges its delivery loop, which then looks at the session again at once.
+- :func:`waker` asks a session at rest to wake: the ``berth.dev/wake-requested-at`` annotation,
+  exactly what ``kubectl berth wake`` sets, so the wake is durable and visible.
+- :func:`peer_call_events` posts a ``PeerInvocation`` Event on both sessions of a peer call.
+
+Nothing here runs unless the front door is enabled (``BERTH_GATEWAY_ENABLED``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import kopf
+
+from berth_operator.api.constants import (
+    ANNOTATION_WAKE_REQUESTED_AT,
+    GROUP,
+    SESSION_PLURAL,
+    VERSION,
+)
+from berth_operator.errors import BerthOperatorError
+from berth_operator.gateway.directory import view_of
+from berth_operator.gateway.inbox import Message
+from berth_operator.gateway.routing import SessionView
+from berth_operator.handlers.context import OperatorContext
+
+
+@kopf.on.event(GROUP, VERSION, SESSION_PLURAL)
+async def gateway_session_event(
+    type: str | None,
+    body: kopf.Body,
+    name: str,
+    namespace: str | None,
+    uid: str,
+    memo: Any,
+    logger: kopf.Logger,
+    **_: Any,
+) -> None:
+    """Record (or forget) a session's view in the front door's directory."""
+    ctx: OperatorContext = memo.ctx
+    gateway = ctx.gateway
+    if gateway is None or namespace is None or not uid:
+        return
+    if type == "DELETED":
+        gateway.directory.drop(uid)
+        gateway.delivery.nudge(uid)  # its messages fail: the session is gone
+        return
+    view = view_of(
+        uid,
+        namespace,
+        name,
+        body.get("metadata") or {},
+        body.get("spec") or {},
+        body.get("status") or {},
+    )
+    gateway.directory.put(view)
+    try:
+        await ctx.api_token(namespace, name, uid)
+    except BerthOperatorError as exc:
+        logger.warning(f"cannot read the API token of {namespace}/{name}: {exc}")
+    gateway.delivery.nudge(uid)
+
+
+def waker(ctx: OperatorContext) -> Callable[[SessionView], Awaitable[None]]:
+    """The gateway's wake: stamp ``berth.dev/wake-requested-at`` on the session (then its
+    daemon places a pod, through a warm pool when it has one) and wake its daemon now."""
+
+    async def wake(view: SessionView) -> None:
+        stamp = datetime.now(UTC).isoformat(timespec="milliseconds")
+        await ctx.kube.annotate_session(
+            view.namespace, view.name, ANNOTATION_WAKE_REQUESTED_AT, stamp
+        )
+        ctx.wake(view.uid)
+
+    return wake
+
+
+def _ref(view: SessionView) -> kopf.Body:
+    return cast(
+        kopf.Body,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "AgentSession",
+            "metadata": {"name": view.name, "namespace": view.namespace, "uid": view.uid},
+        },
+    )
+
+
+def peer_call_events(caller: SessionView, target: SessionView, message: Message) -> None:
+    """Post ``PeerInvocation`` Events on the caller and the callee of an accepted peer call."""
+    correlation = (message.peer or {}).get("correlationId")
+    tail = f" (message {message.id}, correlation {correlation})" if correlation else ""
+    kopf.event(
+        _ref(caller),
+        type="Normal",
+        reason="PeerInvocation",
+        message=f"asked peer {target.key}{tail or f' (message {message.id})'}",
+    )
+    kopf.event(
+        _ref(target),
+        type="Normal",
+        reason="PeerInvocation",
+        message=f"asked by peer {caller.key}{tail or f' (message {message.id})'}",
+    )
