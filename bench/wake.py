@@ -1,16 +1,22 @@
-"""Benchmark: wake latency of a session at rest vs the reply latency of a running session.
+"""Benchmark: wake latency through the front door — a session at rest (cold, and adopted from a
+warm pool) against a running session's reply latency, in one run.
 
-Setup (real pieces, as in tests/e2e/test_idle.py): the dev cluster's real nodes, ``berth-operator``
-as a subprocess, two keepAlive AgentSessions against the scripted model: ``hot`` (no idle
-passivation: its pod stays) and ``cold`` (``spec.idle.afterSeconds`` = 3: it goes to rest between
-messages). Each message is sent the way a user sends it, ``kubectl-berth send`` (the console
-script, through the apiserver's pod proxy; for ``cold`` it first asks the session to wake and waits
-for its new pod). The latency is from starting ``kubectl-berth send`` to the model receiving the
-session's chat request (the first token follows after the model's own, constant, delay), read by
-polling the in-process scripted server's request log every 5 ms.
+Setup (real pieces, as in tests/e2e/test_front_door.py): the dev cluster's real nodes,
+``berth-operator`` as a subprocess serving the front door, the scripted model over HTTP. Three
+keepAlive AgentSessions: ``hot`` (no idle passivation: its pod stays), ``cold``
+(``spec.idle.afterSeconds`` = 3: at rest between messages, woken by placing a pod) and ``warm``
+(the same, with ``warmPoolRef`` to a SessionWarmPool of 2 pre-started pods: woken by adoption).
 
-Prints the median and each sample for both, and cold / hot. A warm pool (pre-started pods) is not
-part of this branch; its row says so. Nothing is asserted.
+Each sample POSTs a message to ``/v1/sessions/<ns>/<name>/messages`` (the session's API token;
+no CLI start in the figure) and measures:
+
+- *first token*: POST sent → the model receives the session's chat request for it (the
+  scripted model's first token follows after its own constant delay), read by polling the
+  in-process server's request log every 5 ms;
+- *reply*: POST sent → the front door reports the message done (``GET ...?waitSeconds``).
+
+Prints the medians, p90 and each sample, and each at-rest row over the running one. Nothing is
+asserted.
 
     .venv/bin/python bench/wake.py           # 5 samples each (BERTH_BENCH_N to change)
 """
@@ -19,8 +25,8 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -29,121 +35,161 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
 
 from tests.cluster import DevCluster  # noqa: E402
-from tests.e2e.passivation_support import (  # noqa: E402
-    REAL_NODE_LABEL,
-    apply,
-    condition,
-    operator_env,
-    pods,
-    status,
-    wait,
+from tests.e2e.passivation_support import apply, condition, pods, status, wait  # noqa: E402
+from tests.e2e.test_front_door import (  # noqa: E402
+    at_rest,
+    call,
+    gateway_env,
+    keep_alive_session,
+    token_of,
 )
 from tests.integration.operator.harness import SECRET, operator, scripted_model  # noqa: E402
 
 N = int(os.environ.get("BERTH_BENCH_N", "5"))
+IDLE_AFTER_SECONDS = 3
 SCRIPT: dict[str, Any] = {"turns": [{"text": "ok"}], "on_exhausted": "repeat_last"}
+LLM_REF = {"name": "llm-credentials", "key": "api-key"}
 
 
-def doc(name: str, base_url: str, idle_after: int | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "prompt": f"hello ({name})",
-        "model": "openai/gpt-4o-mini",
-        "llm": {
-            "baseURL": base_url,
-            "apiKeySecretRef": {"name": "llm-credentials", "key": "api-key"},
-        },
-        "keepAlive": True,
-        "placement": {"nodeSelector": {REAL_NODE_LABEL: "real"}},
-    }
-    if idle_after is not None:
-        spec["idle"] = {"afterSeconds": idle_after}
+def pool(base_url: str, placement: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": "berth.dev/v1alpha1",
-        "kind": "AgentSession",
-        "metadata": {"name": name},
-        "spec": spec,
+        "kind": "SessionWarmPool",
+        "metadata": {"name": "pool"},
+        "spec": {
+            "replicas": 2,
+            "template": {
+                "llm": {"baseURL": base_url, "apiKeySecretRef": LLM_REF},
+                "placement": placement,
+            },
+        },
     }
 
 
-def send_and_time(dc: DevCluster, ns: str, name: str, srv: Any) -> float:
-    """Seconds from starting ``kubectl-berth send`` to the model receiving the chat request."""
-    before = len(srv.requests)
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "kubectl-berth"), "send", name, "next", "-n", ns],
-        env=dc.proc_env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+def running(dc: DevCluster, ns: str, name: str) -> bool:
+    st = status(dc, ns, name)
+    return (
+        st.get("phase") == "Running"
+        and condition(st, "Running").get("status") == "True"
+        and bool(pods(dc, ns, name))
     )
-    while len(srv.requests) == before:
-        if proc.poll() not in (None, 0):
-            raise RuntimeError(f"send failed: {proc.stderr.read() if proc.stderr else ''}")
+
+
+def ready_warm_pods(dc: DevCluster, ns: str) -> int:
+    out = dc.kubectl(
+        "-n",
+        ns,
+        "get",
+        "pods",
+        "-l",
+        "berth.dev/warm-pool=pool",
+        "-o",
+        "jsonpath={range .items[*]}{.status.conditions[?(@.type=='Ready')].status}{' '}{end}",
+    )
+    return out.stdout.split().count("True")
+
+
+def sample(gateway: str, ns: str, name: str, token: str, srv: Any, i: int) -> tuple[float, float]:
+    """(first token, reply) seconds for one message."""
+    prompt = f"sample {i} for {name}"
+    base = f"{gateway}/v1/sessions/{ns}/{name}/messages"
+    seen = len(srv.requests)
+    started = time.monotonic()
+    answer: dict[str, Any] = {}
+
+    def post() -> None:
+        answer["status"], answer["body"] = call(f"{base}?waitSeconds=0", token, {"prompt": prompt})
+
+    poster = threading.Thread(target=post)
+    poster.start()
+    first = None
+    while first is None:
+        for req in list(srv.requests)[seen:]:
+            if prompt in str(req["messages"][-1].get("content")):
+                first = time.monotonic() - started
         if time.monotonic() - started > 600:
-            raise RuntimeError("no model request after 600 s")
+            raise RuntimeError(f"{name}: no model request after 600 s")
         time.sleep(0.005)
-    took = time.monotonic() - started
-    proc.wait(timeout=120)
-    return took
+    poster.join()
+    if answer.get("status") != 202:
+        raise RuntimeError(f"{name}: the front door refused the message: {answer}")
+    mid = answer["body"]["messageId"]
+    status_, done = call(f"{base}/{mid}?waitSeconds=120", token, timeout=150)
+    if done.get("state") != "done":
+        raise RuntimeError(f"{name}: message {mid} ended {status_} {done}")
+    return first, time.monotonic() - started
 
 
-def cli_start(dc: DevCluster) -> float:
-    """Seconds for ``kubectl-berth version``: the console script's own start, in both rows."""
-    started = time.monotonic()
-    subprocess.run(
-        [str(Path(sys.executable).parent / "kubectl-berth"), "version"],
-        env=dc.proc_env,
-        capture_output=True,
-        check=True,
-    )
-    return time.monotonic() - started
-
-
-def idle_pod(dc: DevCluster, ns: str, name: str) -> bool:
-    st = status(dc, ns, name)
-    cond = condition(st, "Running")
+def row(label: str, xs: list[float], base: float | None) -> str:
+    med = statistics.median(xs)
+    p90 = sorted(xs)[max(0, round(0.9 * len(xs)) - 1)]
+    ratio = f"  ({med / base:.1f}x running)" if base else ""
     return (
-        st.get("phase") == "Running" and cond.get("status") == "True" and bool(pods(dc, ns, name))
-    )
-
-
-def at_rest(dc: DevCluster, ns: str, name: str) -> bool:
-    st = status(dc, ns, name)
-    return (
-        bool(st.get("atRestSince")) and st.get("phase") == "Passivated" and not pods(dc, ns, name)
+        f"  {label:<22} median {med:6.2f} s  p90 {p90:6.2f} s{ratio}  {[round(x, 2) for x in xs]}"
     )
 
 
 def main() -> int:
     dc = DevCluster.ensure()
-    hot: list[float] = []
-    cold: list[float] = []
+    results: dict[str, list[tuple[float, float]]] = {"hot": [], "cold": [], "warm": []}
+    gateway, env = gateway_env()
     with (
         dc.namespace("bench-wake", shared_pvc=True) as ns,
         scripted_model(SCRIPT) as srv,
-        operator(dc, ns, **operator_env()),
+        operator(dc, ns, **env),
     ):
-        apply(dc, ns, [SECRET, doc("hot", srv.base_url, None), doc("cold", srv.base_url, 3)])
-        wait("hot running", lambda: idle_pod(dc, ns, "hot"), cap=300)
-        wait(
-            "hot's first prompt answered",
-            lambda: any("(hot)" in str(r["messages"]) for r in srv.requests),
-            cap=300,
+        hot = keep_alive_session("hot", srv.base_url, "hello (hot)", keepAlive=True)
+        placement = hot["spec"]["placement"]
+        idle = {"idle": {"afterSeconds": IDLE_AFTER_SECONDS}}
+        cold = keep_alive_session("cold", srv.base_url, "hello (cold)", keepAlive=True, **idle)
+        warm = keep_alive_session(
+            "warm",
+            srv.base_url,
+            "hello (warm)",
+            keepAlive=True,
+            warmPoolRef={"name": "pool"},
+            **idle,
         )
-        for _ in range(N):
-            time.sleep(1.0)  # let the previous reply finish: the pod is idle again
-            hot.append(send_and_time(dc, ns, "hot", srv))
-        for _ in range(N):
-            wait("cold at rest", lambda: at_rest(dc, ns, "cold"), cap=300)
-            cold.append(send_and_time(dc, ns, "cold", srv))
-    cli = statistics.median(cli_start(dc) for _ in range(N))
-    med_hot, med_cold = statistics.median(hot), statistics.median(cold)
-    print(f"wake latency (kubectl-berth send -> model request), {N} samples each")
-    print(f"  running session : median {med_hot:.2f} s  samples {[round(x, 2) for x in hot]}")
-    print(f"  at rest (cold)  : median {med_cold:.2f} s  samples {[round(x, 2) for x in cold]}")
-    print("  at rest (warm pool): n/a (no warm pool on this branch)")
-    print(f"  cold / running  : {med_cold / med_hot:.1f}x")
-    print(f"  (kubectl-berth start alone, in both: median {cli:.2f} s)")
+        apply(dc, ns, [SECRET, pool(srv.base_url, placement), hot, cold, warm])
+        tokens = {}
+        for name in results:
+            wait(
+                f"{name}'s first prompt answered",
+                lambda n=name: any(f"({n})" in str(r["messages"]) for r in srv.requests),
+                cap=300,
+            )
+            tokens[name] = token_of(dc, ns, name)
+        wait("hot running", lambda: running(dc, ns, "hot"), cap=300)
+        print(f"[wake] {N} samples per case through the front door at {gateway}", flush=True)
+        for i in range(N):
+            time.sleep(1.0)  # the previous reply has finished: the pod is idle again
+            results["hot"].append(sample(gateway, ns, "hot", tokens["hot"], srv, i))
+        for name in ("cold", "warm"):
+            for i in range(N):
+                wait(f"{name} at rest", lambda n=name: at_rest(dc, ns, n), cap=300)
+                if name == "warm":
+                    wait("2 ready warm pods", lambda: ready_warm_pods(dc, ns) >= 2, cap=300)
+                results[name].append(sample(gateway, ns, name, tokens[name], srv, i))
+                print(f"[wake] {name} sample {i}: {results[name][-1][0]:.2f} s", flush=True)
+    base_first = statistics.median(x for x, _ in results["hot"])
+    base_reply = statistics.median(y for _, y in results["hot"])
+    print(f"\nwake latency through the front door, {N} samples each")
+    print("message → first token (the model receives the session's request):")
+    for name, label in (
+        ("hot", "running"),
+        ("cold", "at rest, cold"),
+        ("warm", "at rest, warm pool"),
+    ):
+        xs = [x for x, _ in results[name]]
+        print(row(label, xs, None if name == "hot" else base_first))
+    print("message → reply (the front door reports it done):")
+    for name, label in (
+        ("hot", "running"),
+        ("cold", "at rest, cold"),
+        ("warm", "at rest, warm pool"),
+    ):
+        ys = [y for _, y in results[name]]
+        print(row(label, ys, None if name == "hot" else base_reply))
     return 0
 
 

@@ -459,8 +459,9 @@ class SessionPod:
         A known ``message_id`` answers 200 ``{"accepted", "duplicate": true, "runId"}`` without
         a new run (exactly-once delivery by the front door). A new message on an idle keepAlive
         session answers 202 ``{"accepted", "messageId", "runId"}`` once its run record is in
-        the store (so a retry after a lost answer finds it); with ``peer`` the run's hooks get a
-        ``peer_invocation`` event first. Busy, passivating or finished pods answer 409."""
+        the store (so a retry after a lost answer finds it); with ``peer`` the run records the
+        caller (``invoked_by``) and the hooks get a ``peer_invocation`` event once the run is
+        recorded. Busy, passivating or finished pods answer 409."""
         if message_id is not None:
             known = self.message_runs(message_id)
             if known:
