@@ -200,7 +200,7 @@ def build_pod_template(
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "readinessProbe": {
             "httpGet": {"path": "/metrics", "port": "metrics"},
-            "periodSeconds": 2,
+            "periodSeconds": 1,  # a scale-up counts once workers are Ready: probe often
             "timeoutSeconds": 1,
             "failureThreshold": 3,
         },
