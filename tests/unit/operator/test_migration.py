@@ -393,3 +393,15 @@ def test_a_deleted_session_gives_its_slot_back() -> None:
     assert c.migrations.migrating() == {"u1"}
     c.forget("u1")
     assert c.migrations.migrating() == set()
+
+
+def test_the_image_of_a_pod_first_seen_is_information_that_may_wait() -> None:
+    """status.image changes with the pod's uid when a new pod is first seen: like the uid it is
+    information (reconcile.coalesce), so it does not cost a status write of its own."""
+    from berth_operator.reconcile.coalesce import informational_only
+
+    first = decide(observation(make_session()), settings())
+    s = make_session().with_status(**first.status.wire())  # as stored by the first write
+    plan = decide(observation(s, with_image(make_pod(1), NEW)), settings())
+    assert plan.status.image == NEW
+    assert informational_only(s.status(), plan)
