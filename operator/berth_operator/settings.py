@@ -246,6 +246,19 @@ class PassivationSettings(SettingsGroup):
     cluster autoscaler) wait for passivation. Default true."""
 
 
+class MigrationSettings(SettingsGroup):
+    """Moving running sessions to a changed session image (``reconcile.migration``,
+    docs/upgrades.md): the operator's ``BERTH_SESSION_IMAGE`` after an upgrade, or a session's
+    ``spec.image``."""
+
+    model_config = SettingsConfigDict(env_prefix="BERTH_MIGRATION_")
+
+    max_unavailable: Annotated[int, Field(ge=0, le=10000)] = 1
+    """Most sessions migrating at once (passivation requested, not yet running again on the new
+    image), across everything this operator watches; 0 turns migration off (pods keep their
+    image until they end). Default 1."""
+
+
 class WebhookSettings(SettingsGroup):
     """The validating webhook on pods/eviction (answers 429 and starts passivation)."""
 
@@ -374,6 +387,8 @@ class OperatorSettings(BaseModel):
     """Calls to session pods."""
     passivation: PassivationSettings = Field(default_factory=PassivationSettings)
     """Passivation before eviction."""
+    migration: MigrationSettings = Field(default_factory=MigrationSettings)
+    """Moving running sessions to a changed image."""
     webhook: WebhookSettings = Field(default_factory=WebhookSettings)
     """The eviction webhook."""
     leader_election: LeaderElectionSettings = Field(default_factory=LeaderElectionSettings)

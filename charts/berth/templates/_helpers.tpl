@@ -207,6 +207,8 @@ app.kubernetes.io/component: redis
   value: {{ .Values.sessions.passivationDeadlineSeconds | quote }}
 - name: BERTH_MAX_PLACEMENT_RETRIES
   value: {{ .Values.sessions.maxPlacementRetries | quote }}
+- name: BERTH_MIGRATION_MAX_UNAVAILABLE
+  value: {{ .Values.sessions.migration.maxUnavailable | quote }}
 {{- with .Values.sessions.llmAllowedBaseURLs }}
 - name: BERTH_LLM_ALLOWED_BASE_URLS
   value: {{ join "," . | quote }}

@@ -40,25 +40,35 @@ Phase = Literal[
     "Pending", "Running", "Passivating", "Passivated", "Resuming", "Succeeded", "Failed"
 ]
 RunOutcome = Literal["running", "completed", "passivated", "failed", "fenced", "crashed", "lost"]
-PassivationTrigger = Literal["node_drain", "eviction", "manual", "suspend", "idle_reaper"]
+PassivationTrigger = Literal[
+    "node_drain", "eviction", "manual", "suspend", "idle_reaper", "migration"
+]
 """Why a session was asked to passivate (ARCHITECTURE.md §8): the node is being drained (cordon or a
 disruption taint), an eviction request for its pod, a manual request (``kubectl berth passivate``),
-``spec.suspend``, or a keepAlive session idle for ``spec.idle.afterSeconds`` (``idle_reaper``, the
-A3S ``PassivationRequested`` reason). Also the ``reason`` sent in ``POST /v1/passivate`` and a
-metric label."""
+``spec.suspend``, a keepAlive session idle for ``spec.idle.afterSeconds`` (``idle_reaper``, the
+A3S ``PassivationRequested`` reason), or its pod runs another image than the session's current one
+(``migration``: the operator's session image or ``spec.image`` changed; docs/upgrades.md). Also the
+``reason`` sent in ``POST /v1/passivate`` and a metric label."""
 PassivationOutcome = Literal["passivating", "passivated", "deadline", "completed", "failed"]
+ImageUpdatePolicy = Literal["Migrate", "Keep"]
+"""What a running session does when its image changes (``spec.imageUpdatePolicy``): ``Migrate``
+passivates it and resumes it on the new image, ``Keep`` leaves the running pod on its image."""
 
 NODE_DRAIN: Final = "node_drain"
 EVICTION: Final = "eviction"
 MANUAL: Final = "manual"
 SUSPEND: Final = "suspend"
 IDLE_REAPER: Final = "idle_reaper"
+MIGRATION: Final = "migration"
+"""The pod runs an image other than the session's current one (``reconcile.migration``): it is
+passivated at a safe point and its run resumes on a pod of the current image."""
 TRIGGERS: Final[tuple[PassivationTrigger, ...]] = (
     NODE_DRAIN,
     EVICTION,
     MANUAL,
     SUSPEND,
     IDLE_REAPER,
+    MIGRATION,
 )
 """All passivation reasons (metric label values)."""
 OUTCOMES: Final[tuple[PassivationOutcome, ...]] = ("passivated", "deadline", "completed", "failed")
@@ -427,6 +437,11 @@ class AgentSessionSpec(K8sModel):
     session image; it must run ``berth-session``). Used from the next placement on."""
     image_pull_secrets: PullSecrets | None = None
     """Secrets to pull the image with; replaces the operator's default list."""
+    image_update_policy: ImageUpdatePolicy | None = None
+    """When the session's image changes (the operator's session image after an upgrade, or
+    spec.image) while a pod runs: Migrate (default) passivates the pod at a safe point and resumes
+    its run on the new image, at most BERTH_MIGRATION_MAX_UNAVAILABLE sessions at once; Keep
+    leaves the pod on its image until it ends on its own (the next pod uses the new image)."""
     identity: Annotated[IdentitySpec | None, Field(json_schema_extra=_immutable("identity"))] = None
     """Identity labels. Immutable."""
     workspace: Annotated[WorkspaceSpec | None, Field(json_schema_extra=_immutable("workspace"))] = (
@@ -576,7 +591,7 @@ class PassivationStatus(K8sModel):
     """
 
     reason: PassivationTrigger
-    """node_drain, eviction, manual, suspend or idle_reaper."""
+    """node_drain, eviction, manual, suspend, idle_reaper or migration."""
     message: Annotated[str, Field(max_length=1024)] = ""
     """What triggered it, e.g. "node proc-a is cordoned (spec.unschedulable)"."""
     pod_name: str
@@ -628,6 +643,9 @@ class AgentSessionStatus(K8sModel):
     """IP of that pod, spelled podIP as in the Pod API (the operator calls http://<podIP>:8080)."""
     node_name: str | None = None
     """Node of that pod."""
+    image: str | None = None
+    """Image of that pod's session container as its spec names it (after a migration, the new
+    image once the replacement pod is seen)."""
     run_id: str | None = None
     """Current (or last) run id."""
     runs: list[RunRecord] | None = Field(default=None, max_length=64)

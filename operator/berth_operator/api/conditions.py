@@ -107,6 +107,8 @@ class Reason:
     """The run of a passivated session continues on a replacement pod."""
     AT_REST: Final = "AtRest"
     """An idle keepAlive session was passivated (idle_reaper) and has no pod until woken."""
+    MIGRATION_REQUESTED: Final = "MigrationRequested"
+    """Event: the pod runs an old image; it is passivated and resumed on the current one."""
     # BudgetExhausted
     WITHIN_BUDGET: Final = "WithinBudget"
     BUDGET_EXHAUSTED: Final = "BudgetExhausted"

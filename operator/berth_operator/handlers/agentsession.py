@@ -1,6 +1,10 @@
 """kopf handlers of AgentSession and of session pods.
 
 - ``session_pods``            index: session uid → observed pods (the watch cache of pods).
+- ``migrating_sessions``      index: uids of the sessions whose status says they are migrating to
+                              a new image (``reconcile.migration.in_flight``); kopf fills every
+                              index from its first listing before any handler runs, so a restarted
+                              operator counts the migrations in flight before it admits more.
 - ``pod_event``               wakes the owning session's daemon on any pod change.
 - ``agentsession_event``      wakes the daemon on any AgentSession change (spec, annotations).
 - ``agentsession_daemon``     one loop per AgentSession: reconcile, then sleep until woken or until
@@ -86,7 +90,7 @@ from berth_operator.metrics import (
     STATE_REFRESH_FAILURES,
     observe_passivation,
 )
-from berth_operator.reconcile import idle
+from berth_operator.reconcile import idle, migration
 from berth_operator.reconcile.coalesce import write_delay
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node, observe_pod
 from berth_operator.reconcile.passivation import Trigger, node_disruption
@@ -110,6 +114,16 @@ UNPARSEABLE_RETRY_SECONDS = 60.0
 def session_pods(body: kopf.Body, labels: kopf.Labels, **_: Any) -> dict[str, ObservedPod]:
     """Index session pods by the uid of their AgentSession."""
     return {labels[LABEL_SESSION_UID]: observe_pod(body)}
+
+
+@kopf.index(GROUP, VERSION, SESSION_PLURAL)
+def migrating_sessions(uid: str, status: kopf.Status, **_: Any) -> dict[str, bool] | None:
+    """Index the AgentSessions migrating to a new image (by uid), as their status says."""
+    try:
+        parsed = AgentSessionStatus.model_validate(dict(status))
+    except ValidationError:
+        return None
+    return {uid: True} if migration.in_flight(parsed) else None
 
 
 @kopf.on.event("pods", labels=POD_LABELS)  # type: ignore[arg-type]
@@ -141,15 +155,17 @@ async def agentsession_daemon(
     ``body`` is kopf's live view of the object (``SessionBody`` decides when it may be used
     instead of a GET); ``kwargs["session_pods"]`` is the pod index (kopf passes indices by
     name); ``kwargs["node_disruptions"]`` the disrupted nodes and ``kwargs["node_states"]`` every
-    node's observed state (handlers.nodes).
+    node's observed state (handlers.nodes); ``kwargs["migrating_sessions"]`` the sessions
+    migrating to a new image as the watch shows them.
     """
     ctx: OperatorContext = memo.ctx
     index = cast("kopf.Index[str, ObservedPod]", kwargs["session_pods"])
+    migrating = cast("kopf.Index[str, bool] | None", kwargs.get("migrating_sessions"))
     disrupted = cast("kopf.Index[str, Trigger] | None", kwargs.get("node_disruptions"))
     node_states = cast("kopf.Index[str, ObservedNode] | None", kwargs.get("node_states"))
     ns = namespace or ""
     wake = ctx.wakeup(uid)
-    view = LiveSession(SessionBody(), body, node_states)
+    view = LiveSession(SessionBody(), body, node_states, migrating)
     await _kopf_settled(body, wake, stopped)
     while not stopped:
         wake.clear()
@@ -226,6 +242,8 @@ class LiveSession:
     body: SessionBody
     live: Mapping[str, Any]
     nodes: kopf.Index[str, ObservedNode] | None = None
+    migrating: kopf.Index[str, bool] | None = None
+    """The ``migrating_sessions`` index (None outside kopf)."""
     last_write: float | None = None
     """Monotonic time of this daemon's last status write (informational changes wait for
     ``reconcile.coalesce.STATUS_COALESCE_SECONDS`` after it)."""
@@ -404,7 +422,13 @@ async def _reconcile(
     if meta.get("uid") != uid or meta.get("deletionTimestamp"):
         return None
     obs = await _observe(ctx, body, cached, disruptions, live)
-    return await _apply(ctx, body, obs, decide(obs, ctx.settings), live=live)
+    # From here to the note below nothing awaits: no other session decides in between, so two
+    # sessions never take the last migration slot at once.
+    watched = live.migrating if live is not None and live.migrating is not None else ()
+    obs = replace(obs, migrating=ctx.migrations.migrating(watched))
+    plan = decide(obs, ctx.settings)
+    ctx.migrations.note(uid, plan.status)
+    return await _apply(ctx, body, obs, plan, live=live)
 
 
 async def _observe(

@@ -18,6 +18,8 @@
 - ``gateway``: the session front door (:class:`GatewayClients`), when enabled; started by
   ``main`` once this replica leads.
 - ``warm``: what is remembered about SessionWarmPools (``handlers.warm_state``).
+- ``migrations``: the sessions this process admitted to migrate to a new image and not yet seen
+  done (``reconcile.migration.MigrationSlots``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.laneworker import LaneWorkerApi
 from berth_operator.k8s.secrets import SecretApi
 from berth_operator.metrics import INFLIGHT, PhaseTracker
+from berth_operator.reconcile.migration import MigrationSlots
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
 from session_runtime.budget.directory import BudgetDirectory
@@ -190,6 +193,7 @@ class OperatorContext:
     budget: BudgetClients | None = None
     gateway: GatewayClients | None = None
     warm: WarmPoolState = field(default_factory=WarmPoolState)
+    migrations: MigrationSlots = field(default_factory=MigrationSlots)
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""
@@ -248,5 +252,6 @@ class OperatorContext:
         self.configmap_generation.pop(uid, None)
         self.evictions.pop(uid, None)
         self.tokens.pop(uid, None)
+        self.migrations.forget(uid)
         INFLIGHT.set(len(self.inflight))
         self.phases.set(uid, None)

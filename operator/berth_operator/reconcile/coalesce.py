@@ -3,8 +3,8 @@
 A new session's pod goes through several observable steps within a second or two (seen by the
 watch, scheduled, given an IP, its runtime answering); writing the status at each costs an
 apiserver write per step, and at hundreds of sessions those writes are what the apiserver spends
-its time on. A change that only refreshes *information* — the pod's uid, IP and node, usage
-figures, the last error, and conditions' reasons and messages while every condition keeps its
+its time on. A change that only refreshes *information* — the pod's uid, IP, node and image,
+usage figures, the last error, and conditions' reasons and messages while every condition keeps its
 status — may wait up to ``STATUS_COALESCE_SECONDS`` after the previous write and go out together
 with whatever follows. Everything the operator relies on across a restart (epoch, phase, the
 passivation record, runs and checkpoint, observedGeneration, the result) and every condition
@@ -22,7 +22,9 @@ from berth_operator.reconcile.plan import Plan
 STATUS_COALESCE_SECONDS: Final = 1.0
 """Longest time an informational status change waits after the previous status write."""
 
-INFORMATIONAL_FIELDS: Final = frozenset({"podUid", "podIP", "nodeName", "usage", "lastError"})
+INFORMATIONAL_FIELDS: Final = frozenset(
+    {"podUid", "podIP", "nodeName", "image", "usage", "lastError"}
+)
 """Status fields (wire names) whose change alone may wait."""
 
 

@@ -65,6 +65,9 @@ class ObservedPod:
     CreateContainerConfigError, CrashLoopBackOff, ...), "" when it is not waiting."""
     waiting_message: str = ""
     """The kubelet's message for ``waiting_reason``."""
+    image: str = ""
+    """``spec.containers[].image`` of the session container ("" when absent): the image the pod
+    was created with (or adopted as, from a warm pool of the same template)."""
 
 
 def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -86,6 +89,14 @@ def observe_pod(body: Mapping[str, Any]) -> ObservedPod:
     sched = conds.get("PodScheduled", {})
     terminated = None
     waiting: Mapping[str, Any] = {}
+    image = next(
+        (
+            str(c.get("image") or "")
+            for c in spec.get("containers") or []
+            if isinstance(c, dict) and c.get("name") == SESSION_CONTAINER
+        ),
+        "",
+    )
     for cs in status.get("containerStatuses") or []:
         if cs.get("name") != SESSION_CONTAINER:
             continue
@@ -125,6 +136,7 @@ def observe_pod(body: Mapping[str, Any]) -> ObservedPod:
         placement_reason=annotations.get(ANNOTATION_REPLACED_REASON, ""),
         waiting_reason=str(waiting.get("reason") or ""),
         waiting_message=str(waiting.get("message") or ""),
+        image=image,
     )
 
 

@@ -16,6 +16,8 @@ Triggers, in the order they win when several appear at once (the first one recor
 | the runtime reports a passivation it accepted from someone else  | ``manual``    |
 | (``kubectl berth passivate``)                                    |              |
 | a keepAlive pod idle for ``spec.idle.afterSeconds`` (``.idle``)  | ``idle_reaper``|
+| the pod runs an image other than the session's current one, a    | ``migration`` |
+| migration slot is free (``.migration``; ``imageUpdatePolicy``)   |              |
 
 Disruption taints (``DISRUPTION_TAINTS``): ``node.kubernetes.io/unschedulable`` (set by the node
 lifecycle controller on ``kubectl cordon``/``drain``), ``ToBeDeletedByClusterAutoscaler``
@@ -111,9 +113,13 @@ def trigger_for(
     eviction_requested: bool,
     state: RuntimeState | None,
     idle: Trigger | None = None,
+    migration: Trigger | None = None,
 ) -> Trigger | None:
     """The trigger that applies to the (alive) current pod, in the module table's order;
-    ``idle`` is the idle reaper's (:func:`berth_operator.reconcile.idle.check`)."""
+    ``idle`` is the idle reaper's (:func:`berth_operator.reconcile.idle.check`), ``migration``
+    the image check's (:func:`berth_operator.reconcile.migration.check`). A migration comes
+    last: any other passivation also moves the session to the current image (its replacement
+    is built with it), so asking for one more is never needed."""
     if suspend:
         return Trigger(SUSPEND, "spec.suspend is true", pod.node_name or None)
     if node is not None:
@@ -133,7 +139,7 @@ def trigger_for(
         return Trigger(
             trigger, f"the runtime accepted a passivation ({reason})", pod.node_name or None
         )
-    return None
+    return migration
 
 
 def record_for(

@@ -58,6 +58,9 @@ class Observation:
     """``now`` with milliseconds, for the passivation timestamps (default ``now``)."""
     wake_requested_at: datetime | None = None
     """``berth.dev/wake-requested-at`` of the session (``reconcile.idle``), None when absent."""
+    migrating: frozenset[str] = frozenset()
+    """Uids of the sessions migrating to a new image now (``reconcile.migration``), this one
+    included when it already holds a slot."""
 
 
 @dataclass(frozen=True, slots=True)

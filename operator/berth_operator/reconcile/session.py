@@ -23,6 +23,9 @@ States (status.phase is derived, conditions carry the detail)::
     Running, keepAlive and idle for spec.idle.afterSeconds ──idle_reaper──► Passivating ──►
         Passivated (at rest: no pod, no PDB, Passivated=True AtRest) ──wake──► Resuming
 
+    Running on an image other than the session's current one (imageUpdatePolicy Migrate, a
+        migration slot free) ──migration──► Passivating ──► Resuming (new image) ──► Running
+
 Passivation decisions live in ``reconcile.passivation``; ``reconcile.session_passivation`` applies
 them. The input and output types are in ``reconcile.plan``.
 """
@@ -284,6 +287,7 @@ def _current_pod_step(d: Decision, current: ObservedPod) -> None:
     st.pod_uid = current.uid
     st.pod_ip = current.pod_ip or None
     st.node_name = current.node_name or None
+    st.image = current.image or st.image
     if verdict.kind == "alive":
         _handle_alive(d, current)
         sp.on_alive(d, current)

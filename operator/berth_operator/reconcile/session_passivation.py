@@ -9,11 +9,12 @@ a decision of :mod:`.passivation` to the status, conditions and :class:`~.plan.P
 from __future__ import annotations
 
 from berth_operator.api.agentsession import (
+    MIGRATION,
     PassivationOutcome,
     PassivationStatus,
 )
 from berth_operator.api.conditions import CondType, Reason
-from berth_operator.reconcile import idle
+from berth_operator.reconcile import idle, migration
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile.observe import ObservedPod
 from berth_operator.reconcile.plan import (
@@ -36,6 +37,14 @@ def on_alive(d: Decision, pod: ObservedPod) -> None:
     now = obs.precise_now or obs.now
     _notice_resume(d, pod)
     idle_check = idle.check(obs.spec, pod, obs.state, now)
+    moving = migration.check(
+        obs.spec,
+        pod,
+        migration.desired_image(obs.spec, settings.images.session),
+        uid=obs.ref.uid,
+        migrating=obs.migrating,
+        max_unavailable=settings.migration.max_unavailable,
+    )
     trigger = pv.trigger_for(
         suspend=bool(obs.spec.suspend),
         pod=pod,
@@ -43,6 +52,7 @@ def on_alive(d: Decision, pod: ObservedPod) -> None:
         eviction_requested=pod.name in obs.evictions,
         state=obs.state,
         idle=idle_check.trigger,
+        migration=moving.trigger,
     )
     decision = pv.step(
         st.passivation,
@@ -99,6 +109,8 @@ def _apply_step(
     """The Events and deletes of a passivation step (request, delete now, deadline) whose
     record is ``rec``; returns the detail for the Passivated condition."""
     detail = f"{rec.reason}: {rec.message}"
+    if decision.kind == "request" and rec.reason == MIGRATION:
+        plan.events.append(Event("Normal", Reason.MIGRATION_REQUESTED, f"pod {pod.name}: {detail}"))
     if decision.kind == "request":
         plan.events.append(
             Event(

@@ -278,3 +278,13 @@ def test_helm_test_runs_a_session_in_the_watched_namespace_with_least_privilege(
     pod = one(docs, "Pod")
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     assert "session_runtime.llm.scripted" in pod["spec"]["containers"][0]["args"][0]
+
+
+def test_migration_max_unavailable_reaches_the_operator() -> None:
+    """sessions.migration.maxUnavailable (docs/upgrades.md) becomes the operator's setting."""
+    for values, expected in (
+        (None, "1"),
+        ({"sessions": {"migration": {"maxUnavailable": 3}}}, "3"),
+    ):
+        c = _container(one(documents(render(values)), "Deployment", "-operator"))
+        assert _env(c)["BERTH_MIGRATION_MAX_UNAVAILABLE"]["value"] == expected
