@@ -121,7 +121,7 @@ def _context(settings: OperatorSettings) -> OperatorContext:
             kube,
             ctx.tokens,
             _gateway.waker(ctx),
-            _gateway.peer_call_events,
+            _gateway.peer_call_poster(ctx),
         )
     return ctx
 

@@ -81,6 +81,14 @@ def call(
         return int(exc.code), json.loads(exc.read() or b"{}")
 
 
+def serving(url: str, token: str) -> bool:
+    try:
+        call(url, token, timeout=5)
+        return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 def kubectl_berth(dc: DevCluster, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(Path(sys.executable).parent / "kubectl-berth"), *args],
@@ -182,6 +190,8 @@ def test_wake_messages_are_delivered_once_across_an_operator_restart(
         assert (status, again["messageId"], again["createdMs"]) == (202, "m-1", first["createdMs"])
         op.stop(op.procs[-1], signal.SIGKILL)
         op.start()
+        # the new replica serves once it holds the Lease (the killed one's must expire first)
+        wait("the new leader's front door", lambda: serving(f"{base}/m-1", token), cap=120)
 
         status, done = call(f"{base}/m-1?waitSeconds=240", token, timeout=300)
         assert (status, done["state"], done["resultText"]) == (200, "done", "answer one"), done

@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -123,6 +124,9 @@ class GatewayClients:
     delivery: Delivery
     service: GatewayService
     redis: Redis[Any]
+    kopf_context: contextvars.Context | None = None
+    """kopf's context (settings, event queue), captured by a handler, so the front door's own
+    tasks can post Events through kopf's poster."""
 
     @classmethod
     def create(

@@ -6,13 +6,17 @@ for it, and post Events for peer calls.
   nudges its delivery loop, which then looks at the session again at once.
 - :func:`waker` asks a session at rest to wake: the ``berth.dev/wake-requested-at`` annotation,
   exactly what ``kubectl berth wake`` sets, so the wake is durable and visible.
-- :func:`peer_call_events` posts a ``PeerInvocation`` Event on both sessions of a peer call.
+- :func:`peer_call_poster` posts a ``PeerInvocation`` Event on both sessions of a peer call,
+  through kopf's poster from the front door's own tasks (kopf reads its settings and queue
+  from context variables, which the event handler captures for it).
 
 Nothing here runs unless the front door is enabled (``BERTH_GATEWAY_ENABLED``).
 """
 
 from __future__ import annotations
 
+import contextvars
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -30,6 +34,8 @@ from berth_operator.gateway.directory import view_of
 from berth_operator.gateway.inbox import Message
 from berth_operator.gateway.routing import SessionView
 from berth_operator.handlers.context import OperatorContext
+
+log = logging.getLogger(__name__)
 
 
 @kopf.on.event(GROUP, VERSION, SESSION_PLURAL)
@@ -60,6 +66,8 @@ async def gateway_session_event(
         body.get("spec") or {},
         body.get("status") or {},
     )
+    if gateway.kopf_context is None:
+        gateway.kopf_context = contextvars.copy_context()
     gateway.directory.put(view)
     try:
         await ctx.api_token(namespace, name, uid)
@@ -93,19 +101,24 @@ def _ref(view: SessionView) -> kopf.Body:
     )
 
 
-def peer_call_events(caller: SessionView, target: SessionView, message: Message) -> None:
-    """Post ``PeerInvocation`` Events on the caller and the callee of an accepted peer call."""
-    correlation = (message.peer or {}).get("correlationId")
-    tail = f" (message {message.id}, correlation {correlation})" if correlation else ""
-    kopf.event(
-        _ref(caller),
-        type="Normal",
-        reason="PeerInvocation",
-        message=f"asked peer {target.key}{tail or f' (message {message.id})'}",
-    )
-    kopf.event(
-        _ref(target),
-        type="Normal",
-        reason="PeerInvocation",
-        message=f"asked by peer {caller.key}{tail or f' (message {message.id})'}",
-    )
+def peer_call_poster(ctx: OperatorContext) -> Callable[[SessionView, SessionView, Message], None]:
+    """``post(caller, target, message)``: a ``PeerInvocation`` Event on the caller and the callee
+    of an accepted peer call. Without a captured kopf context (no session seen yet, so no peer
+    call can have been accepted) it only logs."""
+
+    def post(caller: SessionView, target: SessionView, message: Message) -> None:
+        correlation = (message.peer or {}).get("correlationId")
+        tail = f" (message {message.id}" + (f", correlation {correlation})" if correlation else ")")
+        saved = ctx.gateway.kopf_context if ctx.gateway is not None else None
+        if saved is None:
+            log.warning(
+                "peer call %s → %s%s: no kopf context to post Events", caller.key, target.key, tail
+            )
+            return
+        for ref, text in (
+            (caller, f"asked peer {target.key}{tail}"),
+            (target, f"asked by peer {caller.key}{tail}"),
+        ):
+            saved.run(kopf.event, _ref(ref), type="Normal", reason="PeerInvocation", message=text)
+
+    return post
