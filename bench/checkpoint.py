@@ -2,7 +2,8 @@
 cheapest durable write of the same bytes (ARCHITECTURE §6: per-round cost stays flat).
 
     .venv/bin/python bench/checkpoint.py [--dir DIR] [--samples 60] [--rounds 10,100,1000,10000]
-                                         [--copy-history] [--json FILE]
+                                         [--baseline-src REF] [--profile] [--copy-history]
+                                         [--json FILE]
 
 A "round" is what the agent loop does for persistence in one tool round with one bash call:
 ``begin_round`` (the assistant message), ``record_tool_result`` (a ~200-byte output), building
@@ -10,22 +11,29 @@ the ``LoopCheckpoint`` the way ``AgentLoop.commit`` builds it (the live message 
 ``known_prefix``, the length of the previous checkpoint) and ``commit_round``. The whole round is
 timed, the checkpoint's construction included. ``--copy-history`` builds the checkpoint as the
 loop did before ``known_prefix`` existed (a shallow copy of every message, no promise, so the
-store compares the history): the baseline this benchmark was written against.
+store compares the history).
 
 For every age N of ``--rounds`` the samples are rounds N .. N + N/10 of sessions that are N - 1
 rounds old (round 10 of ``--samples`` fresh sessions; rounds 100..109 of samples/10 sessions;
-rounds 1,000.. and 10,000.. of one session each). Samples of every age and the bare writes are
+rounds 1,000.. and 10,000.. of one session each). Samples of every age and the floor writes are
 interleaved (ages in a shuffled order each time), so the shared machine's noise falls on all of
 them alike.
 
-Printed figures (medians, same directory, same run):
+Printed figures (medians, same directory, same run), per age:
 
-1. per age: the round's wall time, and the ratio to round ``N0`` (the smallest age; flat cost
-   => about 1);
-2. per age: the bytes a round appended, a bare ``write + fsync + rename`` of that many bytes (one
-   temp file, no directory fsync) and the round / bare-write ratio;
+1. the round's wall time and its ratio to round ``N0`` (the smallest age; flat cost => about 1);
+2. the bytes a round appended, the *floor* (a bare ``write + fsync + rename`` of that many bytes:
+   one temp file, no directory fsync) and the round / floor ratio;
 3. the same rounds on a store with ``fsync=False`` (CPU only) and their ratio to round ``N0``;
 4. amortised means that include snapshots (compaction), for the record.
+
+``--baseline-src REF`` (e.g. ``main``) also measures the ``session_runtime`` package of git ref
+``REF`` (extracted with ``git archive`` into a temp dir and imported in a subprocess, this script
+unchanged), alternating with this tree's (also a subprocess) ``--repeat`` times, and prints both
+tables and this tree / REF per age, so one run gives a before/after ratio on the same machine.
+``--profile`` adds, per store, where a round's time goes (µs per round and part, from
+``cProfile`` over ``--profile-rounds`` rounds of a session of the largest age; the profiler's
+overhead inflates the CPU parts alike).
 
 Timing is printed, never asserted. ``--json FILE`` also writes the figures (``bench/curves.py``
 plots them).
@@ -34,11 +42,15 @@ plots them).
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import random
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -107,7 +119,7 @@ class Session:
 
 
 def bare_write(directory: Path, data: bytes) -> float:
-    """The baseline: write a temp file, fsync it, rename it over the target; returns seconds."""
+    """The floor: write a temp file, fsync it, rename it over the target; returns seconds."""
     t0 = time.perf_counter()
     tmp = directory / "bare.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -155,8 +167,8 @@ def run(
     base: Path, ages: list[int], samples: int, copy: bool, fsync: bool
 ) -> tuple[list[Age], list[list[float]]]:
     """Build the sessions of every age, then take interleaved samples of every age (and, with
-    ``fsync``, a bare write of the same bytes after each). Returns the ages and, per age, the
-    bare-write times."""
+    ``fsync``, a floor write of the same bytes after each). Returns the ages and, per age, the
+    floor-write times (seconds)."""
     store = FileSessionStore(base, epoch=1, fsync=fsync)
     built = [Age(store, n, samples, copy) for n in ages]
     bare: list[list[float]] = [[] for _ in ages]
@@ -173,6 +185,172 @@ def run(
     return built, bare
 
 
+#: Parts of a round for ``--profile``: label, (file suffix, function) and the callers counted
+#: (None: every call). ``other`` is the round's total minus these.
+PARTS: tuple[tuple[str, tuple[str, str], tuple[str, ...] | None], ...] = (
+    ("fdatasync (journal)", ("~", "<built-in method posix.fdatasync>"), None),
+    ("lease checks (fence.check)", ("store/fence.py", "check"), ("_check_fence",)),
+    ("JSON encode of the record", ("store/shapes.py", "encode"), ("_write",)),
+    ("JSON decode of the record", ("store/shapes.py", "decode"), ("_write",)),
+    ("state apply", ("store/state.py", "apply"), ("_write",)),
+    ("masking (result + commit)", ("store/redact.py", "redact_tool_result"), None),
+    ("masking (result + commit)", ("store/redact.py", "redact_messages"), ("commit_round",)),
+    ("delta / prefix check", ("store/state.py", "delta"), None),
+    ("frame + write(2)", ("store/journal.py", "frame"), None),
+    ("frame + write(2)", ("store/atomic.py", "write_all"), ("_append",)),
+    ("compaction (snapshots)", ("store/file.py", "_rotate"), ("_write",)),
+)
+
+
+def profile(base: Path, age: int, rounds: int, copy: bool) -> dict[str, float]:
+    """Profile ``rounds`` rounds of a session ``age - 1`` rounds old (fsync on); returns µs per
+    round for each part of :data:`PARTS`, ``other`` and ``total``."""
+    store = FileSessionStore(base, epoch=1, fsync=True)
+    s = Session(store, "profiled", copy_history=copy)
+    for _ in range(age - 1):
+        s.round()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(rounds):
+        s.round()
+    prof.disable()
+    store.close()
+    stats: dict[Any, Any] = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+
+    def cumtime(where: tuple[str, str], callers: tuple[str, ...] | None) -> float:
+        total = 0.0
+        for (file, _line, name), (_cc, _nc, _tt, ct, by) in stats.items():
+            if name != where[1] or not file.endswith(where[0]):
+                continue
+            if callers is None:
+                total += ct
+            else:
+                total += sum(v[3] for k, v in by.items() if k[2] in callers)
+        return total
+
+    out: dict[str, float] = {}
+    for label, where, callers in PARTS:
+        out[label] = out.get(label, 0.0) + cumtime(where, callers) / rounds * 1e6
+    total = cumtime(("bench/checkpoint.py", "round"), None) / rounds * 1e6
+    out["other (checkpoint construction, store glue)"] = total - sum(out.values())
+    out["total"] = total
+    return out
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the measurement in this process on the ``session_runtime`` it imports; returns the
+    raw samples (seconds) per age, and the profile if asked for."""
+    import session_runtime
+
+    ages = sorted(int(x) for x in args.rounds.split(","))
+    base = Path(tempfile.mkdtemp(prefix="berth-bench-", dir=args.dir))
+    try:
+        wall, bare = run(base / "fsync", ages, args.samples, args.copy_history, fsync=True)
+        cpu, _ = run(base / "cpu", ages, args.samples, args.copy_history, fsync=False)
+        prof = (
+            profile(base / "profile", ages[-1], args.profile_rounds, args.copy_history)
+            if args.profile
+            else None
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return {
+        "source": str(Path(session_runtime.__file__).parent),
+        "ages": [
+            {
+                "round": w.n,
+                "wall": w.times,
+                "floor": b,
+                "cpu": c.times,
+                "bytes": w.grown,
+                "setup": w.setup[len(w.setup) // 2 :] or w.times,
+            }
+            for w, b, c in zip(wall, bare, cpu, strict=True)
+        ],
+        "profile": prof,
+    }
+
+
+def worker(args: argparse.Namespace, src: Path | None) -> dict[str, Any]:
+    """Run :func:`measure` in a subprocess that imports ``session_runtime`` from ``src`` (None:
+    this tree); returns its raw figures."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), env.get("PYTHONPATH")) if p)
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd = [sys.executable, __file__, "--worker", out.name, "--samples", str(args.samples)]
+        cmd += ["--rounds", args.rounds, "--profile-rounds", str(args.profile_rounds)]
+        cmd += ["--dir", args.dir] if args.dir else []
+        cmd += ["--copy-history"] if args.copy_history else []
+        cmd += ["--profile"] if args.profile else []
+        subprocess.run(cmd, check=True, env=env)
+        return dict(json.loads(Path(out.name).read_text()))
+
+
+def extract(ref: str, into: Path) -> Path:
+    """``session_runtime`` of git ref ``ref`` (``git archive``) under ``into``; returns ``into``.
+    Raises ``subprocess.CalledProcessError`` for an unknown ref."""
+    repo = Path(__file__).resolve().parent.parent
+    tar = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", ref, "session_runtime"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
+    return into
+
+
+def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pool the samples of repeated runs of one store, age by age."""
+    first = runs[0]
+    ages = []
+    for i, age in enumerate(first["ages"]):
+        pooled = {k: [x for r in runs for x in r["ages"][i][k]] for k in age if k != "round"}
+        ages.append({"round": age["round"], **pooled})
+    profs = [r["profile"] for r in runs if r["profile"]]
+    prof = {k: statistics.median(p[k] for p in profs) for k in profs[0]} if profs else None
+    return {"source": first["source"], "ages": ages, "profile": prof}
+
+
+def figures(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """Medians and ratios per age (seconds; ratios to the smallest age and to the floor)."""
+    med = statistics.median
+    w0 = med(raw["ages"][0]["wall"])
+    c0 = med(raw["ages"][0]["cpu"])
+    out = []
+    for a in raw["ages"]:
+        wm, fm, cm = med(a["wall"]), med(a["floor"]), med(a["cpu"])
+        out.append(
+            {
+                "round": a["round"],
+                "wall_s": wm,
+                "wall_ratio": wm / w0,
+                "bytes": med(a["bytes"]) if a["bytes"] else 0,
+                "bare_s": fm,
+                "bare_ratio": wm / fm,
+                "cpu_s": cm,
+                "cpu_ratio": cm / c0,
+                "amortised_s": statistics.fmean(a["setup"]),
+            }
+        )
+    return out
+
+
+def table(title: str, figs: list[dict[str, Any]]) -> None:
+    n0 = figs[0]["round"]
+    print(title)
+    print(
+        f"{'round':>7} {'wall':>10} {'/r' + str(n0):>6} {'bytes':>6} {'floor':>10} {'/floor':>6}"
+        f" {'cpu only':>10} {'/r' + str(n0):>6} {'amortised':>10}"
+    )
+    for f in figs:
+        print(
+            f"{f['round']:>7} {ms(f['wall_s'])} {f['wall_ratio']:6.2f} {f['bytes']:6.0f}"
+            f" {ms(f['bare_s'])} {f['bare_ratio']:6.2f} {ms(f['cpu_s'])} {f['cpu_ratio']:6.2f}"
+            f" {ms(f['amortised_s'])}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--dir", default=None, help="directory to benchmark in (default: a temp dir)")
@@ -181,60 +359,64 @@ def main() -> None:
     ap.add_argument(
         "--copy-history",
         action="store_true",
-        help="build checkpoints with a copy of every message and no known_prefix (the baseline)",
+        help="build checkpoints with a copy of every message and no known_prefix",
     )
+    ap.add_argument("--baseline-src", metavar="REF", help="also measure the store of git ref REF")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per store, alternated (pooled)")
+    ap.add_argument("--profile", action="store_true", help="where a round's time goes, per part")
+    ap.add_argument("--profile-rounds", type=int, default=500)
     ap.add_argument("--json", default=None, help="also write the figures to this file")
+    ap.add_argument("--worker", metavar="FILE", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    ages = sorted(int(x) for x in args.rounds.split(","))
+    if args.worker:
+        Path(args.worker).write_text(json.dumps(measure(args)) + "\n")
+        return
 
-    base = Path(tempfile.mkdtemp(prefix="berth-bench-", dir=args.dir))
-    try:
-        wall, bare = run(base / "fsync", ages, args.samples, args.copy_history, fsync=True)
-        cpu, _ = run(base / "cpu", ages, args.samples, args.copy_history, fsync=False)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    mode = "copy of every message" if args.copy_history else "known_prefix"
+    with tempfile.TemporaryDirectory(prefix="berth-bench-src-") as tmp:
+        src = extract(args.baseline_src, Path(tmp)) if args.baseline_src else None
+        mine_runs: list[dict[str, Any]] = []
+        base_runs: list[dict[str, Any]] = []
+        for i in range(args.repeat):
+            # alternate which store goes first, so a drift of the machine's load hits both
+            order: list[tuple[Path | None, list[dict[str, Any]]]] = [(None, mine_runs)]
+            if src is not None:
+                order.append((src, base_runs))
+            for where, into in order if i % 2 else order[::-1]:
+                into.append(worker(args, where))
+    stores = [("this tree", merge(mine_runs))]
+    if base_runs:
+        stores.append((f"baseline {args.baseline_src}", merge(base_runs)))
 
-    mode = "copy of every message (baseline)" if args.copy_history else "known_prefix"
-    print(f"checkpoint bench in {base} ({args.samples} interleaved samples per age, medians)")
+    print(f"checkpoint bench, {args.samples} interleaved samples per age x {args.repeat}, medians")
     print("one round = begin_round + record_tool_result + build LoopCheckpoint + commit_round")
-    print(f"checkpoint built with: {mode}")
-    w0 = statistics.median(wall[0].times)
-    c0 = statistics.median(cpu[0].times)
-    n0 = ages[0]
-    print(
-        f"{'round':>7} {'wall':>10} {'/r' + str(n0):>6} {'bytes':>6} {'bare':>10} {'/bare':>6}"
-        f" {'cpu only':>10} {'/r' + str(n0):>6} {'amortised':>10}"
-    )
-    figures: list[dict[str, Any]] = []
-    for w, b, c in zip(wall, bare, cpu, strict=True):
-        wm, bm, cm = (statistics.median(v) for v in (w.times, b, c.times))
-        size = statistics.median(w.grown) if w.grown else 0
-        amortised = statistics.fmean(w.setup[len(w.setup) // 2 :] or w.times)
-        print(
-            f"{w.n:>7} {ms(wm)} {wm / w0:6.2f} {size:6.0f} {ms(bm)} {wm / bm:6.2f}"
-            f" {ms(cm)} {cm / c0:6.2f} {ms(amortised)}"
-        )
-        figures.append(
-            {
-                "round": w.n,
-                "wall_s": wm,
-                "wall_ratio": wm / w0,
-                "bytes": size,
-                "bare_s": bm,
-                "bare_ratio": wm / bm,
-                "cpu_s": cm,
-                "cpu_ratio": cm / c0,
-                "amortised_s": amortised,
-            }
-        )
+    print(f"checkpoint built with: {mode}; floor = bare write + fsync + rename of the same bytes")
+    out: dict[str, Any] = {"mode": mode, "samples": args.samples * args.repeat}
+    for name, raw in stores:
+        figs = figures(raw)
+        table(f"\n{name} (session_runtime from {raw['source']}):", figs)
+        key = "ages" if name == "this tree" else "baseline"
+        out[key] = figs
+        out[key + "_profile"] = raw["profile"]
     print(
         "  (amortised: mean wall time of rounds N/2 .. N-1 of the age's first session, "
         "snapshots included)"
     )
+    if base_runs:
+        print(f"\nthis tree / {args.baseline_src}, per age (medians):")
+        print(f"{'round':>7} {'wall':>6} {'cpu':>6}")
+        for a, b in zip(out["ages"], out["baseline"], strict=True):
+            wall, cpu = a["wall_s"] / b["wall_s"], a["cpu_s"] / b["cpu_s"]
+            print(f"{a['round']:>7} {wall:6.2f} {cpu:6.2f}")
+        out["baseline_ref"] = args.baseline_src
+    if args.profile:
+        profs = [(name, raw["profile"]) for name, raw in stores]
+        print(f"\nwhere a round goes at round {out['ages'][-1]['round']} (µs per round, cProfile):")
+        print(f"{'part':<46}" + "".join(f"{name:>18}" for name, _ in profs))
+        for part in profs[0][1]:
+            print(f"{part:<46}" + "".join(f"{p[part]:18.1f}" for _, p in profs))
     if args.json:
-        Path(args.json).write_text(
-            json.dumps({"mode": mode, "samples": args.samples, "ages": figures}, indent=1) + "\n"
-        )
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":
