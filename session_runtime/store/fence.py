@@ -12,10 +12,11 @@ with ``FencedError`` while the holder may be alive; it takes the lease over only
 is provably dead (same host, and its pid is gone or belongs to a newer process: a container
 restarted in place). A writer whose lease file no longer holds its own id is fenced too.
 
-Rule: a writer checks the lease before every write and again once the write is durable; if a
-higher epoch has claimed the session, or another writer holds its epoch, it raises
-``FencedError`` and must stop. A claimant claims
-before it reads, so a write whose second check passed is always seen by the newer epoch. The
+Rule: a writer checks the lease before every durable write and again once it is durable (a
+record it only writes, made durable by the next durable write, is covered by that write's
+checks; nothing may act on it before); if a higher epoch has claimed the session, or another
+writer holds its epoch, it raises ``FencedError`` and must stop. A claimant claims before it
+reads, so a write whose second check passed is always seen by the newer epoch. The
 writer's files carry its epoch in their names, so whatever it writes after the newer epoch's
 takeover snapshot is never read by that epoch (see :mod:`.file`).
 """
