@@ -3,7 +3,7 @@ cheapest durable write of the same bytes (ARCHITECTURE §6: per-round cost stays
 
     .venv/bin/python bench/checkpoint.py [--dir DIR] [--samples 60] [--rounds 10,100,1000,10000]
                                          [--baseline-src REF] [--profile] [--copy-history]
-                                         [--json FILE]
+                                         [--profile-rounds 500] [--json FILE]
 
 A "round" is what the agent loop does for persistence in one tool round with one bash call:
 ``begin_round`` (the assistant message), ``record_tool_result`` (a ~200-byte output), building
@@ -27,13 +27,14 @@ Printed figures (medians, same directory, same run), per age:
 3. the same rounds on a store with ``fsync=False`` (CPU only) and their ratio to round ``N0``;
 4. amortised means that include snapshots (compaction), for the record.
 
-``--baseline-src REF`` (e.g. ``main``) also measures the ``session_runtime`` package of git ref
-``REF`` (extracted with ``git archive`` into a temp dir and imported in a subprocess, this script
-unchanged), alternating with this tree's (also a subprocess) ``--repeat`` times, and prints both
-tables and this tree / REF per age, so one run gives a before/after ratio on the same machine.
-``--profile`` adds, per store, where a round's time goes (µs per round and part, from
-``cProfile`` over ``--profile-rounds`` rounds of a session of the largest age; the profiler's
-overhead inflates the CPU parts alike).
+Each store is measured in a worker process of this script that builds its sessions once, then
+runs one round per request. ``--baseline-src REF`` (e.g. ``main``) adds a worker that imports the
+``session_runtime`` package of git ref ``REF`` (extracted with ``git archive`` into a temp dir,
+first on ``PYTHONPATH``); the two stores' rounds alternate sample by sample (and share the
+floor writes), so the disk's mood of the moment falls on both, and one run gives the ratio this
+tree / REF per age. ``--profile`` adds, per store, where a round's time goes (µs per round and
+part, from ``cProfile`` over ``--profile-rounds`` further rounds of the oldest session,
+alternated in chunks; the profiler's overhead inflates the CPU parts alike).
 
 Timing is printed, never asserted. ``--json FILE`` also writes the figures (``bench/curves.py``
 plots them).
@@ -163,28 +164,6 @@ def ms(x: float) -> str:
     return f"{x * 1000:7.3f} ms"
 
 
-def run(
-    base: Path, ages: list[int], samples: int, copy: bool, fsync: bool
-) -> tuple[list[Age], list[list[float]]]:
-    """Build the sessions of every age, then take interleaved samples of every age (and, with
-    ``fsync``, a floor write of the same bytes after each). Returns the ages and, per age, the
-    floor-write times (seconds)."""
-    store = FileSessionStore(base, epoch=1, fsync=fsync)
-    built = [Age(store, n, samples, copy) for n in ages]
-    bare: list[list[float]] = [[] for _ in ages]
-    order = list(range(len(ages)))
-    shuffle = random.Random(0).shuffle
-    for i in range(samples):
-        shuffle(order)  # what one age leaves behind (garbage, cold caches) hits every age alike
-        for a, b in ((built[k], bare[k]) for k in order):
-            a.sample(i, measure_bytes=fsync)
-            if fsync:
-                size = a.grown[-1] if a.grown else 1024
-                b.append(bare_write(base, b"x" * size))
-    store.close()
-    return built, bare
-
-
 #: Parts of a round for ``--profile``: label, (file suffix, function) and the callers counted
 #: (None: every call). ``other`` is the round's total minus these.
 PARTS: tuple[tuple[str, tuple[str, str], tuple[str, ...] | None], ...] = (
@@ -202,19 +181,8 @@ PARTS: tuple[tuple[str, tuple[str, str], tuple[str, ...] | None], ...] = (
 )
 
 
-def profile(base: Path, age: int, rounds: int, copy: bool) -> dict[str, float]:
-    """Profile ``rounds`` rounds of a session ``age - 1`` rounds old (fsync on); returns µs per
-    round for each part of :data:`PARTS`, ``other`` and ``total``."""
-    store = FileSessionStore(base, epoch=1, fsync=True)
-    s = Session(store, "profiled", copy_history=copy)
-    for _ in range(age - 1):
-        s.round()
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(rounds):
-        s.round()
-    prof.disable()
-    store.close()
+def parts(prof: cProfile.Profile, rounds: int) -> dict[str, float]:
+    """µs per round for each part of :data:`PARTS`, ``other`` and ``total`` (the round)."""
     stats: dict[Any, Any] = pstats.Stats(prof).stats  # type: ignore[attr-defined]
 
     def cumtime(where: tuple[str, str], callers: tuple[str, ...] | None) -> float:
@@ -237,54 +205,98 @@ def profile(base: Path, age: int, rounds: int, copy: bool) -> dict[str, float]:
     return out
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the measurement in this process on the ``session_runtime`` it imports; returns the
-    raw samples (seconds) per age, and the profile if asked for."""
-    import session_runtime
+class Worker:
+    """One store under measurement, in its own process (``--serve``): the sessions of every age
+    on a store with fsync (wall) and one without (CPU only), built once; then one command per
+    line on stdin, one JSON answer per line on stdout:
 
+    ``wall K I`` / ``cpu K I``: sample ``I`` of age index ``K``: ``[seconds, bytes appended]``;
+    ``profile N``: ``N`` more rounds of the oldest session under ``cProfile``: ``null``;
+    ``done``: ``{"source", "setup": [[seconds]] per age, "profile": parts or null}``, then exit.
+    """
+
+    def __init__(self, base: Path, ages: list[int], samples: int, copy: bool) -> None:
+        self.wall_store = FileSessionStore(base / "fsync", epoch=1, fsync=True)
+        self.cpu_store = FileSessionStore(base / "cpu", epoch=1, fsync=False)
+        self.wall = [Age(self.wall_store, n, samples, copy) for n in ages]
+        self.cpu = [Age(self.cpu_store, n, samples, copy) for n in ages]
+        self.prof = cProfile.Profile()
+        self.profiled = 0
+
+    def handle(self, words: list[str]) -> Any:
+        if words[0] in ("wall", "cpu"):
+            age = (self.wall if words[0] == "wall" else self.cpu)[int(words[1])]
+            before = len(age.grown)
+            age.sample(int(words[2]), measure_bytes=words[0] == "wall")
+            return [age.times[-1], age.grown[-1] if len(age.grown) > before else 0]
+        if words[0] == "profile":
+            s = self.wall[-1].sessions[0]
+            self.prof.enable()
+            for _ in range(int(words[1])):
+                s.round()
+            self.prof.disable()
+            self.profiled += int(words[1])
+            return None
+        import session_runtime
+
+        self.wall_store.close()
+        self.cpu_store.close()
+        return {
+            "source": str(Path(session_runtime.__file__).parent),
+            "setup": [a.setup[len(a.setup) // 2 :] or a.times for a in self.wall],
+            "profile": parts(self.prof, self.profiled) if self.profiled else None,
+        }
+
+
+def serve(args: argparse.Namespace) -> None:
+    """The ``--serve`` side of :class:`Worker` (this process imports the store to measure)."""
     ages = sorted(int(x) for x in args.rounds.split(","))
     base = Path(tempfile.mkdtemp(prefix="berth-bench-", dir=args.dir))
     try:
-        wall, bare = run(base / "fsync", ages, args.samples, args.copy_history, fsync=True)
-        cpu, _ = run(base / "cpu", ages, args.samples, args.copy_history, fsync=False)
-        prof = (
-            profile(base / "profile", ages[-1], args.profile_rounds, args.copy_history)
-            if args.profile
-            else None
-        )
+        w = Worker(base, ages, args.samples, args.copy_history)
+        print("ready", flush=True)
+        for line in sys.stdin:
+            words = line.split()
+            print(json.dumps(w.handle(words)), flush=True)
+            if words[0] == "done":
+                return
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    return {
-        "source": str(Path(session_runtime.__file__).parent),
-        "ages": [
-            {
-                "round": w.n,
-                "wall": w.times,
-                "floor": b,
-                "cpu": c.times,
-                "bytes": w.grown,
-                "setup": w.setup[len(w.setup) // 2 :] or w.times,
-            }
-            for w, b, c in zip(wall, bare, cpu, strict=True)
-        ],
-        "profile": prof,
-    }
 
 
-def worker(args: argparse.Namespace, src: Path | None) -> dict[str, Any]:
-    """Run :func:`measure` in a subprocess that imports ``session_runtime`` from ``src`` (None:
-    this tree); returns its raw figures."""
-    env = dict(os.environ)
-    if src is not None:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), env.get("PYTHONPATH")) if p)
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        cmd = [sys.executable, __file__, "--worker", out.name, "--samples", str(args.samples)]
-        cmd += ["--rounds", args.rounds, "--profile-rounds", str(args.profile_rounds)]
+class Client:
+    """The parent's handle on a :class:`Worker` process importing ``session_runtime`` from
+    ``src`` (None: this tree)."""
+
+    def __init__(self, name: str, args: argparse.Namespace, src: Path | None) -> None:
+        env = dict(os.environ)
+        if src is not None:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), env.get("PYTHONPATH")) if p)
+        cmd = [sys.executable, __file__, "--serve", "--samples", str(args.samples)]
+        cmd += ["--rounds", args.rounds]
         cmd += ["--dir", args.dir] if args.dir else []
         cmd += ["--copy-history"] if args.copy_history else []
-        cmd += ["--profile"] if args.profile else []
-        subprocess.run(cmd, check=True, env=env)
-        return dict(json.loads(Path(out.name).read_text()))
+        self.name = name
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.wall: list[list[float]] = []
+        self.cpu: list[list[float]] = []
+        self.bytes: list[list[int]] = []
+
+    def ask(self, command: str) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"bench worker for {self.name} exited ({self.proc.wait()})")
+        return json.loads(line)
+
+    def wait_ready(self) -> None:
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"bench worker for {self.name} did not start")
 
 
 def extract(ref: str, into: Path) -> Path:
@@ -300,37 +312,52 @@ def extract(ref: str, into: Path) -> Path:
     return into
 
 
-def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Pool the samples of repeated runs of one store, age by age."""
-    first = runs[0]
-    ages = []
-    for i, age in enumerate(first["ages"]):
-        pooled = {k: [x for r in runs for x in r["ages"][i][k]] for k in age if k != "round"}
-        ages.append({"round": age["round"], **pooled})
-    profs = [r["profile"] for r in runs if r["profile"]]
-    prof = {k: statistics.median(p[k] for p in profs) for k in profs[0]} if profs else None
-    return {"source": first["source"], "ages": ages, "profile": prof}
+def measure(args: argparse.Namespace, clients: list[Client], floor_dir: Path) -> list[list[float]]:
+    """Interleave the samples: for every sample index, the ages in a shuffled order, and for
+    every age the clients in alternating order, each round followed by a floor write of the
+    bytes it appended. Fills the clients' lists; returns the floor times per age (seconds)."""
+    n_ages = len(args.rounds.split(","))
+    for c in clients:
+        c.wall = [[] for _ in range(n_ages)]
+        c.cpu = [[] for _ in range(n_ages)]
+        c.bytes = [[] for _ in range(n_ages)]
+    floor: list[list[float]] = [[] for _ in range(n_ages)]
+    order = list(range(n_ages))
+    rng = random.Random(0)
+    for i in range(args.samples):
+        rng.shuffle(order)  # what one age leaves behind (garbage, cold caches) hits every age
+        for k in order:
+            for c in clients if i % 2 else clients[::-1]:
+                t, size = c.ask(f"wall {k} {i}")
+                c.wall[k].append(t)
+                if size:
+                    c.bytes[k].append(size)
+                floor[k].append(bare_write(floor_dir, b"x" * (size or 1024)))
+            for c in clients if i % 2 else clients[::-1]:
+                c.cpu[k].append(c.ask(f"cpu {k} {i}")[0])
+    return floor
 
 
-def figures(raw: dict[str, Any]) -> list[dict[str, Any]]:
+def figures(
+    c: Client, ages: list[int], floor: list[list[float]], setup: list[list[float]]
+) -> list[dict[str, Any]]:
     """Medians and ratios per age (seconds; ratios to the smallest age and to the floor)."""
     med = statistics.median
-    w0 = med(raw["ages"][0]["wall"])
-    c0 = med(raw["ages"][0]["cpu"])
+    w0, c0 = med(c.wall[0]), med(c.cpu[0])
     out = []
-    for a in raw["ages"]:
-        wm, fm, cm = med(a["wall"]), med(a["floor"]), med(a["cpu"])
+    for k, n in enumerate(ages):
+        wm, fm, cm = med(c.wall[k]), med(floor[k]), med(c.cpu[k])
         out.append(
             {
-                "round": a["round"],
+                "round": n,
                 "wall_s": wm,
                 "wall_ratio": wm / w0,
-                "bytes": med(a["bytes"]) if a["bytes"] else 0,
+                "bytes": med(c.bytes[k]) if c.bytes[k] else 0,
                 "bare_s": fm,
                 "bare_ratio": wm / fm,
                 "cpu_s": cm,
                 "cpu_ratio": cm / c0,
-                "amortised_s": statistics.fmean(a["setup"]),
+                "amortised_s": statistics.fmean(setup[k]),
             }
         )
     return out
@@ -362,56 +389,60 @@ def main() -> None:
         help="build checkpoints with a copy of every message and no known_prefix",
     )
     ap.add_argument("--baseline-src", metavar="REF", help="also measure the store of git ref REF")
-    ap.add_argument("--repeat", type=int, default=1, help="runs per store, alternated (pooled)")
     ap.add_argument("--profile", action="store_true", help="where a round's time goes, per part")
     ap.add_argument("--profile-rounds", type=int, default=500)
     ap.add_argument("--json", default=None, help="also write the figures to this file")
-    ap.add_argument("--worker", metavar="FILE", help=argparse.SUPPRESS)
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.worker:
-        Path(args.worker).write_text(json.dumps(measure(args)) + "\n")
+    args.rounds = ",".join(str(n) for n in sorted(int(x) for x in args.rounds.split(",")))
+    if args.serve:
+        serve(args)
         return
 
     mode = "copy of every message" if args.copy_history else "known_prefix"
-    with tempfile.TemporaryDirectory(prefix="berth-bench-src-") as tmp:
-        src = extract(args.baseline_src, Path(tmp)) if args.baseline_src else None
-        mine_runs: list[dict[str, Any]] = []
-        base_runs: list[dict[str, Any]] = []
-        for i in range(args.repeat):
-            # alternate which store goes first, so a drift of the machine's load hits both
-            order: list[tuple[Path | None, list[dict[str, Any]]]] = [(None, mine_runs)]
-            if src is not None:
-                order.append((src, base_runs))
-            for where, into in order if i % 2 else order[::-1]:
-                into.append(worker(args, where))
-    stores = [("this tree", merge(mine_runs))]
-    if base_runs:
-        stores.append((f"baseline {args.baseline_src}", merge(base_runs)))
+    with tempfile.TemporaryDirectory(prefix="berth-bench-", dir=args.dir) as tmp:
+        clients = [Client("this tree", args, None)]
+        if args.baseline_src:
+            src = extract(args.baseline_src, Path(tmp))
+            clients.append(Client(f"baseline {args.baseline_src}", args, src))
+        for c in clients:  # one after the other: building old sessions is not measured
+            c.wait_ready()
+        floor = measure(args, clients, Path(tmp))
+        if args.profile:
+            chunk = 50
+            for j in range(0, args.profile_rounds, chunk):
+                for c in clients if (j // chunk) % 2 else clients[::-1]:
+                    c.ask(f"profile {min(chunk, args.profile_rounds - j)}")
+        done = [c.ask("done") for c in clients]
+        for c in clients:
+            c.proc.wait()
 
-    print(f"checkpoint bench, {args.samples} interleaved samples per age x {args.repeat}, medians")
+    print(f"checkpoint bench, {args.samples} samples per age, stores and ages interleaved, medians")
     print("one round = begin_round + record_tool_result + build LoopCheckpoint + commit_round")
     print(f"checkpoint built with: {mode}; floor = bare write + fsync + rename of the same bytes")
-    out: dict[str, Any] = {"mode": mode, "samples": args.samples * args.repeat}
-    for name, raw in stores:
-        figs = figures(raw)
-        table(f"\n{name} (session_runtime from {raw['source']}):", figs)
-        key = "ages" if name == "this tree" else "baseline"
-        out[key] = figs
-        out[key + "_profile"] = raw["profile"]
+    out: dict[str, Any] = {"mode": mode, "samples": args.samples}
+    for c, d in zip(clients, done, strict=True):
+        figs = figures(c, [int(x) for x in args.rounds.split(",")], floor, d["setup"])
+        table(f"\n{c.name} (session_runtime from {d['source']}):", figs)
+        key = "ages" if c is clients[0] else "baseline"
+        out[key], out[key + "_profile"] = figs, d["profile"]
     print(
         "  (amortised: mean wall time of rounds N/2 .. N-1 of the age's first session, "
         "snapshots included)"
     )
-    if base_runs:
+    if args.baseline_src:
+        out["baseline_ref"] = args.baseline_src
         print(f"\nthis tree / {args.baseline_src}, per age (medians):")
         print(f"{'round':>7} {'wall':>6} {'cpu':>6}")
         for a, b in zip(out["ages"], out["baseline"], strict=True):
             wall, cpu = a["wall_s"] / b["wall_s"], a["cpu_s"] / b["cpu_s"]
             print(f"{a['round']:>7} {wall:6.2f} {cpu:6.2f}")
-        out["baseline_ref"] = args.baseline_src
     if args.profile:
-        profs = [(name, raw["profile"]) for name, raw in stores]
-        print(f"\nwhere a round goes at round {out['ages'][-1]['round']} (µs per round, cProfile):")
+        profs = [(c.name, d["profile"]) for c, d in zip(clients, done, strict=True)]
+        print(
+            f"\nwhere a round goes at round {out['ages'][-1]['round']}+ "
+            f"(µs per round, cProfile over {args.profile_rounds} rounds):"
+        )
         print(f"{'part':<46}" + "".join(f"{name:>18}" for name, _ in profs))
         for part in profs[0][1]:
             print(f"{part:<46}" + "".join(f"{p[part]:18.1f}" for _, p in profs))
