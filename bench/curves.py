@@ -59,16 +59,22 @@ def main() -> None:
     panels = 4 if placement else 3
     fig, axes = plt.subplots(1, panels, figsize=(4.4 * panels, 3.8))
     ax1, ax2, ax3 = axes[:3]
-    for ages, style, label in ((cp["ages"], "o-", "this tree"), (cp["baseline"], "s--", ref)):
+    stores = ((cp["ages"], "o-", "tab:blue", "this tree"), (cp["baseline"], "s--", "tab:red", ref))
+    for ages, style, color, label in stores:
         rounds = [a["round"] for a in ages]
-        ax1.plot(rounds, [a["wall_s"] * 1e3 for a in ages], style, label=f"{label}, wall")
+        ax1.plot(rounds, [a["wall_s"] * 1e3 for a in ages], style, c=color, label=f"{label}, wall")
         ax1.plot(
-            rounds, [a["cpu_s"] * 1e3 for a in ages], style, alpha=0.5, label=f"{label}, CPU only"
+            rounds,
+            [a["cpu_s"] * 1e3 for a in ages],
+            style,
+            c=color,
+            alpha=0.4,
+            label=f"{label}, CPU only",
         )
-        ax2.plot(rounds, [a["bare_ratio"] for a in ages], style, label=f"{label}, round / floor")
-        ax2.plot(
-            rounds, [a["wall_ratio"] for a in ages], style, alpha=0.5, label=f"{label}, wall / r10"
-        )
+        ratio = [a["bare_ratio"] for a in ages]
+        ax2.plot(rounds, ratio, style, c=color, label=f"{label}, round / floor")
+        flat = [a["wall_ratio"] for a in ages]
+        ax2.plot(rounds, flat, style, c=color, alpha=0.4, label=f"{label}, round N / round 10")
     floor = [a["bare_s"] * 1e3 for a in cp["ages"]]
     ax1.plot([a["round"] for a in cp["ages"]], floor, "k:", label="floor: write+fsync+rename")
     ax1.set(
