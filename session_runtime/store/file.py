@@ -373,9 +373,10 @@ class FileSessionStore:
         and made durable by the round's commit, the next write (see ``record_tool_result``).
         A durable append is fenced on both sides: the lease is checked before it and again
         once it is durable (a write that returns was seen by any newer epoch's takeover read).
-        The deferred result is not checked by itself: nothing acts on it until the commit,
-        whose checks cover it (a writer that lost the lease before or while writing the result
-        has its commit refused; the newer epoch never reads what it wrote after the takeover).
+        The deferred result is not checked by itself: no tool runs and no checkpoint is
+        published on it until the commit, whose checks cover it (a writer that lost the lease
+        before or while writing the result has its commit refused; the newer epoch never reads
+        what it wrote after the takeover).
         Compaction runs only after a durable append, never while a result awaits its commit.
 
         The state applies the record decoded from the journaled bytes, so it never shares an
@@ -456,8 +457,11 @@ class FileSessionStore:
         Only if the machine (or, on a network file system, this client) dies between the two
         can the result be lost; the intent is durable, so the call is then reported as
         interrupted on resume, as for a tool that was still running, and never re-run blindly.
-        That result is not fenced by itself (nothing acts on it before the commit): a writer
-        that lost the lease meanwhile has its commit refused with ``FencedError``."""
+        That result is not fenced by itself: no tool runs and no checkpoint is published on
+        it before the commit, and a writer that lost the lease meanwhile has that commit
+        refused with ``FencedError``. (The agent loop still emits the result's ``tool_end``
+        event before committing; from a writer that lost the lease, that event may announce a
+        result the new owner never reads and reports as interrupted.)"""
         check_id("run id", run_id)
         rec = result_record(run_id, turn, tool_call_id, redact_tool_result(result))
         self._write(session_id, rec)
