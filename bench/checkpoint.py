@@ -161,6 +161,7 @@ class Age:
 
 
 def ms(x: float) -> str:
+    """``x`` seconds as right-aligned milliseconds."""
     return f"{x * 1000:7.3f} ms"
 
 
@@ -364,6 +365,7 @@ def figures(
 
 
 def table(title: str, figs: list[dict[str, Any]]) -> None:
+    """Print the figures of one store (from :func:`figures`) under ``title``."""
     n0 = figs[0]["round"]
     print(title)
     print(
@@ -401,21 +403,26 @@ def main() -> None:
 
     mode = "copy of every message" if args.copy_history else "known_prefix"
     with tempfile.TemporaryDirectory(prefix="berth-bench-", dir=args.dir) as tmp:
-        clients = [Client("this tree", args, None)]
+        stores: list[tuple[str, Path | None]] = [("this tree", None)]
         if args.baseline_src:
-            src = extract(args.baseline_src, Path(tmp))
-            clients.append(Client(f"baseline {args.baseline_src}", args, src))
-        for c in clients:  # one after the other: building old sessions is not measured
-            c.wait_ready()
-        floor = measure(args, clients, Path(tmp))
-        if args.profile:
-            chunk = 50
-            for j in range(0, args.profile_rounds, chunk):
-                for c in clients if (j // chunk) % 2 else clients[::-1]:
-                    c.ask(f"profile {min(chunk, args.profile_rounds - j)}")
-        done = [c.ask("done") for c in clients]
-        for c in clients:
-            c.proc.wait()
+            stores.append((f"baseline {args.baseline_src}", extract(args.baseline_src, Path(tmp))))
+        clients: list[Client] = []
+        try:
+            for name, src in stores:  # one at a time, so each builds its sessions undisturbed
+                clients.append(Client(name, args, src))
+                clients[-1].wait_ready()
+            floor = measure(args, clients, Path(tmp))
+            if args.profile:
+                chunk = 50
+                for j in range(0, args.profile_rounds, chunk):
+                    for c in clients if (j // chunk) % 2 else clients[::-1]:
+                        c.ask(f"profile {min(chunk, args.profile_rounds - j)}")
+            done = [c.ask("done") for c in clients]
+        finally:
+            for c in clients:  # end of input ends a worker that is still waiting for commands
+                if c.proc.stdin is not None and not c.proc.stdin.closed:
+                    c.proc.stdin.close()
+                c.proc.wait()
 
     print(f"checkpoint bench, {args.samples} samples per age, stores and ages interleaved, medians")
     print("one round = begin_round + record_tool_result + build LoopCheckpoint + commit_round")
