@@ -161,8 +161,8 @@ def describe(exc: ValidationError) -> str:
 
 
 #: The canonical encoder, built once: ``json.dumps`` with any non-default option builds a new
-#: ``JSONEncoder`` per call (about a third of the call's CPU for a round's record). Stateless
-#: between calls, so one instance serves every thread.
+#: ``JSONEncoder`` per call (about 1 µs of the 9-10 µs a round's commit record costs).
+#: Stateless between calls, so one instance serves every thread.
 _ENCODER = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )
