@@ -2,7 +2,8 @@
 cheapest durable write of the same bytes (ARCHITECTURE §6: per-round cost stays flat).
 
     .venv/bin/python bench/checkpoint.py [--dir DIR] [--samples 60] [--rounds 10,100,1000,10000]
-                                         [--copy-history] [--json FILE]
+                                         [--baseline-src REF] [--profile] [--copy-history]
+                                         [--profile-rounds 500] [--json FILE]
 
 A "round" is what the agent loop does for persistence in one tool round with one bash call:
 ``begin_round`` (the assistant message), ``record_tool_result`` (a ~200-byte output), building
@@ -10,22 +11,30 @@ the ``LoopCheckpoint`` the way ``AgentLoop.commit`` builds it (the live message 
 ``known_prefix``, the length of the previous checkpoint) and ``commit_round``. The whole round is
 timed, the checkpoint's construction included. ``--copy-history`` builds the checkpoint as the
 loop did before ``known_prefix`` existed (a shallow copy of every message, no promise, so the
-store compares the history): the baseline this benchmark was written against.
+store compares the history).
 
 For every age N of ``--rounds`` the samples are rounds N .. N + N/10 of sessions that are N - 1
 rounds old (round 10 of ``--samples`` fresh sessions; rounds 100..109 of samples/10 sessions;
-rounds 1,000.. and 10,000.. of one session each). Samples of every age and the bare writes are
+rounds 1,000.. and 10,000.. of one session each). Samples of every age and the floor writes are
 interleaved (ages in a shuffled order each time), so the shared machine's noise falls on all of
 them alike.
 
-Printed figures (medians, same directory, same run):
+Printed figures (medians, same directory, same run), per age:
 
-1. per age: the round's wall time, and the ratio to round ``N0`` (the smallest age; flat cost
-   => about 1);
-2. per age: the bytes a round appended, a bare ``write + fsync + rename`` of that many bytes (one
-   temp file, no directory fsync) and the round / bare-write ratio;
+1. the round's wall time and its ratio to round ``N0`` (the smallest age; flat cost => about 1);
+2. the bytes a round appended, the *floor* (a bare ``write + fsync + rename`` of that many bytes:
+   one temp file, no directory fsync) and the round / floor ratio;
 3. the same rounds on a store with ``fsync=False`` (CPU only) and their ratio to round ``N0``;
 4. amortised means that include snapshots (compaction), for the record.
+
+Each store is measured in a worker process of this script that builds its sessions once, then
+runs one round per request. ``--baseline-src REF`` (e.g. ``main``) adds a worker that imports the
+``session_runtime`` package of git ref ``REF`` (extracted with ``git archive`` into a temp dir,
+first on ``PYTHONPATH``); the two stores' rounds alternate sample by sample (and share the
+floor writes), so the disk's mood of the moment falls on both, and one run gives the ratio this
+tree / REF per age. ``--profile`` adds, per store, where a round's time goes (µs per round and
+part, from ``cProfile`` over ``--profile-rounds`` further rounds of the oldest session,
+alternated in chunks; the profiler's overhead inflates the CPU parts alike).
 
 Timing is printed, never asserted. ``--json FILE`` also writes the figures (``bench/curves.py``
 plots them).
@@ -34,11 +43,15 @@ plots them).
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import random
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -107,7 +120,7 @@ class Session:
 
 
 def bare_write(directory: Path, data: bytes) -> float:
-    """The baseline: write a temp file, fsync it, rename it over the target; returns seconds."""
+    """The floor: write a temp file, fsync it, rename it over the target; returns seconds."""
     t0 = time.perf_counter()
     tmp = directory / "bare.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -148,29 +161,223 @@ class Age:
 
 
 def ms(x: float) -> str:
+    """``x`` seconds as right-aligned milliseconds."""
     return f"{x * 1000:7.3f} ms"
 
 
-def run(
-    base: Path, ages: list[int], samples: int, copy: bool, fsync: bool
-) -> tuple[list[Age], list[list[float]]]:
-    """Build the sessions of every age, then take interleaved samples of every age (and, with
-    ``fsync``, a bare write of the same bytes after each). Returns the ages and, per age, the
-    bare-write times."""
-    store = FileSessionStore(base, epoch=1, fsync=fsync)
-    built = [Age(store, n, samples, copy) for n in ages]
-    bare: list[list[float]] = [[] for _ in ages]
-    order = list(range(len(ages)))
-    shuffle = random.Random(0).shuffle
-    for i in range(samples):
-        shuffle(order)  # what one age leaves behind (garbage, cold caches) hits every age alike
-        for a, b in ((built[k], bare[k]) for k in order):
-            a.sample(i, measure_bytes=fsync)
-            if fsync:
-                size = a.grown[-1] if a.grown else 1024
-                b.append(bare_write(base, b"x" * size))
-    store.close()
-    return built, bare
+#: Parts of a round for ``--profile``: label, (file suffix, function) and the callers counted
+#: (None: every call). ``other`` is the round's total minus these.
+PARTS: tuple[tuple[str, tuple[str, str], tuple[str, ...] | None], ...] = (
+    ("fdatasync (journal)", ("~", "<built-in method posix.fdatasync>"), None),
+    ("lease checks (fence.check)", ("store/fence.py", "check"), ("_check_fence",)),
+    ("JSON encode of the record", ("store/shapes.py", "encode"), ("_write",)),
+    ("JSON decode of the record", ("store/shapes.py", "decode"), ("_write",)),
+    ("state apply", ("store/state.py", "apply"), ("_write",)),
+    ("masking (result + commit)", ("store/redact.py", "redact_tool_result"), None),
+    ("masking (result + commit)", ("store/redact.py", "redact_messages"), ("commit_round",)),
+    ("delta / prefix check", ("store/state.py", "delta"), None),
+    ("frame + write(2)", ("store/journal.py", "frame"), None),
+    ("frame + write(2)", ("store/atomic.py", "write_all"), ("_append",)),
+    ("compaction (snapshots)", ("store/file.py", "_rotate"), ("_write",)),
+)
+
+
+def parts(prof: cProfile.Profile, rounds: int) -> dict[str, float]:
+    """µs per round for each part of :data:`PARTS`, ``other`` and ``total`` (the round)."""
+    stats: dict[Any, Any] = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+
+    def cumtime(where: tuple[str, str], callers: tuple[str, ...] | None) -> float:
+        total = 0.0
+        for (file, _line, name), (_cc, _nc, _tt, ct, by) in stats.items():
+            if name != where[1] or not file.endswith(where[0]):
+                continue
+            if callers is None:
+                total += ct
+            else:
+                total += sum(v[3] for k, v in by.items() if k[2] in callers)
+        return total
+
+    out: dict[str, float] = {}
+    for label, where, callers in PARTS:
+        out[label] = out.get(label, 0.0) + cumtime(where, callers) / rounds * 1e6
+    total = cumtime(("bench/checkpoint.py", "round"), None) / rounds * 1e6
+    out["other (checkpoint construction, store glue)"] = total - sum(out.values())
+    out["total"] = total
+    return out
+
+
+class Worker:
+    """One store under measurement, in its own process (``--serve``): the sessions of every age
+    on a store with fsync (wall) and one without (CPU only), built once; then one command per
+    line on stdin, one JSON answer per line on stdout:
+
+    ``wall K I`` / ``cpu K I``: sample ``I`` of age index ``K``: ``[seconds, bytes appended]``;
+    ``profile N``: ``N`` more rounds of the oldest session under ``cProfile``: ``null``;
+    ``done``: ``{"source", "setup": [[seconds]] per age, "profile": parts or null}``, then exit.
+    """
+
+    def __init__(self, base: Path, ages: list[int], samples: int, copy: bool) -> None:
+        self.wall_store = FileSessionStore(base / "fsync", epoch=1, fsync=True)
+        self.cpu_store = FileSessionStore(base / "cpu", epoch=1, fsync=False)
+        self.wall = [Age(self.wall_store, n, samples, copy) for n in ages]
+        self.cpu = [Age(self.cpu_store, n, samples, copy) for n in ages]
+        self.prof = cProfile.Profile()
+        self.profiled = 0
+
+    def handle(self, words: list[str]) -> Any:
+        if words[0] in ("wall", "cpu"):
+            age = (self.wall if words[0] == "wall" else self.cpu)[int(words[1])]
+            before = len(age.grown)
+            age.sample(int(words[2]), measure_bytes=words[0] == "wall")
+            return [age.times[-1], age.grown[-1] if len(age.grown) > before else 0]
+        if words[0] == "profile":
+            s = self.wall[-1].sessions[0]
+            self.prof.enable()
+            for _ in range(int(words[1])):
+                s.round()
+            self.prof.disable()
+            self.profiled += int(words[1])
+            return None
+        import session_runtime
+
+        self.wall_store.close()
+        self.cpu_store.close()
+        return {
+            "source": str(Path(session_runtime.__file__).parent),
+            "setup": [a.setup[len(a.setup) // 2 :] or a.times for a in self.wall],
+            "profile": parts(self.prof, self.profiled) if self.profiled else None,
+        }
+
+
+def serve(args: argparse.Namespace) -> None:
+    """The ``--serve`` side of :class:`Worker` (this process imports the store to measure)."""
+    ages = sorted(int(x) for x in args.rounds.split(","))
+    base = Path(tempfile.mkdtemp(prefix="berth-bench-", dir=args.dir))
+    try:
+        w = Worker(base, ages, args.samples, args.copy_history)
+        print("ready", flush=True)
+        for line in sys.stdin:
+            words = line.split()
+            print(json.dumps(w.handle(words)), flush=True)
+            if words[0] == "done":
+                return
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+class Client:
+    """The parent's handle on a :class:`Worker` process importing ``session_runtime`` from
+    ``src`` (None: this tree)."""
+
+    def __init__(self, name: str, args: argparse.Namespace, src: Path | None) -> None:
+        env = dict(os.environ)
+        if src is not None:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), env.get("PYTHONPATH")) if p)
+        cmd = [sys.executable, __file__, "--serve", "--samples", str(args.samples)]
+        cmd += ["--rounds", args.rounds]
+        cmd += ["--dir", args.dir] if args.dir else []
+        cmd += ["--copy-history"] if args.copy_history else []
+        self.name = name
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.wall: list[list[float]] = []
+        self.cpu: list[list[float]] = []
+        self.bytes: list[list[int]] = []
+
+    def ask(self, command: str) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"bench worker for {self.name} exited ({self.proc.wait()})")
+        return json.loads(line)
+
+    def wait_ready(self) -> None:
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"bench worker for {self.name} did not start")
+
+
+def extract(ref: str, into: Path) -> Path:
+    """``session_runtime`` of git ref ``ref`` (``git archive``) under ``into``; returns ``into``.
+    Raises ``subprocess.CalledProcessError`` for an unknown ref."""
+    repo = Path(__file__).resolve().parent.parent
+    tar = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", ref, "session_runtime"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
+    return into
+
+
+def measure(args: argparse.Namespace, clients: list[Client], floor_dir: Path) -> list[list[float]]:
+    """Interleave the samples: for every sample index, the ages in a shuffled order, and for
+    every age the clients in alternating order, each round followed by a floor write of the
+    bytes it appended. Fills the clients' lists; returns the floor times per age (seconds)."""
+    n_ages = len(args.rounds.split(","))
+    for c in clients:
+        c.wall = [[] for _ in range(n_ages)]
+        c.cpu = [[] for _ in range(n_ages)]
+        c.bytes = [[] for _ in range(n_ages)]
+    floor: list[list[float]] = [[] for _ in range(n_ages)]
+    order = list(range(n_ages))
+    rng = random.Random(0)
+    for i in range(args.samples):
+        rng.shuffle(order)  # what one age leaves behind (garbage, cold caches) hits every age
+        for k in order:
+            for c in clients if i % 2 else clients[::-1]:
+                t, size = c.ask(f"wall {k} {i}")
+                c.wall[k].append(t)
+                if size:
+                    c.bytes[k].append(size)
+                floor[k].append(bare_write(floor_dir, b"x" * (size or 1024)))
+            for c in clients if i % 2 else clients[::-1]:
+                c.cpu[k].append(c.ask(f"cpu {k} {i}")[0])
+    return floor
+
+
+def figures(
+    c: Client, ages: list[int], floor: list[list[float]], setup: list[list[float]]
+) -> list[dict[str, Any]]:
+    """Medians and ratios per age (seconds; ratios to the smallest age and to the floor)."""
+    med = statistics.median
+    w0, c0 = med(c.wall[0]), med(c.cpu[0])
+    out = []
+    for k, n in enumerate(ages):
+        wm, fm, cm = med(c.wall[k]), med(floor[k]), med(c.cpu[k])
+        out.append(
+            {
+                "round": n,
+                "wall_s": wm,
+                "wall_ratio": wm / w0,
+                "bytes": med(c.bytes[k]) if c.bytes[k] else 0,
+                "bare_s": fm,
+                "bare_ratio": wm / fm,
+                "cpu_s": cm,
+                "cpu_ratio": cm / c0,
+                "amortised_s": statistics.fmean(setup[k]),
+            }
+        )
+    return out
+
+
+def table(title: str, figs: list[dict[str, Any]]) -> None:
+    """Print the figures of one store (from :func:`figures`) under ``title``."""
+    n0 = figs[0]["round"]
+    print(title)
+    print(
+        f"{'round':>7} {'wall':>10} {'/r' + str(n0):>6} {'bytes':>6} {'floor':>10} {'/floor':>6}"
+        f" {'cpu only':>10} {'/r' + str(n0):>6} {'amortised':>10}"
+    )
+    for f in figs:
+        print(
+            f"{f['round']:>7} {ms(f['wall_s'])} {f['wall_ratio']:6.2f} {f['bytes']:6.0f}"
+            f" {ms(f['bare_s'])} {f['bare_ratio']:6.2f} {ms(f['cpu_s'])} {f['cpu_ratio']:6.2f}"
+            f" {ms(f['amortised_s'])}"
+        )
 
 
 def main() -> None:
@@ -181,60 +388,73 @@ def main() -> None:
     ap.add_argument(
         "--copy-history",
         action="store_true",
-        help="build checkpoints with a copy of every message and no known_prefix (the baseline)",
+        help="build checkpoints with a copy of every message and no known_prefix",
     )
+    ap.add_argument("--baseline-src", metavar="REF", help="also measure the store of git ref REF")
+    ap.add_argument("--profile", action="store_true", help="where a round's time goes, per part")
+    ap.add_argument("--profile-rounds", type=int, default=500)
     ap.add_argument("--json", default=None, help="also write the figures to this file")
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    ages = sorted(int(x) for x in args.rounds.split(","))
+    args.rounds = ",".join(str(n) for n in sorted(int(x) for x in args.rounds.split(",")))
+    if args.serve:
+        serve(args)
+        return
 
-    base = Path(tempfile.mkdtemp(prefix="berth-bench-", dir=args.dir))
-    try:
-        wall, bare = run(base / "fsync", ages, args.samples, args.copy_history, fsync=True)
-        cpu, _ = run(base / "cpu", ages, args.samples, args.copy_history, fsync=False)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    mode = "copy of every message" if args.copy_history else "known_prefix"
+    with tempfile.TemporaryDirectory(prefix="berth-bench-", dir=args.dir) as tmp:
+        stores: list[tuple[str, Path | None]] = [("this tree", None)]
+        if args.baseline_src:
+            stores.append((f"baseline {args.baseline_src}", extract(args.baseline_src, Path(tmp))))
+        clients: list[Client] = []
+        try:
+            for name, src in stores:  # one at a time, so each builds its sessions undisturbed
+                clients.append(Client(name, args, src))
+                clients[-1].wait_ready()
+            floor = measure(args, clients, Path(tmp))
+            if args.profile:
+                chunk = 50
+                for j in range(0, args.profile_rounds, chunk):
+                    for c in clients if (j // chunk) % 2 else clients[::-1]:
+                        c.ask(f"profile {min(chunk, args.profile_rounds - j)}")
+            done = [c.ask("done") for c in clients]
+        finally:
+            for c in clients:  # end of input ends a worker that is still waiting for commands
+                if c.proc.stdin is not None and not c.proc.stdin.closed:
+                    c.proc.stdin.close()
+                c.proc.wait()
 
-    mode = "copy of every message (baseline)" if args.copy_history else "known_prefix"
-    print(f"checkpoint bench in {base} ({args.samples} interleaved samples per age, medians)")
+    print(f"checkpoint bench, {args.samples} samples per age, stores and ages interleaved, medians")
     print("one round = begin_round + record_tool_result + build LoopCheckpoint + commit_round")
-    print(f"checkpoint built with: {mode}")
-    w0 = statistics.median(wall[0].times)
-    c0 = statistics.median(cpu[0].times)
-    n0 = ages[0]
-    print(
-        f"{'round':>7} {'wall':>10} {'/r' + str(n0):>6} {'bytes':>6} {'bare':>10} {'/bare':>6}"
-        f" {'cpu only':>10} {'/r' + str(n0):>6} {'amortised':>10}"
-    )
-    figures: list[dict[str, Any]] = []
-    for w, b, c in zip(wall, bare, cpu, strict=True):
-        wm, bm, cm = (statistics.median(v) for v in (w.times, b, c.times))
-        size = statistics.median(w.grown) if w.grown else 0
-        amortised = statistics.fmean(w.setup[len(w.setup) // 2 :] or w.times)
-        print(
-            f"{w.n:>7} {ms(wm)} {wm / w0:6.2f} {size:6.0f} {ms(bm)} {wm / bm:6.2f}"
-            f" {ms(cm)} {cm / c0:6.2f} {ms(amortised)}"
-        )
-        figures.append(
-            {
-                "round": w.n,
-                "wall_s": wm,
-                "wall_ratio": wm / w0,
-                "bytes": size,
-                "bare_s": bm,
-                "bare_ratio": wm / bm,
-                "cpu_s": cm,
-                "cpu_ratio": cm / c0,
-                "amortised_s": amortised,
-            }
-        )
+    print(f"checkpoint built with: {mode}; floor = bare write + fsync + rename of the same bytes")
+    out: dict[str, Any] = {"mode": mode, "samples": args.samples}
+    for c, d in zip(clients, done, strict=True):
+        figs = figures(c, [int(x) for x in args.rounds.split(",")], floor, d["setup"])
+        table(f"\n{c.name} (session_runtime from {d['source']}):", figs)
+        key = "ages" if c is clients[0] else "baseline"
+        out[key], out[key + "_profile"] = figs, d["profile"]
     print(
         "  (amortised: mean wall time of rounds N/2 .. N-1 of the age's first session, "
         "snapshots included)"
     )
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps({"mode": mode, "samples": args.samples, "ages": figures}, indent=1) + "\n"
+    if args.baseline_src:
+        out["baseline_ref"] = args.baseline_src
+        print(f"\nthis tree / {args.baseline_src}, per age (medians):")
+        print(f"{'round':>7} {'wall':>6} {'cpu':>6}")
+        for a, b in zip(out["ages"], out["baseline"], strict=True):
+            wall, cpu = a["wall_s"] / b["wall_s"], a["cpu_s"] / b["cpu_s"]
+            print(f"{a['round']:>7} {wall:6.2f} {cpu:6.2f}")
+    if args.profile:
+        profs = [(c.name, d["profile"]) for c, d in zip(clients, done, strict=True)]
+        print(
+            f"\nwhere a round goes at round {out['ages'][-1]['round']}+ "
+            f"(µs per round, cProfile over {args.profile_rounds} rounds):"
         )
+        print(f"{'part':<46}" + "".join(f"{name:>18}" for name, _ in profs))
+        for part in profs[0][1]:
+            print(f"{part:<46}" + "".join(f"{p[part]:18.1f}" for _, p in profs))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

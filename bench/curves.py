@@ -1,15 +1,16 @@
-"""Cost curves: runs ``bench/checkpoint.py`` (baseline and current way of building checkpoints)
-and ``bench/lanes.py`` (dispatch at 1, 10, 100 sessions per process), prints their tables and
-draws ``bench/curves.png``; with ``--placement F`` (the ``--json`` output of
-``bench/placement.py``, which needs the dev cluster) also the placement curve: total time until
-every pod is Running for bare pods and AgentSessions, and the operator's peak RSS, against N.
+"""Cost curves: runs ``bench/checkpoint.py --baseline-src REF`` (this tree's store and git ref
+``REF``'s, default ``main``, in the same run) and ``bench/lanes.py`` (dispatch at 1, 10, 100
+sessions per process), prints their tables and draws ``bench/curves.png``; with
+``--placement F`` (the ``--json`` output of ``bench/placement.py``, which needs the dev cluster)
+also the placement curve: total time until every pod is Running for bare pods and
+AgentSessions, and the operator's peak RSS, against N.
 
-    .venv/bin/python bench/curves.py [--samples 60] [--out bench/curves.png] [--placement F]
+    .venv/bin/python bench/curves.py [--samples 60] [--baseline main] [--out bench/curves.png]
+                                     [--checkpoint-json F] [--placement F]
 
-The baseline (``--copy-history``: a shallow copy of every message per checkpoint, the store
-compares the history) is run on the current store, so it shows the cost the loop's old way of
-building checkpoints adds today. Needs matplotlib (the ``dev`` extra) and ``redis-server`` only
-if ``--redis`` is given. Timing is printed and drawn, never asserted.
+``--checkpoint-json F`` draws an earlier ``checkpoint.py --baseline-src REF --json F`` run
+instead of measuring again. Needs matplotlib (the ``dev`` extra) and ``redis-server`` only if
+``--redis`` is given. Timing is printed and drawn, never asserted.
 """
 
 from __future__ import annotations
@@ -35,14 +36,19 @@ def run(script: str, *args: str) -> Any:
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--samples", default="60")
+    ap.add_argument("--baseline", default="main", help="git ref whose store is drawn beside")
+    ap.add_argument("--checkpoint-json", help="draw this checkpoint.py --json output instead")
     ap.add_argument("--out", default=str(HERE / "curves.png"))
     ap.add_argument("--redis", action="store_true", help="also run the external round trip")
     ap.add_argument("--placement", help="bench/placement.py --json output to draw as well")
     args = ap.parse_args()
     placement = json.loads(Path(args.placement).read_text()) if args.placement else None
 
-    now = run("checkpoint.py", "--samples", args.samples)
-    old = run("checkpoint.py", "--samples", args.samples, "--copy-history")
+    if args.checkpoint_json:
+        cp = json.loads(Path(args.checkpoint_json).read_text())
+    else:
+        cp = run("checkpoint.py", "--samples", args.samples, "--baseline-src", args.baseline)
+    ref = cp.get("baseline_ref", args.baseline)
     lanes = run("lanes.py", *([] if args.redis else ["--skip-redis"]))
 
     import matplotlib
@@ -53,19 +59,24 @@ def main() -> None:
     panels = 4 if placement else 3
     fig, axes = plt.subplots(1, panels, figsize=(4.4 * panels, 3.8))
     ax1, ax2, ax3 = axes[:3]
-    for data, style, label in ((now, "o-", "known_prefix"), (old, "s--", "copy of history")):
-        rounds = [a["round"] for a in data["ages"]]
-        ax1.plot(rounds, [a["wall_s"] * 1e3 for a in data["ages"]], style, label=f"{label}, wall")
+    stores = ((cp["ages"], "o-", "tab:blue", "this tree"), (cp["baseline"], "s--", "tab:red", ref))
+    for ages, style, color, label in stores:
+        rounds = [a["round"] for a in ages]
+        ax1.plot(rounds, [a["wall_s"] * 1e3 for a in ages], style, c=color, label=f"{label}, wall")
         ax1.plot(
             rounds,
-            [a["cpu_s"] * 1e3 for a in data["ages"]],
+            [a["cpu_s"] * 1e3 for a in ages],
             style,
-            alpha=0.5,
+            c=color,
+            alpha=0.4,
             label=f"{label}, CPU only",
         )
-        ax2.plot(rounds, [a["bare_ratio"] for a in data["ages"]], style, label=label)
-    bare = [a["bare_s"] * 1e3 for a in now["ages"]]
-    ax1.plot([a["round"] for a in now["ages"]], bare, "k:", label="bare write+fsync+rename")
+        ratio = [a["bare_ratio"] for a in ages]
+        ax2.plot(rounds, ratio, style, c=color, label=f"{label}, round / floor")
+        flat = [a["wall_ratio"] for a in ages]
+        ax2.plot(rounds, flat, style, c=color, alpha=0.4, label=f"{label}, round N / round 10")
+    floor = [a["bare_s"] * 1e3 for a in cp["ages"]]
+    ax1.plot([a["round"] for a in cp["ages"]], floor, "k:", label="floor: write+fsync+rename")
     ax1.set(
         xscale="log",
         yscale="log",
@@ -75,12 +86,13 @@ def main() -> None:
     )
     ax1.legend(fontsize=7)
     ax2.axhline(1.5, color="grey", lw=0.8, ls=":")
+    ax2.axhline(1.1, color="grey", lw=0.8, ls="-.")
     ax2.set(
         xscale="log",
-        yscale="log",
         xlabel="session age (round)",
-        ylabel="round / bare write",
-        title="round vs bare durable write",
+        ylabel="ratio",
+        title="round / floor, and round N / round 10",
+        ylim=(0, None),
     )
     ax2.legend(fontsize=7)
     sessions = [c["sessions"] for c in lanes["curve"]]

@@ -8,10 +8,11 @@ How it writes
     The first write to a session (or :meth:`FileSessionStore.acquire`) *opens* it: claim the
     lease for this store's epoch, load the newest state of the highest epoch ``<=`` ours, write it
     as ``snapshot-<epoch>-<seq>`` (the takeover snapshot; atomic: temp file, fsync, rename,
-    directory fsync) and create the empty ``journal-<epoch>-<seq>``. Every write then checks the
-    lease, appends one checksummed record to the journal and fdatasyncs it: a tool round costs its
-    own bytes (intent, results, and a commit that carries only the messages added since the
-    run's previous checkpoint), whatever the session's age.
+    directory fsync) and create the empty ``journal-<epoch>-<seq>``. Every write then appends one
+    checksummed record to the journal and fdatasyncs it, the lease checked before and after (the
+    round's last result rides on its commit's fdatasync and checks): a tool round costs its own
+    bytes (intent, results, and a commit that carries only the messages added since the run's
+    previous checkpoint), whatever the session's age.
 
 Compaction
     When the journal has grown to at least ``max(snapshot_min_bytes, size of the last
@@ -19,6 +20,8 @@ Compaction
     pair is deleted. Snapshot bytes therefore never exceed journal bytes written, so the amortised
     write cost of a round stays proportional to the round's own size, and a load reads at most
     about twice the state.
+    Compaction runs only after a durable append: when the round's last result makes it due,
+    it waits for the commit that makes that result durable.
 
 How it reads
     A store with epoch ``E`` reads the newest snapshot of the highest epoch ``<= E`` plus that
@@ -27,7 +30,8 @@ How it reads
     the newer one. A session this process has opened is served from memory (identical to disk).
 
 Fencing, and how a process reports it
-    Every write checks the lease before appending *and again after* the record is durable; a
+    Every durable write (every write but the round's last result, which its commit makes
+    durable) checks the lease before appending *and again after* the record is durable; a
     write that finds a higher epoch raises ``FencedError`` (a ``StoreError``), and every later
     write of that session raises it again. The second check closes the race "old writer checks,
     new owner claims and reads, old writer appends an intent and runs the tool": a write that
@@ -98,8 +102,8 @@ class _Writer:
     snapshot_bytes: int = 0
     broken: bool = False
     fenced: FencedError | None = None
-    #: The session directory as a string (the fence check runs twice per write; a ``Path``
-    #: built per write costs more CPU than the check's system calls).
+    #: The session directory as a string (the fence check runs twice per durable write; a
+    #: ``Path`` built per write costs more CPU than the check's system calls).
     path: str = ""
 
 
@@ -361,11 +365,19 @@ class FileSessionStore:
             log.warning("store: cannot remove old files in %s: %s", d, exc)
 
     def _write(self, session_id: str, rec: dict[str, Any]) -> None:
-        """Check the lease, append ``rec``, apply it to the writer's state, compact if due.
+        """Append ``rec``, apply it to the writer's state, compact if due; the lease is checked
+        before and after each durability point.
 
-        The append is synced (durable on return), except for the result that completes its
-        round (``SessionState.completes_round``): that one is written and made durable by the
-        round's commit, the next write (see ``record_tool_result``).
+        The append is synced (durable on return: a durability point), except for the result
+        that completes its round (``SessionState.completes_round``): that one is only written,
+        and made durable by the round's commit, the next write (see ``record_tool_result``).
+        A durable append is fenced on both sides: the lease is checked before it and again
+        once it is durable (a write that returns was seen by any newer epoch's takeover read).
+        The deferred result is not checked by itself: no tool runs and no checkpoint is
+        published on it until the commit, whose checks cover it (a writer that lost the lease
+        before or while writing the result has its commit refused; the newer epoch never reads
+        what it wrote after the takeover).
+        Compaction runs only after a durable append, never while a result awaits its commit.
 
         The state applies the record decoded from the journaled bytes, so it never shares an
         object with the caller and always equals what a load from disk rebuilds.
@@ -375,13 +387,14 @@ class FileSessionStore:
             w = self._writer(session_id)
             if w.fenced is not None:
                 raise w.fenced
-            self._check_fence(w, session_id)
+            defer = rec["t"] == "result" and w.state.completes_round(rec)
+            if not defer:
+                self._check_fence(w, session_id)
             w.state.precheck(rec)
             if w.broken or w.journal is None:
                 self._rotate(session_id, w, w.seq + 1)
             if w.journal is None:  # pragma: no cover - _rotate sets it or raises
                 raise StoreError(f"no journal open for session '{session_id}'")
-            defer = rec["t"] == "result" and w.state.completes_round(rec)
             try:
                 if defer:
                     w.since_snapshot += w.journal.append_unsynced(payload)
@@ -391,6 +404,8 @@ class FileSessionStore:
                 w.broken = True  # the segment may now end in a torn record: rotate first
                 raise StoreError(f"cannot append to the journal of '{session_id}': {exc}") from exc
             w.state.apply(shapes.decode(payload))
+            if defer:
+                return  # the commit, next, is the durability point (and may compact)
             # Check again now that the record is durable: if a newer epoch claimed the session
             # meanwhile, it may have read the journal before this record, so the caller must not
             # act on it (no tool may run on an intent the new owner has not seen).
@@ -442,7 +457,11 @@ class FileSessionStore:
         Only if the machine (or, on a network file system, this client) dies between the two
         can the result be lost; the intent is durable, so the call is then reported as
         interrupted on resume, as for a tool that was still running, and never re-run blindly.
-        The fence check after the write still runs."""
+        That result is not fenced by itself: no tool runs and no checkpoint is published on
+        it before the commit, and a writer that lost the lease meanwhile has that commit
+        refused with ``FencedError``. (The agent loop still emits the result's ``tool_end``
+        event before committing; from a writer that lost the lease, that event may announce a
+        result the new owner never reads and reports as interrupted.)"""
         check_id("run id", run_id)
         rec = result_record(run_id, turn, tool_call_id, redact_tool_result(result))
         self._write(session_id, rec)

@@ -160,6 +160,14 @@ def describe(exc: ValidationError) -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
+#: The canonical encoder, built once: ``json.dumps`` with any non-default option builds a new
+#: ``JSONEncoder`` per call (about 1 µs of the 9-10 µs a round's commit record costs).
+#: Stateless between calls, so one instance serves every thread.
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def encode(obj: dict[str, Any]) -> bytes:
     """Canonical JSON bytes: sorted keys, no spaces, UTF-8, no NaN; never contains a newline.
 
@@ -168,9 +176,7 @@ def encode(obj: dict[str, Any]) -> bytes:
     cannot represent.
     """
     try:
-        text = json.dumps(
-            obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
+        text = _ENCODER.encode(obj)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"cannot store a value that is not plain JSON: {exc}") from exc
     return text.encode("utf-8")

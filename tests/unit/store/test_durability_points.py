@@ -76,3 +76,39 @@ def test_closing_the_store_syncs_a_result_no_commit_followed(
     assert len(syncs) == before + 1
     again = FileSessionStore(tmp_path, epoch=2).load_pending_round(SID, RUN)
     assert again is not None and again.results["c1"]["output"] == "ok"
+
+
+def test_compaction_due_on_the_rounds_last_result_waits_for_the_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot must not be written while the round's last result is not yet durable: the
+    commit is the round's durability point (and its lease checks cover the result), so the
+    compaction that the result made due runs after the commit, from a fully synced journal."""
+    store = FileSessionStore(tmp_path, epoch=1, snapshot_min_bytes=1024)
+    store.acquire(SID)
+    unsynced_at_rotation: list[bool] = []
+    real_rotate = FileSessionStore._rotate
+
+    def rotate(self: FileSessionStore, session_id: str, w: Any, seq: int) -> None:
+        unsynced_at_rotation.append(w.journal is not None and w.journal.unsynced)
+        real_rotate(self, session_id, w, seq)
+
+    monkeypatch.setattr(FileSessionStore, "_rotate", rotate)
+
+    def snapshots() -> list[str]:
+        return sorted(p.name for p in (tmp_path / SID).glob("snapshot-*"))
+
+    a = assistant(1, ("c1", "bash", "{}"))
+    store.begin_round(SID, RUN, 1, a)
+    before = snapshots()
+    big = "x" * 4096  # the result alone crosses the compaction threshold
+    store.record_tool_result(SID, RUN, 1, "c1", {"output": big, "exit_code": 0})
+    assert snapshots() == before  # due, but not before the commit
+    store.commit_round(checkpoint(SID, RUN, 1, [a, tool_msg("c1", big)]))
+    after = snapshots()
+    assert after != before and len(after) == 1  # compacted after the commit, old pair removed
+    assert unsynced_at_rotation and not any(unsynced_at_rotation)
+    fresh = FileSessionStore(tmp_path, epoch=2)
+    cp = fresh.load_checkpoint(SID, RUN)
+    assert cp is not None and cp.turn == 1 and cp.messages[-1]["content"] == big
+    assert fresh.load_pending_round(SID, RUN) is None
