@@ -117,13 +117,23 @@ def session_pods(body: kopf.Body, labels: kopf.Labels, **_: Any) -> dict[str, Ob
 
 
 @kopf.index(GROUP, VERSION, SESSION_PLURAL)
-def migrating_sessions(uid: str, status: kopf.Status, **_: Any) -> dict[str, bool] | None:
-    """Index the AgentSessions migrating to a new image (by uid), as their status says."""
+def migrating_sessions(uid: str, status: kopf.Status, **_: Any) -> dict[str, bool]:
+    """Index every AgentSession by uid: whether its status says it is migrating to a new image.
+
+    Always a value, never None: kopf keeps an object's previous entry when its indexing
+    function returns None, so a session that stopped migrating would hold its slot forever."""
     try:
         parsed = AgentSessionStatus.model_validate(dict(status))
     except ValidationError:
-        return None
-    return {uid: True} if migration.in_flight(parsed) else None
+        return {uid: False}
+    return {uid: migration.in_flight(parsed)}
+
+
+def migrating_uids(index: kopf.Index[str, bool] | None) -> list[str]:
+    """The uids the ``migrating_sessions`` index marks as migrating ([] outside kopf)."""
+    if index is None:
+        return []
+    return [uid for uid, values in index.items() if any(values)]
 
 
 @kopf.on.event("pods", labels=POD_LABELS)  # type: ignore[arg-type]
@@ -424,7 +434,7 @@ async def _reconcile(
     obs = await _observe(ctx, body, cached, disruptions, live)
     # From here to the note below nothing awaits: no other session decides in between, so two
     # sessions never take the last migration slot at once.
-    watched = live.migrating if live is not None and live.migrating is not None else ()
+    watched = migrating_uids(live.migrating) if live is not None else ()
     obs = replace(obs, migrating=ctx.migrations.migrating(watched))
     plan = decide(obs, ctx.settings)
     ctx.migrations.note(uid, plan.status)
