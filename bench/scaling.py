@@ -14,7 +14,7 @@ Printed figures, per interval (min / median / max over the runs):
 - **decision**: burst -> the Deployment's ``spec.replicas`` reaches the burst's size
   ``ceil(sessions * tasks / 40)`` (the operator read pressure and scaled);
 - **ready**: burst -> that many worker pods Ready (decision + container start on a real node +
-  the worker's readiness probe, period 2 s);
+  the worker's readiness probe, period 1 s);
 - **drain**: burst -> every task answered.
 
 Timing is printed, never asserted. The KEDA comparison is in the printed note: KEDA's documented
