@@ -1,13 +1,12 @@
 """Upgrades without losing runs, end to end (docs/upgrades.md).
 
-Real pieces: the control plane, ``berth-operator`` as a subprocess under its own ServiceAccount,
-``berth-session`` pods on the dev cluster's real nodes, the shared volume and the scripted
-OpenAI-compatible model. The "upgrade" is what a ``helm upgrade`` to a new chart version does to
-the operator: its pod restarts with a new ``BERTH_SESSION_IMAGE``. The suite runs the operator as
-a subprocess (not from the chart), so the test restarts that subprocess with the new variable; the
-new image is the dev image re-tagged in every node's containerd (``ctr images tag``, the same
-content under a new name: the pods' ``imagePullPolicy: IfNotPresent`` finds it without a
-registry, as ``hack/image.sh`` loads the dev image).
+Real pieces: the control plane, the chart installed with ``helm install`` (both operator
+replicas as pods on the dev cluster's real nodes, under the chart's ServiceAccount and RBAC),
+``berth-session`` pods on those nodes, the shared volume and the scripted OpenAI-compatible model.
+The upgrade is ``helm upgrade --reuse-values --set image.tag=<new tag>``: the operator pods roll
+to the new image and the new leader's session image is the new one. The new tag is the dev image
+re-tagged in every node's containerd (``ctr images tag``: the same content under a new name, as
+``hack/image.sh`` loads the dev image; the chart's dev values use ``pullPolicy: Never``).
 
 Asserted: three keepAlive sessions running a multi-round task before the upgrade each end up on a
 pod of the new image (pod spec and ``status.image``), with a passivation of reason ``migration``
@@ -21,25 +20,29 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cluster import DEV_DIR, DevCluster
+from tests.cluster import DEV_DIR, ROOT, DevCluster
 from tests.e2e.passivation_support import (
     REAL_NODE_LABEL,
     apply,
-    operator_env,
     pods,
     session,
     status,
     step_script,
     wait,
 )
-from tests.integration.operator.harness import SECRET, operator, scripted_model
+from tests.integration.chart.support import CHART, helm
+from tests.integration.chart.test_helm_install import dev_values
+from tests.integration.operator.harness import SECRET, install_crds, scripted_model
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -80,6 +83,57 @@ def retagged(dc: DevCluster, image: str, new: str) -> Iterator[str]:
     finally:
         for sock in socks:
             ctr(sock, "rm", new)
+
+
+@contextmanager
+def release(dc: DevCluster, ns: str) -> Iterator[str]:
+    """The chart installed in ``ns`` (dev values, watching only ``ns``, migrations one at a
+    time); its name. Uninstalled afterwards."""
+    name = f"u{uuid.uuid4().hex[:6]}"
+    install_crds(dc)  # the chart's CRDs as this tree has them (helm never updates CRDs)
+    with tempfile.TemporaryDirectory(prefix="berth-upgrade-") as tmp:
+        values = dev_values(dc, Path(tmp))
+        subprocess.run(  # the dev Redis's role passwords, as redis.auth.existingSecret
+            ["bash", str(ROOT / "hack" / "dev-redis-secret.sh"), ns],
+            env=dc.proc_env,
+            check=True,
+            capture_output=True,
+        )
+        helm(
+            dc,
+            "install",
+            name,
+            str(CHART),
+            "--namespace",
+            ns,
+            "-f",
+            str(values),
+            "--set",
+            f"operator.watchNamespaces={{{ns}}}",
+            "--set",
+            f"sessions.migration.maxUnavailable={MAX_UNAVAILABLE}",
+            "--wait",
+            "--timeout",
+            "4m",
+        )
+        try:
+            yield name
+        finally:
+            helm(dc, "uninstall", name, "--namespace", ns, "--wait", "--timeout", "4m", check=False)
+
+
+def operator_images(dc: DevCluster, ns: str, name: str) -> set[str]:
+    out = dc.kubectl(
+        "-n",
+        ns,
+        "get",
+        "pods",
+        "-l",
+        f"app.kubernetes.io/instance={name},app.kubernetes.io/component=operator",
+        "-o",
+        "jsonpath={range .items[*]}{.spec.containers[0].image}{' '}{end}",
+    )
+    return set(out.stdout.split())
 
 
 def session_doc(name: str, base_url: str, **spec: Any) -> dict[str, Any]:
@@ -179,12 +233,11 @@ class Watcher:
 def test_upgrade_moves_running_sessions_to_the_new_image(dev_cluster: DevCluster) -> None:
     dc = dev_cluster
     old = dc.image
-    env = operator_env(BERTH_MIGRATION_MAX_UNAVAILABLE=str(MAX_UNAVAILABLE))
     with (
         retagged(dc, old, f"{old}-upgrade") as new,
         dc.namespace("upgrade", shared_pvc=True) as ns,
         scripted_model(step_script(ROUNDS, delay_ms=300, sleep_s=1.0)) as srv,
-        operator(dc, ns, **env) as op,
+        release(dc, ns) as rel,
     ):
         docs = [session_doc(n, srv.base_url) for n in MIGRATING]
         docs.append(session_doc(KEEPING, srv.base_url, imageUpdatePolicy="Keep"))
@@ -196,11 +249,19 @@ def test_upgrade_moves_running_sessions_to_the_new_image(dev_cluster: DevCluster
             assert pod is not None and pod_image(pod) == old
         keep_pod = status(dc, ns, KEEPING)["podName"]
 
-        # "helm upgrade": the operator restarts with a new session image
+        # helm upgrade to the new image tag: the operator pods roll, sessions migrate
         with Watcher(dc, ns) as watcher:
-            for proc in list(op.procs):
-                op.stop(proc)
-            op.start(BERTH_SESSION_IMAGE=new)
+            helm(
+                dc,
+                "upgrade",
+                rel,
+                str(CHART),
+                "--namespace",
+                ns,
+                "--reuse-values",
+                "--set",
+                f"image.tag={new.rsplit(':', 1)[1]}",
+            )
 
             def moved(name: str) -> dict[str, Any] | None:
                 st = status(dc, ns, name)
@@ -219,6 +280,7 @@ def test_upgrade_moves_running_sessions_to_the_new_image(dev_cluster: DevCluster
 
             finals = {n: wait(f"{n} on {new}", lambda n=n: moved(n), cap=600) for n in MIGRATING}
 
+        assert operator_images(dc, ns, rel) == {new}
         print(f"\nmost sessions migrating at once: {watcher.most_at_once}")
         print(f"status snapshots: {len(watcher.samples)}, failed LISTs: {len(watcher.errors)}")
         assert watcher.samples, watcher.errors
