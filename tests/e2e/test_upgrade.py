@@ -118,7 +118,17 @@ def release(dc: DevCluster, ns: str) -> Iterator[str]:
         )
         try:
             yield name
-        finally:
+        finally:  # sessions first, while their operator can still finalize them
+            dc.kubectl(
+                "-n",
+                ns,
+                "delete",
+                "agentsessions",
+                "--all",
+                "--timeout=180s",
+                check=False,
+                timeout=200,
+            )
             helm(dc, "uninstall", name, "--namespace", ns, "--wait", "--timeout", "4m", check=False)
 
 
