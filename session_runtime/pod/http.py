@@ -162,26 +162,27 @@ def make_app(pod: PodApi, token: bytes) -> web.Application:
         status, answer = await pod.post_message(body.prompt, body.message_id, body.peer)
         return _json(status, answer)
 
-    def _message_id(request: web.Request) -> str | None:
+    def _message_runs(request: web.Request) -> tuple[str, list[dict[str, Any]]] | web.Response:
+        """(message id, the runs it started), or the 400/404 answer."""
         mid = request.match_info["message_id"]
-        return mid if MESSAGE_ID_RE.fullmatch(mid) else None
+        if not MESSAGE_ID_RE.fullmatch(mid):
+            return _json(400, {"error": "bad_request", "detail": "malformed message id"})
+        runs = pod.message_runs(mid)
+        if not runs:
+            return _json(404, {"error": "unknown_message", "messageId": mid})
+        return mid, runs
 
     async def message(request: web.Request) -> web.Response:
-        mid = _message_id(request)
-        if mid is None:
-            return _json(400, {"error": "bad_request", "detail": "malformed message id"})
-        runs = pod.message_runs(mid)
-        if not runs:
-            return _json(404, {"error": "unknown_message", "messageId": mid})
-        return _json(200, message_body(mid, runs))
+        found = _message_runs(request)
+        if isinstance(found, web.Response):
+            return found
+        return _json(200, message_body(*found))
 
     async def message_events(request: web.Request) -> web.Response:
-        mid = _message_id(request)
-        if mid is None:
-            return _json(400, {"error": "bad_request", "detail": "malformed message id"})
-        runs = pod.message_runs(mid)
-        if not runs:
-            return _json(404, {"error": "unknown_message", "messageId": mid})
+        found = _message_runs(request)
+        if isinstance(found, web.Response):
+            return found
+        mid, runs = found
         events = {str(r["id"]): list(pod.session.run_events(str(r["id"]))) for r in runs}
         return _json(200, {"messageId": mid, "runs": events})
 

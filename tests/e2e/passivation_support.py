@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -135,6 +136,18 @@ def session_doc(
             **spec,
         },
     }
+
+
+def kubectl_berth(dc: DevCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the ``kubectl-berth`` console script as a user does (wide output; never raises)."""
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "kubectl-berth"), *args],
+        env={**dc.proc_env, "COLUMNS": "250"},
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
 
 
 def apply(dc: DevCluster, namespace: str, docs: list[dict[str, Any]]) -> None:

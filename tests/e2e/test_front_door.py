@@ -27,18 +27,22 @@ from __future__ import annotations
 import base64
 import json
 import signal
-import subprocess
-import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from session_runtime.store.file import FileSessionStore
 from tests.cluster import DevCluster, host_ip
-from tests.e2e.passivation_support import REAL_NODE_LABEL, apply, operator_env, session, wait
+from tests.e2e.passivation_support import (
+    REAL_NODE_LABEL,
+    apply,
+    kubectl_berth,
+    operator_env,
+    session,
+    wait,
+)
 from tests.integration.operator.harness import SECRET, free_port, operator, scripted_model
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -87,17 +91,6 @@ def serving(url: str, token: str) -> bool:
         return True
     except (urllib.error.URLError, OSError):
         return False
-
-
-def kubectl_berth(dc: DevCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "kubectl-berth"), *args],
-        env={**dc.proc_env, "COLUMNS": "250"},
-        capture_output=True,
-        text=True,
-        timeout=400,
-        check=False,
-    )
 
 
 def keep_alive_session(name: str, base_url: str, prompt: str, **spec: Any) -> dict[str, Any]:

@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +25,7 @@ from tests.e2e.passivation_support import (
     REAL_NODE_LABEL,
     apply,
     condition,
+    kubectl_berth,
     operator_env,
     pods,
     session,
@@ -52,17 +50,6 @@ SCRIPT: dict[str, Any] = {
     "cursor": "history",
     "on_exhausted": "repeat_last",
 }
-
-
-def kubectl_berth(dc: DevCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "kubectl-berth"), *args],
-        env={**dc.proc_env, "COLUMNS": "250"},
-        capture_output=True,
-        text=True,
-        timeout=400,
-        check=False,
-    )
 
 
 def pod_state(dc: DevCluster, ns: str, name: str, ip: str) -> dict[str, Any]:
