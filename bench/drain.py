@@ -92,9 +92,14 @@ def _all_running_on(dc: DevCluster, ns: str, names: list[str], node: str) -> boo
     return ready == len(names)
 
 
+FILL_TAINT = "bench.berth.dev/pool-filling"
+"""Taint key that keeps the pool's pods off node A while it fills (not a disruption taint)."""
+
+
 def _warm_pool_on(dc: DevCluster, ns: str, base_url: str, nodes: PrivateNodes) -> None:
-    """A SessionWarmPool of N pods matching the sessions' template, all on B (A cordoned while
-    it fills, then uncordoned: the drain cordons it again)."""
+    """A SessionWarmPool of N pods matching the sessions' template, all on B: A carries a
+    ``NoSchedule`` taint of the bench's own while the pool fills. Not a cordon: a cordon is a
+    drain signal, and the sessions on A would passivate before the pool exists."""
     pool = {
         "apiVersion": "berth.dev/v1alpha1",
         "kind": "SessionWarmPool",
@@ -130,12 +135,12 @@ def _warm_pool_on(dc: DevCluster, ns: str, base_url: str, nodes: PrivateNodes) -
             >= N
         )
 
-    dc.kubectl("cordon", nodes.a)
+    dc.kubectl("taint", "nodes", nodes.a, f"{FILL_TAINT}=pool:NoSchedule", "--overwrite")
     try:
         apply(dc, ns, [pool])
         wait(f"{N} Ready warm pods on {nodes.b}", ready_on_b, cap=600, every=1)
     finally:
-        dc.kubectl("uncordon", nodes.a)
+        dc.kubectl("taint", "nodes", nodes.a, f"{FILL_TAINT}-", check=False)
 
 
 def berth_drain(dc: DevCluster, nodes: PrivateNodes, warm: bool = False) -> dict[str, Any]:
