@@ -162,6 +162,8 @@ def _summary(title: str, st: AgentSessionStatus, spec: dict[str, Any]) -> Table:
         "yes" if spec.get("keepAlive") else "no",
         "-" if st.at_rest_since is None else "since " + st.at_rest_since.isoformat(),
     )
+    if st.image:  # the current pod's session image (an upgrade migrates it)
+        summary.caption = f"image {st.image}"
     return summary
 
 

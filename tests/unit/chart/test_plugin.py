@@ -130,6 +130,13 @@ def test_status_tables_show_conditions_lineage_and_usage() -> None:
     assert lineage.index("run-1") < lineage.index("run-2")
 
 
+def test_status_tables_show_the_pods_image_when_known() -> None:
+    body = session()
+    assert "image " not in render_tables(body)
+    body["status"]["image"] = "berth.dev.local/berth:1.2.3"
+    assert "image berth.dev.local/berth:1.2.3" in render_tables(body)
+
+
 def test_status_tables_of_a_new_session_and_last_error() -> None:
     body = {"metadata": {"name": "new", "namespace": "ns"}, "spec": {}, "status": {}}
     text = render_tables(body)
