@@ -119,7 +119,7 @@ def _context(settings: OperatorSettings) -> OperatorContext:
             settings,
             ctx.runtime,
             kube,
-            ctx.tokens,
+            _gateway.token_reader(ctx),
             _gateway.waker(ctx),
             _gateway.peer_call_poster(ctx),
         )
@@ -140,8 +140,10 @@ async def _serve_budget(settings: OperatorSettings, budget: BudgetClients) -> we
 
 async def _serve_gateway(settings: OperatorSettings, gateway: GatewayClients) -> web.AppRunner:
     """The session front door (berth_operator.gateway) on its own port, started only once this
-    replica leads (its directory is filled by the leader's watch; the Service selects the
-    leader), and the delivery loops of every session with unfinished messages."""
+    replica leads (the Service selects the leader) and its directory holds every watched session
+    (a LIST, as the leader's watch has not shown them yet), and the delivery loops of every
+    session with unfinished messages."""
+    listed = await gateway.prime()
     app = web.Application()
     gateway.service.routes(app)
     runner = web.AppRunner(app, access_log=None)
@@ -149,7 +151,10 @@ async def _serve_gateway(settings: OperatorSettings, gateway: GatewayClients) ->
     await web.TCPSite(runner, settings.server.http_host, settings.gateway.port).start()
     resumed = await gateway.delivery.resume_all()
     log.info(
-        "front door on port %d; %d session(s) with queued messages", settings.gateway.port, resumed
+        "front door on port %d; %d session(s) listed, %d with queued messages",
+        settings.gateway.port,
+        listed,
+        resumed,
     )
     return runner
 

@@ -46,7 +46,7 @@ LATENCY = Histogram(
 )
 
 Lookup = Callable[[str], SessionView | None]
-Token = Callable[[str], str | None]
+Token = Callable[[SessionView], Awaitable[str | None]]
 Wake = Callable[[SessionView], Awaitable[None]]
 Gone = Callable[[str, str], Awaitable[bool]]
 
@@ -58,11 +58,12 @@ async def _never_gone(session: str, uid: str) -> bool:
 class Delivery:
     """Runs the delivery loops (see the module docstring).
 
-    ``sessions(uid)`` and ``tokens(uid)`` read the operator's view of AgentSessions and their
-    API tokens; ``wake(view)`` asks a session at rest to wake; ``poll_seconds`` is how often a
-    loop looks again while it waits. ``gone(key, uid)`` confirms that a session missing from
-    the view really was deleted (``<namespace>/<name>``, uid) before its messages fail: a new
-    leader serves before its watch has listed every session."""
+    ``sessions(uid)`` and ``await tokens(view)`` read the operator's view of AgentSessions and
+    their API tokens (an error reading a token is logged and the loop tries again);
+    ``wake(view)`` asks a session at rest to wake; ``poll_seconds`` is how often a loop looks
+    again while it waits. ``gone(key, uid)`` confirms that a session missing from the view
+    really was deleted (``<namespace>/<name>``, uid) before its messages fail: a session
+    created after the directory was filled may not have been watched yet."""
 
     def __init__(
         self,
@@ -169,17 +170,18 @@ class Delivery:
             WAKES.inc()
             await self.wake(view)
         elif step == "deliver" and view is not None and view.pod_ip:
-            await self._deliver(uid, view.pod_ip, message)
+            await self._deliver(view, view.pod_ip, message)
         elif step == "poll" and view is not None and view.pod_ip:
-            await self._poll(uid, view.pod_ip, message)
+            await self._poll(view, view.pod_ip, message)
 
-    async def _deliver(self, uid: str, pod_ip: str, message: Message) -> None:
+    async def _deliver(self, view: SessionView, pod_ip: str, message: Message) -> None:
+        uid = view.uid
         body: dict[str, Any] = {"prompt": message.prompt, "messageId": message.id}
         if message.peer:
             body["peer"] = message.peer
         try:
             status, answer = await self.runtime.call(
-                "POST", pod_ip, "/v1/messages", self.tokens(uid), body
+                "POST", pod_ip, "/v1/messages", await self.tokens(view), body
             )
         except RuntimeUnreachable as exc:
             log.info("message %s: pod not reachable yet (%s)", message.id, exc)
@@ -193,10 +195,11 @@ class Delivery:
             await self._finish(uid, message, "failed", error=f"session refused: {answer}")
         # busy, starting, passivating, a run that failed to start: try again shortly
 
-    async def _poll(self, uid: str, pod_ip: str, message: Message) -> None:
+    async def _poll(self, view: SessionView, pod_ip: str, message: Message) -> None:
+        uid = view.uid
         try:
             status, answer = await self.runtime.call(
-                "GET", pod_ip, f"/v1/messages/{message.id}", self.tokens(uid)
+                "GET", pod_ip, f"/v1/messages/{message.id}", await self.tokens(view)
             )
         except RuntimeUnreachable:
             return

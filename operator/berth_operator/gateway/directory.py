@@ -1,8 +1,10 @@
 """The front door's view of AgentSessions: :class:`SessionView` by uid and by name.
 
-Filled by ``handlers.gateway`` from the operator's AgentSession watch (:func:`view_of` turns a
-watched object into a view); read by the service and the delivery loops. In-memory,
-single-threaded (the operator's event loop).
+Filled from a LIST of AgentSessions before the front door opens (:meth:`GatewayDirectory.fill`,
+so a new leader never answers 404 for a session its watch has not shown yet), then kept current
+by ``handlers.gateway`` from the operator's AgentSession watch (:func:`view_of` turns a watched
+object into a view); read by the service and the delivery loops. In-memory, single-threaded
+(the operator's event loop).
 """
 
 from __future__ import annotations
@@ -57,6 +59,18 @@ def view_of(
     )
 
 
+def view_of_object(obj: Mapping[str, Any]) -> SessionView | None:
+    """The view of one AgentSession as the apiserver returns it (a LIST item); None without a
+    namespace or uid."""
+    meta = obj.get("metadata") or {}
+    uid, namespace, name = meta.get("uid"), meta.get("namespace"), meta.get("name")
+    if not uid or not namespace or not name:
+        return None
+    return view_of(
+        str(uid), str(namespace), str(name), meta, obj.get("spec") or {}, obj.get("status") or {}
+    )
+
+
 class GatewayDirectory:
     """Session views by uid and by ``(namespace, name)``."""
 
@@ -68,6 +82,17 @@ class GatewayDirectory:
         """Add or replace a session's view."""
         self._by_uid[view.uid] = view
         self._by_name[(view.namespace, view.name)] = view.uid
+
+    def fill(self, objects: list[dict[str, Any]]) -> int:
+        """Put the view of every AgentSession of a LIST (raw items) that the watch has not
+        put already (a watched view is as fresh or fresher); how many were added."""
+        added = 0
+        for obj in objects:
+            view = view_of_object(obj)
+            if view is not None and view.uid not in self._by_uid:
+                self.put(view)
+                added += 1
+        return added
 
     def drop(self, uid: str) -> None:
         """Forget a deleted session."""

@@ -21,7 +21,8 @@ API token (its ``<name>-berth`` Secret). A session calling a peer sends its *own
 ``X-Berth-Session-Uid: <its uid>``; then the caller's ``spec.peers`` must allow the target, and
 loops and deep chains are refused (:mod:`routing`). Errors: 400 malformed, 401 no or wrong
 credentials, 403 peer not allowed, 404 unknown session or message, 409 a session that takes no
-messages or a loop, each ``{"error": code, "message": text}``; refusals are counted.
+messages or a loop, 503 (with ``Retry-After``) when a token cannot be read from the apiserver
+right now, each ``{"error": code, "message": text}``; refusals are counted.
 """
 
 from __future__ import annotations
@@ -33,14 +34,14 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import Counter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from berth_operator.errors import RuntimeUnreachable
+from berth_operator.errors import BerthOperatorError, RuntimeUnreachable
 from berth_operator.gateway.delivery import Delivery
 from berth_operator.gateway.inbox import FINAL, Inbox, Message
 from berth_operator.gateway.routing import SessionView, refuse_message, refuse_peer
@@ -50,7 +51,7 @@ from session_runtime.pod.peer import SESSION_UID_HEADER
 REFUSED = Counter(
     "berth_operator_gateway_requests_refused_total",
     "Front door requests refused, by reason (malformed, unauthenticated, forbidden, "
-    "not_found, conflict, loop).",
+    "not_found, conflict, loop, unavailable).",
     ["reason"],
 )
 PEER_CALLS = Counter(
@@ -63,7 +64,7 @@ MESSAGE_ID_RE = re.compile(MESSAGE_ID_PATTERN)
 
 Lookup = Callable[[str, str], SessionView | None]
 ByUid = Callable[[str], SessionView | None]
-Token = Callable[[str], str | None]
+Token = Callable[[SessionView], Awaitable[str | None]]
 OnPeerCall = Callable[[SessionView, SessionView, Message], None]
 
 
@@ -87,7 +88,10 @@ class Refusal(Exception):
 
     def response(self) -> web.Response:
         REFUSED.labels(self.code).inc()
-        return web.json_response({"error": self.code, "message": str(self)}, status=self.status)
+        headers = {"Retry-After": "1"} if self.status == 503 else None
+        return web.json_response(
+            {"error": self.code, "message": str(self)}, status=self.status, headers=headers
+        )
 
 
 def _presented(request: web.Request) -> str:
@@ -113,7 +117,8 @@ class GatewayService:
     """The routes of the module docstring over an :class:`Inbox` and a :class:`Delivery`.
 
     ``lookup(ns, name)`` and ``by_uid(uid)`` read the operator's view of AgentSessions,
-    ``tokens(uid)`` their API tokens; ``on_peer_call(caller, target, message)`` is told of
+    ``await tokens(view)`` their API tokens (read from the apiserver the first time; raises
+    BerthOperatorError when it cannot be read); ``on_peer_call(caller, target, message)`` is told of
     every accepted peer call (Events); ``max_wait_seconds`` caps ``waitSeconds``;
     ``max_peer_depth`` bounds chains."""
 
@@ -154,20 +159,25 @@ class GatewayService:
             raise Refusal(404, "not_found", f"no AgentSession {ns}/{name} (or not watched)")
         return view
 
-    def _check(self, uid: str, presented: str) -> bool:
-        expected = self.tokens(uid) or ""
-        return bool(expected) and bool(presented) and hmac.compare_digest(expected, presented)
+    async def _check(self, view: SessionView, presented: str) -> bool:
+        if not presented:
+            return False
+        try:
+            expected = await self.tokens(view) or ""
+        except BerthOperatorError as exc:
+            raise Refusal(503, "unavailable", f"cannot read the session's token: {exc}") from None
+        return bool(expected) and hmac.compare_digest(expected, presented)
 
-    def _caller(self, request: web.Request, target: SessionView) -> SessionView | None:
+    async def _caller(self, request: web.Request, target: SessionView) -> SessionView | None:
         """The calling session for a peer call, None for the target's owner. Raises Refusal."""
         presented = _presented(request)
         caller_uid = request.headers.get(SESSION_UID_HEADER, "").strip()
         if not caller_uid:
-            if not self._check(target.uid, presented):
+            if not await self._check(target, presented):
                 raise Refusal(401, "unauthenticated", "missing or wrong session API token")
             return None
         caller = self.by_uid(caller_uid)
-        if caller is None or not self._check(caller_uid, presented):
+        if caller is None or not await self._check(caller, presented):
             raise Refusal(401, "unauthenticated", "missing or wrong session credentials")
         return caller
 
@@ -184,7 +194,7 @@ class GatewayService:
     async def _post(self, request: web.Request) -> web.Response:
         try:
             target = self._target(request)
-            caller = self._caller(request, target)
+            caller = await self._caller(request, target)
             wait = _wait_seconds(request, self.max_wait_seconds)
             try:
                 body = PostBody.model_validate(await request.json())
@@ -228,16 +238,12 @@ class GatewayService:
     async def _get(self, request: web.Request) -> web.Response:
         try:
             target = self._target(request)
-            self._owner_only(request, target)
+            await self._caller(request, target)  # the owner's token, or a peer caller's
             wait = _wait_seconds(request, self.max_wait_seconds)
             message = await self._message(request, target)
         except Refusal as refusal:
             return refusal.response()
         return await self._answer(target, message, wait)
-
-    def _owner_only(self, request: web.Request, target: SessionView) -> None:
-        """Reading a session's messages needs its own token (or that of a peer caller)."""
-        self._caller(request, target)
 
     async def _message(self, request: web.Request, target: SessionView) -> Message:
         mid = request.match_info["message_id"]
@@ -261,7 +267,7 @@ class GatewayService:
     async def _events(self, request: web.Request) -> web.StreamResponse:
         try:
             target = self._target(request)
-            self._owner_only(request, target)
+            await self._caller(request, target)
             message = await self._message(request, target)
         except Refusal as refusal:
             return refusal.response()
@@ -294,9 +300,9 @@ class GatewayService:
             return
         try:
             status, answer = await self.delivery.runtime.call(
-                "GET", view.pod_ip, f"/v1/messages/{message.id}/events", self.tokens(view.uid)
+                "GET", view.pod_ip, f"/v1/messages/{message.id}/events", await self.tokens(view)
             )
-        except RuntimeUnreachable:
+        except (RuntimeUnreachable, BerthOperatorError):
             return
         runs = answer.get("runs") if status == 200 else None
         if not isinstance(runs, dict):

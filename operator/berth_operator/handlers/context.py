@@ -33,9 +33,10 @@ from typing import Any
 
 import aiohttp
 from redis.asyncio import Redis
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from berth_operator.api.common import SessionRef
-from berth_operator.errors import NotFound
+from berth_operator.errors import BerthOperatorError, NotFound
 from berth_operator.gateway.delivery import Delivery
 from berth_operator.gateway.directory import GatewayDirectory
 from berth_operator.gateway.inbox import Inbox, Message
@@ -116,14 +117,16 @@ class BudgetClients:
 @dataclass
 class GatewayClients:
     """The session front door (berth_operator.gateway) as the operator runs it: its directory
-    (filled by handlers.gateway from the AgentSession watch), the Redis inbox on the operator's
-    user, the delivery loops and the HTTP service. Built by :meth:`create`; :meth:`close`."""
+    (filled by :meth:`prime` from a LIST, then by handlers.gateway from the AgentSession watch),
+    the Redis inbox on the operator's user, the delivery loops and the HTTP service. Built by
+    :meth:`create`; :meth:`close`."""
 
     directory: GatewayDirectory
     inbox: Inbox
     delivery: Delivery
     service: GatewayService
     redis: Redis[Any]
+    list_sessions: Callable[[], Awaitable[list[dict[str, Any]]]]
     kopf_context: contextvars.Context | None = None
     """kopf's context (settings, event queue), captured by a handler, so the front door's own
     tasks can post Events through kopf's poster."""
@@ -134,13 +137,23 @@ class GatewayClients:
         settings: OperatorSettings,
         runtime: RuntimeClient,
         kube: KubeClient,
-        tokens: dict[str, str],
+        tokens: Callable[[SessionView], Awaitable[str | None]],
         wake: Callable[[SessionView], Awaitable[None]],
         on_peer_call: Callable[[SessionView, SessionView, Message], None] | None = None,
     ) -> GatewayClients:
-        """Redis from ``settings.redis.for_operator``; tokens looked up in ``tokens``;
-        ``wake(view)`` wakes a session at rest; ``kube`` confirms a session is gone."""
+        """Redis from ``settings.redis.for_operator``; ``await tokens(view)`` is a session's API
+        token; ``wake(view)`` wakes a session at rest; ``kube`` lists the watched namespaces'
+        sessions for :meth:`prime` and confirms a session is gone."""
         gw = settings.gateway
+        namespaces = list(settings.scope.namespaces)
+
+        async def list_sessions() -> list[dict[str, Any]]:
+            if not namespaces:
+                return await kube.list_sessions()
+            items: list[dict[str, Any]] = []
+            for namespace in namespaces:
+                items.extend(await kube.list_sessions(namespace))
+            return items
 
         async def gone(key: str, uid: str) -> bool:
             namespace, _, name = key.partition("/")
@@ -153,20 +166,33 @@ class GatewayClients:
         redis: Redis[Any] = Redis.from_url(settings.redis.for_operator)
         directory = GatewayDirectory()
         inbox = Inbox(redis, gw.message_retention_seconds)
-        delivery = Delivery(
-            inbox, runtime, directory.by_uid, tokens.get, wake, gw.poll_seconds, gone
-        )
+        delivery = Delivery(inbox, runtime, directory.by_uid, tokens, wake, gw.poll_seconds, gone)
         service = GatewayService(
             inbox,
             delivery,
             directory.lookup,
             directory.by_uid,
-            tokens.get,
+            tokens,
             max_wait_seconds=gw.max_wait_seconds,
             max_peer_depth=gw.max_peer_depth,
             on_peer_call=on_peer_call,
         )
-        return cls(directory, inbox, delivery, service, redis)
+        return cls(directory, inbox, delivery, service, redis, list_sessions)
+
+    async def prime(self, attempt_for_seconds: float = 60) -> int:
+        """Fill the directory from a LIST of the watched sessions (before the front door opens:
+        a new leader's watch has not shown them yet); how many were added. A failed LIST is
+        tried again with backoff (tenacity) for ``attempt_for_seconds``; then the last
+        BerthOperatorError is raised."""
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(BerthOperatorError),
+            wait=wait_exponential(multiplier=0.5, max=5),
+            stop=stop_after_delay(attempt_for_seconds),
+            reraise=True,
+        ):
+            with attempt:
+                items = await self.list_sessions()
+        return self.directory.fill(items)
 
     async def close(self) -> None:
         """Stop the delivery loops and close the Redis connection pool."""

@@ -4,6 +4,7 @@ for it, and post Events for peer calls.
 - Every AgentSession event puts the session's view (phase, pod, at rest, spec.peers, identity)
   into the gateway's directory (drops it on deletion), makes sure its API token is cached, and
   nudges its delivery loop, which then looks at the session again at once.
+- :func:`token_reader` reads a session's API token for the front door (cached).
 - :func:`waker` asks a session at rest to wake: the ``berth.dev/wake-requested-at`` annotation,
   exactly what ``kubectl berth wake`` sets, so the wake is durable and visible.
 - :func:`peer_call_poster` posts a ``PeerInvocation`` Event on both sessions of a peer call,
@@ -74,6 +75,17 @@ async def gateway_session_event(
     except BerthOperatorError as exc:
         logger.warning(f"cannot read the API token of {namespace}/{name}: {exc}")
     gateway.delivery.nudge(uid)
+
+
+def token_reader(ctx: OperatorContext) -> Callable[[SessionView], Awaitable[str | None]]:
+    """The gateway's ``await tokens(view)``: the session's API token from the operator's cache,
+    read from its ``<name>-berth`` Secret the first time (a new leader, a session created a
+    moment ago). None when the Secret has none; raises BerthOperatorError for API errors."""
+
+    async def token(view: SessionView) -> str | None:
+        return await ctx.api_token(view.namespace, view.name, view.uid)
+
+    return token
 
 
 def waker(ctx: OperatorContext) -> Callable[[SessionView], Awaitable[None]]:

@@ -87,6 +87,28 @@ class KubeClient:
             name,
         )
 
+    async def list_sessions(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """LIST AgentSessions of ``namespace`` (None = every namespace), straight from the
+        apiserver: the raw items (metadata, spec, status)."""
+        if namespace is None:
+            obj = await self._json_call(
+                "list agentsessions",
+                self.custom.list_cluster_custom_object,
+                GROUP,
+                VERSION,
+                SESSION_PLURAL,
+            )
+        else:
+            obj = await self._json_call(
+                f"list agentsessions {namespace}",
+                self.custom.list_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                SESSION_PLURAL,
+            )
+        return list(obj.get("items") or [])
+
     async def annotate_session(
         self, namespace: str, name: str, key: str, value: str
     ) -> dict[str, Any]:

@@ -25,6 +25,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from berth_operator.api.agentsession import PeersSpec
+from berth_operator.errors import KubeError
 from berth_operator.gateway.delivery import Delivery
 from berth_operator.gateway.directory import GatewayDirectory
 from berth_operator.gateway.inbox import Inbox, Message
@@ -65,6 +66,12 @@ class FrontDoor:
         self.runner: web.AppRunner | None = None
         self.delivery: Delivery | None = None
         self.wakes: list[str] = []
+        self.token_error: KubeError | None = None  # the apiserver cannot be read
+
+    async def _token(self, view: SessionView) -> str | None:
+        if self.token_error is not None:
+            raise self.token_error
+        return self.tokens.get(view.uid)
 
     async def _wake(self, view: SessionView) -> None:
         self.wakes.append(view.key)
@@ -78,7 +85,7 @@ class FrontDoor:
             inbox,
             self.runtime,
             self.directory.by_uid,
-            self.tokens.get,
+            self._token,
             self._wake,
             0.05,
             self._gone,
@@ -88,7 +95,7 @@ class FrontDoor:
             self.delivery,
             self.directory.lookup,
             self.directory.by_uid,
-            self.tokens.get,
+            self._token,
             max_wait_seconds=60,
             max_peer_depth=3,
         )
@@ -298,5 +305,31 @@ async def test_messages_of_an_unlisted_session_wait_until_it_is_known_to_be_gone
             await asyncio.sleep(0.05)
         assert message is not None
         assert (message.state, message.error) == ("failed", "the session was deleted")
+    finally:
+        await door.stop()
+
+
+async def test_a_token_the_apiserver_cannot_give_now_is_answered_503_with_retry_after(
+    redis: Redis[Any],
+) -> None:
+    door = FrontDoor(redis, RuntimeClient(5), {"uid-a": "token-a"})
+    door.put(SessionView("uid-a", "team", "a", keep_alive=True))
+    await door.start()
+    url = f"{door.url}/v1/sessions/team/a/messages"
+    try:
+        async with aiohttp.ClientSession() as http:
+            door.token_error = KubeError("cannot reach the Kubernetes API")
+            async with http.post(
+                url, json={"prompt": "q"}, headers={"Authorization": "Bearer token-a"}
+            ) as resp:
+                body = await resp.json()
+                assert (resp.status, resp.headers.get("Retry-After")) == (503, "1")
+                assert body["error"] == "unavailable" and "cannot reach" in body["message"]
+            assert await Inbox(redis, 300).active() == {}  # nothing was queued
+            door.token_error = None
+            status, queued = await post(
+                http, url, {"prompt": "q", "messageId": "m-1"}, Authorization="Bearer token-a"
+            )
+            assert (status, queued["state"]) == (202, "queued")
     finally:
         await door.stop()

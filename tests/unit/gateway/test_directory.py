@@ -1,11 +1,17 @@
-"""The front door's view of a watched AgentSession, and the directory's two indexes."""
+"""The front door's view of a watched AgentSession, the directory's two indexes, and the LIST
+that fills it before a new leader's front door opens."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
+from berth_operator.errors import KubeError
 from berth_operator.gateway.directory import GatewayDirectory, view_of
 from berth_operator.gateway.routing import SessionView
+from berth_operator.handlers.context import GatewayClients
+from berth_operator.runtime_client import RuntimeClient
+from berth_operator.settings import OperatorSettings, ScopeSettings
 
 META = {
     "labels": {"role": "expert"},
@@ -53,3 +59,67 @@ def test_the_directory_finds_sessions_by_uid_and_name_and_forgets_them() -> None
     assert d.by_uid("uid-1") is None
     d.drop("uid-2")
     assert d.lookup("team", "a") is None
+
+
+def _item(uid: str, name: str, namespace: str = "team") -> dict[str, Any]:
+    return {
+        "metadata": {"uid": uid, "namespace": namespace, "name": name},
+        "spec": {"keepAlive": True},
+        "status": {"phase": "Running", "podIP": "10.0.0.9"},
+    }
+
+
+def test_a_list_fills_the_directory_without_replacing_what_the_watch_put() -> None:
+    d = GatewayDirectory()
+    watched = SessionView("uid-1", "team", "a", phase="Passivated")
+    d.put(watched)
+    added = d.fill([_item("uid-1", "a"), _item("uid-2", "b"), {"metadata": {"name": "no-uid"}}])
+    assert added == 1
+    assert d.lookup("team", "a") == watched  # the watch's view is as fresh or fresher
+    b = d.lookup("team", "b")
+    assert b is not None and (b.uid, b.phase, b.pod_ip, b.keep_alive) == (
+        "uid-2",
+        "Running",
+        "10.0.0.9",
+        True,
+    )
+
+
+class _FlakyKube:
+    """A KubeClient whose first LIST fails as an unreachable apiserver does."""
+
+    def __init__(self) -> None:
+        self.calls: list[str | None] = []
+
+    async def list_sessions(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        self.calls.append(namespace)
+        if len(self.calls) == 1:
+            raise KubeError("cannot reach the Kubernetes API")
+        return [_item(f"uid-{namespace}", f"s-{namespace}", str(namespace))]
+
+
+async def _no_token(view: SessionView) -> str | None:
+    return None
+
+
+async def _no_wake(view: SessionView) -> None:
+    return None
+
+
+async def test_a_new_leader_primes_its_directory_from_the_watched_namespaces() -> None:
+    kube = _FlakyKube()
+    settings = OperatorSettings(scope=ScopeSettings(namespaces=["red", "blue"]))
+    gateway = GatewayClients.create(
+        settings,
+        RuntimeClient(1),
+        kube,  # type: ignore[arg-type]
+        _no_token,
+        _no_wake,
+    )
+    try:
+        assert await gateway.prime(attempt_for_seconds=10) == 2
+    finally:
+        await gateway.close()
+    assert kube.calls == ["red", "red", "blue"]  # the failed LIST was tried again
+    assert gateway.directory.lookup("red", "s-red") == gateway.directory.by_uid("uid-red")
+    assert gateway.directory.lookup("blue", "s-blue") is not None
