@@ -62,9 +62,8 @@ ANNOTATION_WAKE_REQUESTED_AT: Final = "berth.dev/wake-requested-at"
 
 FINALIZER: Final = "berth.dev/finalizer"
 DIFFBASE_KEY: Final = "last-handled-configuration"
-ANNOTATION_DIFFBASE: Final = f"berth.dev/{DIFFBASE_KEY}"
-"""kopf's record of the last handled spec (its diff-base storage), written on first sight of an
-object together with ``FINALIZER``."""
+"""``berth.dev/<this>``: kopf's record of the last handled spec (its diff-base storage), on LaneWorkers only
+(``berth_operator.persistence``)."""
 
 # Session pod contract (ARCHITECTURE.md §5).
 SESSION_CONTAINER: Final = "session"

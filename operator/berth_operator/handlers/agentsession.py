@@ -30,8 +30,9 @@ external lanes, the ``<name>-berth`` Secret, the PDB, the options ConfigMap) is 
 concurrently with the status. A Conflict restarts the iteration on
 a fresh GET; other API errors back off. Secret values never reach logs, status or Events.
 
-The daemon's first iteration waits (briefly) for kopf's own first writes to a new object (its
-finalizer and diff-base annotation), so the first status write does not race them.
+The daemon's first iteration waits (briefly) for kopf's own first write to a new object (its
+finalizer; AgentSessions carry no kopf diff-base: ``berth_operator.persistence``), so the first
+status write does not race it.
 """
 
 from __future__ import annotations
@@ -52,7 +53,6 @@ from berth_operator.api.agentsession import AgentSessionSpec, AgentSessionStatus
 from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import (
     ANNOTATION_DELETE_STORE,
-    ANNOTATION_DIFFBASE,
     COMPONENT_SESSION,
     FINALIZER,
     GROUP,
@@ -190,15 +190,13 @@ async def agentsession_daemon(
 
 
 async def _kopf_settled(body: kopf.Body, wake: asyncio.Event, stopped: kopf.DaemonStopped) -> None:
-    """Wait (at most ``KOPF_SETTLE_SECONDS``) until kopf's own first writes to a new object — its
-    finalizer, then its diff-base annotation, two PATCHes on first sight — show in the live
-    view: a status write racing them would lose (Conflict) and cost a failed PUT and a GET."""
+    """Wait (at most ``KOPF_SETTLE_SECONDS``) until kopf's own first write to a new object — the
+    PATCH adding its finalizer — shows in the live view: a status write racing it would lose
+    (Conflict) and cost a failed PUT and a GET."""
     deadline = time.monotonic() + KOPF_SETTLE_SECONDS
     while not stopped and time.monotonic() < deadline:
         meta = body.get("metadata") or {}
-        if FINALIZER in (meta.get("finalizers") or []) and ANNOTATION_DIFFBASE in (
-            meta.get("annotations") or {}
-        ):
+        if FINALIZER in (meta.get("finalizers") or []):
             return
         wake.clear()
         with contextlib.suppress(TimeoutError):

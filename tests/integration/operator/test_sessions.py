@@ -85,6 +85,10 @@ def test_example_session_runs_tools_on_the_shared_volume_and_succeeds(
         assert len(st["runs"]) == 1 and st["runs"][0]["outcome"] == "completed"
         assert st["epoch"] == 1 and st["observedGeneration"] == 1
         assert st["nodeName"] in dc.nodes
+        # kopf's finalizer, and no diff-base of kopf's (a write per session nothing reads)
+        meta = obj["metadata"]
+        assert "berth.dev/finalizer" in meta["finalizers"]
+        assert not any("last-handled-configuration" in k for k in meta.get("annotations") or {})
 
         # The runtime really ran the tools in the workspace on the shared volume.
         claim = dc.claim_dir(ns)

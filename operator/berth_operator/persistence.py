@@ -1,0 +1,40 @@
+"""What kopf stores on the objects the operator watches (its "persistence" settings).
+
+kopf keeps a diff-base — the last handled spec, as the ``berth.dev/last-handled-configuration``
+annotation — to tell creations from updates for ``on.create`` / ``on.update`` handlers. It
+writes it on the first sight of every object whose kind has any resource-changing handler,
+``on.delete`` included: one PATCH per AgentSession that nothing ever reads, since AgentSessions
+are reconciled by a daemon that compares spec and status itself (``observedGeneration``), and
+their only changing handler is ``on.delete``, which kopf runs on the deletion timestamp whatever
+the diff-base says. :class:`SelectiveDiffBaseStorage` leaves the diff-base out for such kinds;
+LaneWorkers keep theirs (their ``on.create`` / ``on.update(field="spec")`` handlers need it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import kopf
+
+
+class SelectiveDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
+    """kopf's annotation diff-base storage, except for the ``(group, kind)`` pairs of
+    ``without``: for those nothing is stored and nothing is read (kopf then sees each event as
+    a creation, which matters only to ``on.create`` handlers — such kinds must have none)."""
+
+    def __init__(self, *, without: Collection[tuple[str, str]], prefix: str, key: str) -> None:
+        super().__init__(prefix=prefix, key=key)
+        self.without = frozenset(without)
+
+    def _skipped(self, body: kopf.Body) -> bool:
+        group = str(body.get("apiVersion") or "").rpartition("/")[0]
+        return (group, str(body.get("kind") or "")) in self.without
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        """The stored diff-base, None for a kind without one (see the class docstring)."""
+        return None if self._skipped(body) else super().fetch(body=body)
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        """Add the diff-base to ``patch``, unless ``body``'s kind has none."""
+        if not self._skipped(body):
+            super().store(body=body, patch=patch, essence=essence)

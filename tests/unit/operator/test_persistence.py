@@ -1,0 +1,48 @@
+"""kopf's diff-base storage as the operator configures it: none on AgentSessions (one PATCH less
+per session, nothing reads it), kopf's own on LaneWorkers (their on.update handlers diff it)."""
+
+from __future__ import annotations
+
+import json
+
+import kopf
+from berth_operator.api.constants import DIFFBASE_KEY, GROUP
+from berth_operator.persistence import SelectiveDiffBaseStorage
+
+STORAGE = SelectiveDiffBaseStorage(
+    without={(GROUP, "AgentSession")}, prefix="berth.dev", key=DIFFBASE_KEY
+)
+ESSENCE = {"spec": {"prompt": "hi"}}
+STORED = {f"berth.dev/{DIFFBASE_KEY}": json.dumps(ESSENCE)}
+
+
+def _body(kind: str) -> kopf.Body:
+    return kopf.Body(
+        {
+            "apiVersion": f"{GROUP}/v1alpha1",
+            "kind": kind,
+            "metadata": {"name": "x", "namespace": "team", "annotations": dict(STORED)},
+        }
+    )
+
+
+def test_agentsessions_get_no_diff_base_and_an_old_one_is_not_read() -> None:
+    patch = kopf.Patch()
+    STORAGE.store(body=_body("AgentSession"), patch=patch, essence=kopf.BodyEssence(ESSENCE))
+    assert not patch  # nothing to PATCH
+    assert STORAGE.fetch(body=_body("AgentSession")) is None
+
+
+def test_laneworkers_keep_kopfs_diff_base() -> None:
+    patch = kopf.Patch()
+    STORAGE.store(body=_body("LaneWorker"), patch=patch, essence=kopf.BodyEssence(ESSENCE))
+    stored = patch["metadata"]["annotations"][f"berth.dev/{DIFFBASE_KEY}"]
+    assert json.loads(stored) == ESSENCE
+    assert STORAGE.fetch(body=_body("LaneWorker")) == ESSENCE
+
+
+def test_a_kind_of_another_group_is_not_mistaken_for_ours() -> None:
+    body = kopf.Body({"apiVersion": "example.com/v1", "kind": "AgentSession", "metadata": {}})
+    patch = kopf.Patch()
+    STORAGE.store(body=body, patch=patch, essence=kopf.BodyEssence(ESSENCE))
+    assert patch
