@@ -319,7 +319,7 @@ app.kubernetes.io/component: redis
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [create, delete]
-# Secrets: berth-task-key and <session>-berth are created (update adds a task key); the LLM key
+# Secrets: berth-task-key and <session>-berth are created (update adds a task key or a new options.json); the LLM key
 # Secret a session names is read to check its berth.dev/llm-credentials label. No list/watch.
 - apiGroups: [""]
   resources: [secrets]
@@ -328,10 +328,6 @@ app.kubernetes.io/component: redis
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
   verbs: [get, create]
-# The options ConfigMap <session>-options.
-- apiGroups: [""]
-  resources: [configmaps]
-  verbs: [get, create, update]
 # The LaneWorker's Deployment and its scale.
 - apiGroups: [apps]
   resources: [deployments]

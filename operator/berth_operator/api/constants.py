@@ -62,8 +62,8 @@ ANNOTATION_WAKE_REQUESTED_AT: Final = "berth.dev/wake-requested-at"
 
 FINALIZER: Final = "berth.dev/finalizer"
 DIFFBASE_KEY: Final = "last-handled-configuration"
-"""``berth.dev/<this>``: kopf's record of the last handled spec (its diff-base storage), on LaneWorkers only
-(``berth_operator.persistence``)."""
+"""``berth.dev/<this>``: kopf's record of the last handled spec (its diff-base storage), on
+LaneWorkers only (``berth_operator.persistence``)."""
 
 # Session pod contract (ARCHITECTURE.md §5).
 SESSION_CONTAINER: Final = "session"
@@ -95,6 +95,9 @@ SECRET_TASK_KEY_KEY: Final = "task-key"
 """Key of the session's task HMAC key (raw 32 bytes) in ``<name>-berth``."""
 SECRET_REDIS_URL_KEY: Final = "redis-url"
 """Key of the session's Redis URL (its ACL user's password in it) in ``<name>-berth``."""
+SECRET_OPTIONS_KEY: Final = "options.json"
+"""Key of the session pod's options.json in ``<name>-berth`` (mounted alone at the options
+path; one object per session instead of a Secret and a ConfigMap)."""
 WORKER_REDIS_SECRET: Final = "berth-worker-redis"
 """Per-namespace Secret holding the Redis URL worker pods use (key ``url``)."""
 WORKER_REDIS_URL_KEY: Final = "url"

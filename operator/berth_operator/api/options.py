@@ -2,10 +2,10 @@
 
 Three JSON documents cross the operator ⇄ runtime boundary (ARCHITECTURE.md §5):
 
-1. ``SessionPodOptions`` — written by the operator into the ConfigMap ``<session>-options``
-   under key ``options.json``, mounted read-only at ``/etc/berth/session``; the pod finds it
-   through ``BERTH_OPTIONS_FILE`` (``<mountPath>/options.json``). camelCase keys, absent = unset
-   (the runtime applies its own default). Example::
+1. ``SessionPodOptions`` — written by the operator into the session's Secret ``<name>-berth``
+   under key ``options.json``, mounted (that key alone) read-only at ``/etc/berth/session``;
+   the pod finds it through ``BERTH_OPTIONS_FILE`` (``<mountPath>/options.json``). camelCase
+   keys, absent = unset (the runtime applies its own default). Example::
 
        {"schemaVersion": 1,
         "session": {"namespace": "default", "name": "demo", "uid": "6c1f..."},

@@ -38,11 +38,6 @@ def pod_name(session: str, epoch: int) -> str:
     return f"{session}-e{epoch}"
 
 
-def options_configmap_name(session: str) -> str:
-    """Name of the options ConfigMap: ``<session>-options``."""
-    return f"{session}-options"
-
-
 def is_label_value(value: str) -> bool:
     """Whether ``value`` is a valid label value (≤63 chars, alphanumeric ends)."""
     return len(value) <= 63 and bool(_LABEL_VALUE.match(value))

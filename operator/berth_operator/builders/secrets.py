@@ -30,6 +30,7 @@ from berth_operator.api.constants import (
     LABEL_MANAGED_BY,
     LABEL_SESSION,
     SECRET_API_TOKEN_KEY,
+    SECRET_OPTIONS_KEY,
     SECRET_REDIS_URL_KEY,
     SECRET_TASK_KEY_KEY,
     TASK_MASTER_KEY,
@@ -96,11 +97,17 @@ def master_of(secret: Mapping[str, Any] | None) -> bytes | None:
 
 
 def session_data(
-    ref: SessionRef, api_token: str, master: bytes | None, redis_url: str = ""
+    ref: SessionRef,
+    api_token: str,
+    master: bytes | None,
+    redis_url: str = "",
+    options: bytes | None = None,
 ) -> dict[str, bytes]:
     """Decoded data of ``<session>-berth``: the token, the session role's Redis URL (when
-    given) and, with a master, the task key."""
+    given), with a master the task key, and the pod's rendered options.json (when given)."""
     data = {SECRET_API_TOKEN_KEY: api_token.encode()}
+    if options is not None:
+        data[SECRET_OPTIONS_KEY] = options
     if redis_url:
         data[SECRET_REDIS_URL_KEY] = redis_url.encode()
     if master is not None:
@@ -125,18 +132,25 @@ def build_session_secret(ref: SessionRef, data: Mapping[str, bytes]) -> dict[str
 
 
 def session_secret_update(
-    ref: SessionRef, current: Mapping[str, Any], master: bytes | None, redis_url: str = ""
+    ref: SessionRef,
+    current: Mapping[str, Any],
+    master: bytes | None,
+    redis_url: str = "",
+    options: bytes | None = None,
 ) -> dict[str, bytes] | None:
     """The data ``<session>-berth`` must get, or None when ``current`` is already right.
 
     The token is kept once issued (a running pod has it mounted); it is only (re)generated when
     missing or empty. The task key follows the master (added once the namespace has one).
+    options.json follows ``options`` (the spec's generation); kept when None.
     """
     data = decode_data(current)
     token = data.get(SECRET_API_TOKEN_KEY, b"").decode(errors="replace").strip()
-    wanted = session_data(ref, token or new_api_token(), master, redis_url)
+    wanted = session_data(ref, token or new_api_token(), master, redis_url, options)
     if master is None and SECRET_TASK_KEY_KEY in data:
         wanted[SECRET_TASK_KEY_KEY] = data[SECRET_TASK_KEY_KEY]
+    if options is None and SECRET_OPTIONS_KEY in data:
+        wanted[SECRET_OPTIONS_KEY] = data[SECRET_OPTIONS_KEY]
     return None if wanted == data else wanted
 
 

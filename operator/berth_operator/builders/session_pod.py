@@ -1,5 +1,5 @@
-"""Builders of the session Pod and its options ConfigMap (ARCHITECTURE.md §5; the Berth
-security contract).
+"""Builders of the session Pod and its options.json (ARCHITECTURE.md §5; the Berth security
+contract).
 
 Contract given to ``berth-session`` (read by session_runtime.pod.config / .options):
 
@@ -17,8 +17,9 @@ Contract given to ``berth-session`` (read by session_runtime.pod.config / .optio
   /var/lib/berth/workspace and ``store/<ns>/<name>`` at /var/lib/berth/store/<ns>/<name> — so
   the pod sees no other session's files; the Secret ``<name>-berth`` read-only at
   /var/run/berth/session (mode 0440, group = fsGroup); the LLM key (only the referenced key, as
-  file ``api-key``) at /var/run/berth/llm; the options ConfigMap read-only at
-  /etc/berth/session; an emptyDir at /tmp (the root filesystem is read-only).
+  file ``api-key``) at /var/run/berth/llm; options.json (key ``options.json`` of the same
+  ``<name>-berth`` Secret: one object per session, one apiserver write less than a ConfigMap of
+  its own) read-only at /etc/berth/session; an emptyDir at /tmp (the root filesystem is read-only).
 - hardening: non-root uid/gid/fsGroup ``run_as_user``, RuntimeDefault seccomp, all
   capabilities dropped, no privilege escalation, read-only root, no ServiceAccount token,
   default resource limits when spec.placement.resources sets none.
@@ -44,6 +45,7 @@ from berth_operator.api.constants import (
     OPTIONS_KEY,
     OPTIONS_MOUNT_PATH,
     SECRET_API_TOKEN_KEY,
+    SECRET_OPTIONS_KEY,
     SECRET_REDIS_URL_KEY,
     SECRET_TASK_KEY_KEY,
     SESSION_COMMAND,
@@ -66,7 +68,6 @@ from berth_operator.api.options import (
 )
 from berth_operator.builders.claim import claim_name
 from berth_operator.builders.names import (
-    options_configmap_name,
     owner_reference,
     pod_name,
     relative_workspace,
@@ -143,21 +144,10 @@ def peer_call_options(spec: AgentSessionSpec, settings: OperatorSettings) -> Pee
     return PeerCallOptions(gateway_url=gateway.url, max_wait_seconds=wait)
 
 
-def build_options_configmap(
-    ref: SessionRef, spec: AgentSessionSpec, options: SessionPodOptions
-) -> dict[str, Any]:
-    """The ConfigMap ``<session>-options`` with key options.json (owned by the session)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": options_configmap_name(ref.name),
-            "namespace": ref.namespace,
-            "labels": session_labels(ref, spec),
-            "ownerReferences": [owner_reference(ref)],
-        },
-        "data": {OPTIONS_KEY: json.dumps(options.wire(), indent=2, sort_keys=True) + "\n"},
-    }
+def render_options(options: SessionPodOptions) -> bytes:
+    """options.json as the pod reads it (UTF-8 JSON, sorted keys, indented): the value of key
+    ``options.json`` in the session's ``<name>-berth`` Secret."""
+    return (json.dumps(options.wire(), indent=2, sort_keys=True) + "\n").encode()
 
 
 def _field_env(name: str, path: str) -> dict[str, Any]:
@@ -288,9 +278,10 @@ def session_volumes(ref: SessionRef, spec: AgentSessionSpec, claim: str) -> list
         },
         {
             "name": "options",
-            "configMap": {
-                "name": options_configmap_name(ref.name),
-                "items": [{"key": OPTIONS_KEY, "path": OPTIONS_KEY}],
+            "secret": {
+                "secretName": session_secret_name(ref.name),
+                "items": [{"key": SECRET_OPTIONS_KEY, "path": OPTIONS_KEY}],
+                "defaultMode": SECRET_FILE_MODE,
             },
         },
         {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},

@@ -10,8 +10,8 @@
 - ``agentsession_daemon``     one loop per AgentSession: reconcile, then sleep until woken or until
                               the plan's requeue time (status refresh from /v1/state on a timer).
 - ``agentsession_delete``     stops the session pods; with ``berth.dev/delete-store: "true"``
-                              also runs the store-cleanup Job. Pods and the ConfigMap are owned by
-                              the session, so garbage collection removes whatever is left.
+                              also runs the store-cleanup Job. Pods and Secrets are owned by the
+                              session, so garbage collection removes whatever is left.
 
 One reconcile iteration (``reconcile_session``): take the newest known object — kopf's live view,
 or the answer of the daemon's last status write until the watch has caught up with it, or a fresh
@@ -26,7 +26,7 @@ skipped when unchanged, and deferred briefly when only information changed:
 cannot exist before its epoch does) and create the new pod if none is alive, or, for a session
 naming a SessionWarmPool, have a warm pod of the pool adopted instead
 (``handlers.sessionwarmpool``). What the pod needs (the namespace's ``berth-task-key`` for
-external lanes, the ``<name>-berth`` Secret, the PDB, the options ConfigMap) is written
+external lanes, the ``<name>-berth`` Secret with options.json, the PDB) is written
 concurrently with the status. A Conflict restarts the iteration on
 a fresh GET; other API errors back off. Secret values never reach logs, status or Events.
 
@@ -68,8 +68,8 @@ from berth_operator.builders.pdb import build_session_pdb, pdb_name
 from berth_operator.builders.secrets import llm_credentials_problem, needs_task_master
 from berth_operator.builders.session_pod import (
     build_options,
-    build_options_configmap,
     build_session_pod,
+    render_options,
 )
 from berth_operator.errors import (
     AlreadyExists,
@@ -341,14 +341,19 @@ async def _api_token(ctx: OperatorContext, ref: SessionRef) -> str | None:
 
 
 async def _ensure_secrets(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
-    """Before a pod is created: the namespace master (external lanes) and ``<name>-berth``."""
+    """Before a pod is created: the namespace master (external lanes) and ``<name>-berth`` with
+    the options.json of the spec's current generation."""
     if ctx.secrets is None:
         return
     master = None
     if needs_task_master(spec):
         master = await ctx.secrets.ensure_task_master(ref.namespace)
     ctx.tokens[ref.uid] = await ctx.secrets.ensure_session_secret(
-        ref, master, ctx.settings.redis.for_sessions, known=ref.uid in ctx.tokens
+        ref,
+        master,
+        ctx.settings.redis.for_sessions,
+        options=render_options(build_options(ref, spec, ctx.settings)),
+        known=ref.uid in ctx.tokens,
     )
 
 
@@ -615,8 +620,8 @@ async def _concurrently(first: Awaitable[T], *others: Awaitable[Any]) -> T:
 
 async def _prepare_pod(ctx: OperatorContext, obs: Observation) -> None:
     """Make sure what a new pod of the session needs exists (none depends on another, nor on
-    the epoch, so they are written concurrently): the Secrets, the PDB, a managed shared claim
-    and the options ConfigMap of the current generation."""
+    the epoch, so they are written concurrently): the Secrets (options.json of the current
+    generation in ``<name>-berth``), the PDB and a managed shared claim."""
     ref, spec, settings = obs.ref, obs.spec, ctx.settings
     needs: list[Awaitable[Any]] = [_ensure_secrets(ctx, ref, spec)]
     if ctx.disruption is not None:  # PDBs enabled
@@ -627,12 +632,7 @@ async def _prepare_pod(ctx: OperatorContext, obs: Observation) -> None:
                 build_shared_claim(ref.namespace, claim_name(spec, settings), settings)
             )
         )
-    generation = ref.generation
-    if ctx.configmap_generation.get(ref.uid) != generation:
-        options = build_options(ref, spec, settings)
-        needs.append(ctx.kube.apply_configmap(build_options_configmap(ref, spec, options)))
     await _concurrently(*needs)
-    ctx.configmap_generation[ref.uid] = generation
 
 
 async def _create(

@@ -211,7 +211,6 @@ class OperatorContext:
     phases: PhaseTracker = field(default_factory=PhaseTracker)
     wakeups: dict[str, asyncio.Event] = field(default_factory=dict)
     inflight: dict[str, tuple[str, float]] = field(default_factory=dict)
-    configmap_generation: dict[str, int] = field(default_factory=dict)
     evictions: dict[str, set[str]] = field(default_factory=dict)
     disruption: DisruptionClient | None = None
     secrets: SecretApi | None = None
@@ -279,7 +278,6 @@ class OperatorContext:
         """Drop everything kept for a deleted session."""
         self.wakeups.pop(uid, None)
         self.inflight.pop(uid, None)
-        self.configmap_generation.pop(uid, None)
         self.evictions.pop(uid, None)
         self.tokens.pop(uid, None)
         self.migrations.forget(uid)

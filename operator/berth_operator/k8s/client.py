@@ -253,38 +253,7 @@ class KubeClient:
             return False
         return True
 
-    # --- ConfigMaps and Jobs -----------------------------------------------------------------
-    async def apply_configmap(self, body: dict[str, Any]) -> bool:
-        """Create the ConfigMap, or replace its data/labels when they differ. True if written.
-
-        Create first: on a first placement that is one call instead of a GET and a POST."""
-        meta = body["metadata"]
-        ns, name = meta["namespace"], meta["name"]
-        try:
-            await self._json_call(
-                f"create configmap {ns}/{name}", self.core.create_namespaced_config_map, ns, body
-            )
-            return True
-        except AlreadyExists:
-            pass
-        current = await self._json_call(
-            f"get configmap {ns}/{name}", self.core.read_namespaced_config_map, name, ns
-        )
-        if current.get("data") == body.get("data") and (
-            current["metadata"].get("labels") == meta.get("labels")
-        ):
-            return False
-        merged = dict(body)
-        merged["metadata"] = {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}
-        await self._json_call(
-            f"replace configmap {ns}/{name}",
-            self.core.replace_namespaced_config_map,
-            name,
-            ns,
-            merged,
-        )
-        return True
-
+    # --- Jobs -------------------------------------------------------------------------------------
     async def create_job(self, body: dict[str, Any]) -> None:
         """POST a Job; AlreadyExists is fine (idempotent)."""
         meta = body["metadata"]

@@ -134,25 +134,32 @@ class SecretApi:
         await self.replace_secret(wanted)
 
     async def ensure_session_secret(
-        self, ref: SessionRef, master: bytes | None, redis_url: str = "", *, known: bool = False
+        self,
+        ref: SessionRef,
+        master: bytes | None,
+        redis_url: str = "",
+        *,
+        options: bytes | None = None,
+        known: bool = False,
     ) -> str:
-        """Create or update ``<name>-berth`` (token, task key, the session role's Redis URL);
-        return its API token. ``known``: the Secret was seen before, so read it first; otherwise
-        create first (one call for a new session instead of a GET and a POST). Raises KubeError."""
+        """Create or update ``<name>-berth`` (token, task key, the session role's Redis URL, the
+        pod's options.json when given); return its API token. ``known``: the Secret was seen
+        before, so read it first; otherwise create first (one call for a new session instead of
+        a GET and a POST). Raises KubeError."""
         name = session_secret_name(ref.name)
         current = await self.read_secret(ref.namespace, name) if known else None
         if current is None:
             token = new_api_token()
             try:
                 await self.create_secret(
-                    build_session_secret(ref, session_data(ref, token, master, redis_url))
+                    build_session_secret(ref, session_data(ref, token, master, redis_url, options))
                 )
                 return token
             except AlreadyExists:
                 current = await self.read_secret(ref.namespace, name)
                 if current is None:
                     raise KubeError(f"secret {ref.namespace}/{name} vanished") from None
-        wanted = session_secret_update(ref, current, master, redis_url)
+        wanted = session_secret_update(ref, current, master, redis_url, options)
         if wanted is not None:
             body = build_session_secret(ref, wanted)
             body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]

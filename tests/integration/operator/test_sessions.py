@@ -5,6 +5,7 @@ moves to the other process node. The operator runs as a subprocess under its own
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -119,9 +120,14 @@ def test_example_session_runs_tools_on_the_shared_volume_and_succeeds(
             if (v.get("secret") or {}).get("secretName") == "llm-credentials"
         ]
         assert llm and llm[0]["secret"]["items"] == [{"key": "api-key", "path": "api-key"}]
-        options = kget(dc, ns, "configmap", "hello-options")
-        assert options is not None
-        assert json.loads(options["data"]["options.json"])["prompt"].startswith("Create hello.py")
+        # options.json is a key of the session's own Secret (no ConfigMap: one write less)
+        secret = kget(dc, ns, "secret", "hello-berth")
+        assert secret is not None and kget(dc, ns, "configmap", "hello-options") is None
+        options = json.loads(base64.b64decode(secret["data"]["options.json"]))
+        assert options["prompt"].startswith("Create hello.py")
+        assert volumes["options"]["secret"]["items"] == [
+            {"key": "options.json", "path": "options.json"}
+        ]
 
         table = dc.kubectl("-n", ns, "get", "ags").stdout
         header = table.splitlines()[0].split()
@@ -133,13 +139,13 @@ def test_example_session_runs_tools_on_the_shared_volume_and_succeeds(
         assert row[3] == condition(obj, "Ready")["reason"]  # type: ignore[index]
         print("\n" + table)
 
-        # Deleting the session removes its pod and ConfigMap and keeps the store.
+        # Deleting the session removes its pod and Secret and keeps the store.
         dc.kubectl("-n", ns, "delete", "agentsession", "hello", "--wait=true", "--timeout=60s")
         wait(
-            "pods and ConfigMap to go",
+            "pods and Secret to go",
             lambda: (
                 not klist(dc, ns, "pods", "berth.dev/session=hello")
-                and kget(dc, ns, "configmap", "hello-options") is None
+                and kget(dc, ns, "secret", "hello-berth") is None
             ),
         )
         assert (claim / "store" / ns / "hello").is_dir()

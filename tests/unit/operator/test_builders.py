@@ -10,8 +10,8 @@ from berth_operator.builders.cleanup_job import build_store_cleanup_job
 from berth_operator.builders.names import is_label_value, pod_name
 from berth_operator.builders.session_pod import (
     build_options,
-    build_options_configmap,
     build_session_pod,
+    render_options,
 )
 from berth_operator.settings import ImageSettings, OperatorSettings, RedisSettings
 
@@ -97,7 +97,9 @@ def test_pod_is_owned_non_root_read_only_and_never_restarted_by_the_kubelet() ->
     assert pod["spec"]["automountServiceAccountToken"] is False
     vols = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert vols["shared"]["persistentVolumeClaim"]["claimName"] == "berth-shared"
-    assert vols["options"]["configMap"]["name"] == "demo-options"
+    # options.json is the one key of the session Secret mounted at the options path
+    assert vols["options"]["secret"]["secretName"] == "demo-berth"
+    assert vols["options"]["secret"]["items"] == [{"key": "options.json", "path": "options.json"}]
     assert pod["metadata"]["labels"]["berth.dev/epoch"] == "1"
 
 
@@ -151,8 +153,7 @@ def test_options_json_resolves_lane_worker_streams() -> None:
         .with_spec(keepAlive=True, passivation={"deadlineSeconds": 45}, limits={"maxToolRounds": 7})
     )
     options = build_options(s.ref(), s.spec(), SETTINGS)
-    cm = build_options_configmap(s.ref(), s.spec(), options)
-    data = json.loads(cm["data"]["options.json"])
+    data = json.loads(render_options(options))
     assert data["schemaVersion"] == 1
     assert data["session"] == {"namespace": "ns", "name": "demo", "uid": "uid-1234567890"}
     assert data["lanes"]["execute"]["laneWorker"] == {
@@ -165,7 +166,6 @@ def test_options_json_resolves_lane_worker_streams() -> None:
     assert data["passivation"] == {"deadlineSeconds": 45}
     assert data["limits"] == {"maxToolRounds": 7}
     assert "sk-" not in json.dumps(data) and 'apiKey"' not in json.dumps(data)
-    assert cm["metadata"]["ownerReferences"][0]["kind"] == "AgentSession"
 
 
 def test_options_json_is_read_by_the_session_runtime() -> None:
@@ -181,8 +181,7 @@ def test_options_json_is_read_by_the_session_runtime() -> None:
             identity={"tenantId": "acme", "principal": "p"},
         )
     )
-    cm = build_options_configmap(s.ref(), s.spec(), build_options(s.ref(), s.spec(), SETTINGS))
-    parsed = parse_options(json.loads(cm["data"]["options.json"]))
+    parsed = parse_options(json.loads(render_options(build_options(s.ref(), s.spec(), SETTINGS))))
     assert parsed.prompt == "do it"
     assert parsed.lanes["execute"].stream_for("ns") == "berth:ns:lw:w:tasks"
     assert parsed.limits.auto_compact_threshold == pytest.approx(0.8)

@@ -278,6 +278,16 @@ def test_session_secret_update_keeps_the_token_and_adds_the_task_key() -> None:
     assert fresh is not None and len(fresh["api-token"]) == 43
 
 
+def test_session_secret_carries_options_json_of_the_current_generation() -> None:
+    ref = make_session().ref()
+    first = build_session_secret(ref, session_data(ref, "tok", None, options=b'{"a": 1}'))
+    assert base64.b64decode(first["data"]["options.json"]) == b'{"a": 1}'
+    assert session_secret_update(ref, first, None, options=b'{"a": 1}') is None  # unchanged
+    assert session_secret_update(ref, first, None) is None  # no options given: kept
+    wanted = session_secret_update(ref, first, None, options=b'{"a": 2}')  # a new generation
+    assert wanted == {"api-token": b"tok", "options.json": b'{"a": 2}'}
+
+
 def test_task_master_secret() -> None:
     master = bytes(32)
     secret = build_task_master_secret("team-a", master)
