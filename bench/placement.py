@@ -255,6 +255,9 @@ def bench_sessions(
         )
         if source is not None:
             src = Path(source).resolve()
+            # that checkout's RBAC (a rule this one dropped may be needed); the next
+            # operator_kubeconfig() applies this checkout's again
+            dc.kubectl("apply", "-k", str(src / "config" / "rbac"))
             op.extra["PYTHONPATH"] = f"{src / 'operator'}:{src}"
             op.command = [sys.executable, "-m", "berth_operator.main"]
         proc = op.start()

@@ -4,12 +4,15 @@ A new session's pod goes through several observable steps within a second or two
 watch, scheduled, given an IP, its runtime answering); writing the status at each costs an
 apiserver write per step, and at hundreds of sessions those writes are what the apiserver spends
 its time on. A change that only refreshes *information* — the pod's uid, IP, node and image,
-usage figures, the last error, and conditions' reasons and messages while every condition keeps its
-status — may wait up to ``STATUS_COALESCE_SECONDS`` after the previous write and go out together
-with whatever follows. Everything the operator relies on across a restart (epoch, phase, the
-passivation record, runs and checkpoint, observedGeneration, the result) and every condition
-status flip is written at once, as are plans with actions (deletes, a create, a passivate call,
-a PDB to release, Events, metrics). Pure: no I/O.
+usage figures, the last error, conditions' reasons and messages while every condition keeps its
+status, and ``Placed`` turning True (the pod was scheduled: the node is on the pod, and the
+``Running`` flip that follows on a real node carries it) — may wait up to
+``STATUS_COALESCE_SECONDS`` after the previous write and go out together with whatever follows:
+a new session's status is then written twice (its epoch before the pod exists, and once its
+runtime answers) instead of at each step. Everything the operator relies on across a restart
+(epoch, phase, the passivation record, runs and checkpoint, observedGeneration, the result) and
+every other condition status flip is written at once, as are plans with actions (deletes, a
+create, a passivate call, a PDB to release, Events, metrics). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from __future__ import annotations
 from typing import Any, Final
 
 from berth_operator.api.agentsession import AgentSessionStatus
+from berth_operator.api.conditions import CondType
 from berth_operator.reconcile.plan import Plan
 
-STATUS_COALESCE_SECONDS: Final = 1.0
+STATUS_COALESCE_SECONDS: Final = 3.0
 """Longest time an informational status change waits after the previous status write."""
 
 INFORMATIONAL_FIELDS: Final = frozenset(
@@ -32,10 +36,20 @@ def _condition_statuses(wire: dict[str, Any]) -> dict[str, str]:
     return {c["type"]: c["status"] for c in wire.get("conditions") or []}
 
 
+def _flips(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether a condition's status changes, ``Placed`` turning True aside (module docstring)."""
+    before, after = _condition_statuses(old), _condition_statuses(new)
+    if after.get(CondType.PLACED) == "True":
+        before.pop(CondType.PLACED, None)
+        after.pop(CondType.PLACED, None)
+    return before != after
+
+
 def informational_only(before: AgentSessionStatus, plan: Plan) -> bool:
     """True when carrying out ``plan`` over the stored status ``before`` changes nothing but
     information (module docstring): no action, the same values outside
-    ``INFORMATIONAL_FIELDS`` and conditions, and the same status for every condition."""
+    ``INFORMATIONAL_FIELDS`` and conditions, and the same status for every condition (but
+    ``Placed`` turning True)."""
     if plan.delete or plan.create or plan.passivate or plan.events or plan.metrics:
         return False
     if plan.release_pdb:
@@ -45,7 +59,7 @@ def informational_only(before: AgentSessionStatus, plan: Plan) -> bool:
         return False  # nothing to write at all
     rest_old = {k: v for k, v in old.items() if k not in INFORMATIONAL_FIELDS | {"conditions"}}
     rest_new = {k: v for k, v in new.items() if k not in INFORMATIONAL_FIELDS | {"conditions"}}
-    return rest_old == rest_new and _condition_statuses(old) == _condition_statuses(new)
+    return rest_old == rest_new and not _flips(old, new)
 
 
 def write_delay(

@@ -26,6 +26,10 @@ def placed_session() -> Any:
     return make_session().with_status(**first.status.wire())
 
 
+def _condition(plan: Any, type_: str) -> str:
+    return next(c["status"] for c in plan.status.wire()["conditions"] if c["type"] == type_)
+
+
 def test_first_placement_is_written_at_once() -> None:
     plan = decide(observation(make_session()), SETTINGS)
     assert plan.create is not None
@@ -44,13 +48,54 @@ def test_pod_seen_unscheduled_is_information_that_may_wait() -> None:
     assert write_delay(session.status(), plan, since_last_write=STATUS_COALESCE_SECONDS) is None
 
 
-def test_a_condition_that_flips_is_written_at_once() -> None:
+def test_the_pod_scheduled_may_wait_for_its_runtime_and_go_out_with_it() -> None:
     session = placed_session()
-    plan = decide(
+    scheduled = decide(
         observation(session, make_pod(1).on("node-a"), nodes=(make_node("node-a"),)), SETTINGS
     )
-    assert not informational_only(session.status(), plan)  # Placed False -> True
-    assert write_delay(session.status(), plan, since_last_write=0.01) is None
+    assert _condition(scheduled, "Placed") == "True"
+    assert informational_only(session.status(), scheduled)  # Placed False -> True
+    assert write_delay(session.status(), scheduled, since_last_write=0.5) == pytest.approx(
+        STATUS_COALESCE_SECONDS - 0.5
+    )
+    # the runtime answers before the wait is over: Running flips, all of it is written at once
+    running = decide(
+        observation(
+            session,
+            make_pod(1).on("node-a").running(),
+            nodes=(make_node("node-a"),),
+            state={"state": "running", "runId": "run-1"},
+        ),
+        SETTINGS,
+    )
+    assert _condition(running, "Placed") == "True"
+    assert not informational_only(session.status(), running)
+    assert write_delay(session.status(), running, since_last_write=0.5) is None
+
+
+def test_a_condition_that_flips_is_written_at_once() -> None:
+    session = make_session().with_status(
+        **decide(
+            observation(
+                placed_session(),
+                make_pod(1).on("node-a").running(),
+                nodes=(make_node("node-a"),),
+                state={"state": "running", "runId": "run-1"},
+            ),
+            SETTINGS,
+        ).status.wire()
+    )
+    gone_unscheduled = decide(
+        observation(
+            session,
+            make_pod(1).on("node-a").running(),
+            nodes=(make_node("node-a"),),
+            state=None,
+        ),
+        SETTINGS,
+    )
+    assert not informational_only(session.status(), gone_unscheduled)  # Running True -> False
+    assert write_delay(session.status(), gone_unscheduled, since_last_write=0.01) is None
 
 
 def test_an_unchanged_status_has_nothing_to_defer() -> None:
