@@ -319,8 +319,9 @@ app.kubernetes.io/component: redis
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [create, delete]
-# Secrets: berth-task-key and <session>-berth are created (update adds a task key or a new options.json); the LLM key
-# Secret a session names is read to check its berth.dev/llm-credentials label. No list/watch.
+# Secrets: berth-task-key and <session>-berth are created (update adds a task key or a new
+# options.json); the LLM key Secret a session names is read to check its
+# berth.dev/llm-credentials label. No list/watch.
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create, update]
