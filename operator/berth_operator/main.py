@@ -29,7 +29,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 import berth_operator.handlers.agentsession  # noqa: F401  (registers the handlers)
 from berth_operator.api.constants import DIFFBASE_KEY, FINALIZER, GROUP, LABEL_LEADER
 from berth_operator.errors import KubeError, SettingsError
-from berth_operator.handlers import budgetpolicy as _budgetpolicy  # noqa: F401  (registers)
+from berth_operator.handlers import budgetpolicy as _budgetpolicy  # registers; prime, tokens
 from berth_operator.handlers import gateway as _gateway  # registers handlers; waker, Events
 from berth_operator.handlers import laneworker as _laneworker  # noqa: F401  (registers handlers)
 from berth_operator.handlers import nodes as _nodes  # noqa: F401  (registers handlers)
@@ -115,7 +115,7 @@ def _context(settings: OperatorSettings) -> OperatorContext:
         ctx.disruption = DisruptionClient.from_kube(kube)
     ctx.lanes = LaneClients.create(settings, kube)
     if settings.budget.enabled:
-        ctx.budget = BudgetClients.create(settings, ctx.tokens)
+        ctx.budget = BudgetClients.create(settings, ctx.tokens, _budgetpolicy.token_loader(ctx))
     if settings.gateway.enabled:
         ctx.gateway = GatewayClients.create(
             settings,
@@ -264,6 +264,8 @@ async def run(settings: OperatorSettings) -> int:
         health.leader = True
         LEADER.set(1)
         if ctx.budget is not None:
+            policies, sessions = await _budgetpolicy.prime(ctx)
+            log.info("budget service: %d polic(ies), %d session(s) listed", policies, sessions)
             budget_runner = await _serve_budget(settings, ctx.budget)
         if ctx.gateway is not None:
             gateway_runner = await _serve_gateway(settings, ctx.gateway)

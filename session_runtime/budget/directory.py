@@ -43,6 +43,11 @@ class BudgetDirectory:
         """Forget a deleted policy."""
         self._policies.get(namespace, {}).pop(name, None)
 
+    def identity(self, session_uid: str) -> Identity | None:
+        """The identity of a registered session, whatever the token (None when unknown)."""
+        known = self._sessions.get(session_uid)
+        return None if known is None else known[1]
+
     def identify(self, session_uid: str, token: str) -> Identity | None:
         """The identity of ``session_uid`` when ``token`` is its token (constant-time compare)."""
         known = self._sessions.get(session_uid)

@@ -13,9 +13,11 @@ Sessions call it from their guard (:mod:`session_runtime.budget.guard`):
 Both need ``Authorization: Bearer <the session's API token>`` and ``X-Berth-Session-Uid``. The
 :class:`Directory` (the operator's view of AgentSessions and BudgetPolicies) checks the token
 against that session's own and supplies its identity; the tenant never comes from the request,
-so a session cannot spend (or spare) another tenant's budget. Unauthenticated or malformed
-requests get 401 / 400 and are counted. Policies are read from the directory on every call, so an
-edited policy applies from the next call on.
+so a session cannot spend (or spare) another tenant's budget. A known session whose token the
+directory does not hold yet (a new leader) has it read once through ``load_token``; when that
+read fails the answer is 503 (the guard then follows its failure policy). Unauthenticated or
+malformed requests get 401 / 400 and are counted. Policies are read from the directory on every
+call, so an edited policy applies from the next call on.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -46,7 +48,8 @@ DECISIONS = Counter(
 )
 REFUSED = Counter(
     "berth_operator_budget_requests_refused_total",
-    "Budget service requests refused: unauthenticated (401) or malformed (400).",
+    "Budget service requests refused: unauthenticated (401), malformed (400), or unavailable "
+    "(503: a new leader could not read the session's token yet).",
     ["reason"],
 )
 LATENCY = Histogram(
@@ -63,6 +66,10 @@ class Directory(Protocol):
     def identify(self, session_uid: str, token: str) -> Identity | None:
         """The identity of the session ``session_uid`` if ``token`` is its API token, else
         None. Must compare tokens in constant time."""
+        ...
+
+    def identity(self, session_uid: str) -> Identity | None:
+        """The identity of a known session, whatever the token (None when unknown)."""
         ...
 
     def policies(self, namespace: str) -> list[Policy]:
@@ -84,14 +91,22 @@ class Crossing:
 
 
 OnCrossing = Callable[[Crossing], None]
+LoadToken = Callable[[Identity, str], Awaitable[None]]
 
 
 def _reservation(policy: Policy, window: str, rid: str) -> str:
     return f"{policy.name}/{window}/{rid}"
 
 
+class TokenUnavailable(Exception):
+    """``load_token`` could not read a session's token now (the apiserver did not answer)."""
+
+
 class BudgetService:
-    """Decides budget checks against the ledger; see the module docstring for the API."""
+    """Decides budget checks against the ledger; see the module docstring for the API.
+
+    ``load_token(identity, uid)``, when given, makes the token of a session the directory knows
+    but holds no token for available to it (raises :class:`TokenUnavailable` when it cannot)."""
 
     def __init__(
         self,
@@ -99,23 +114,41 @@ class BudgetService:
         directory: Directory,
         on_crossing: OnCrossing | None = None,
         clock: Callable[[], float] = time.time,
+        load_token: LoadToken | None = None,
     ) -> None:
         self.ledger = ledger
         self.directory = directory
         self.on_crossing = on_crossing
         self.clock = clock
+        self.load_token = load_token
 
     def routes(self, app: web.Application) -> None:
         """Add the two endpoints to ``app``."""
         app.router.add_post(CHECK_PATH, self._check_http)
         app.router.add_post(RECORD_PATH, self._record_http)
 
-    def _who(self, request: web.Request) -> Identity | None:
+    async def _who(self, request: web.Request) -> Identity | web.Response:
+        """The caller's identity, or the refusal to answer (401, 503)."""
         auth = request.headers.get("Authorization", "")
         uid = request.headers.get(SESSION_UID_HEADER, "")
-        if not auth.startswith("Bearer ") or not uid:
-            return None
-        return self.directory.identify(uid, auth[len("Bearer ") :].strip())
+        token = auth[len("Bearer ") :].strip() if auth.startswith("Bearer ") else ""
+        who = self.directory.identify(uid, token) if token and uid else None
+        known = self.directory.identity(uid) if who is None and token and uid else None
+        if known is not None and self.load_token is not None:
+            try:
+                await self.load_token(known, uid)
+            except TokenUnavailable as exc:
+                REFUSED.labels("unavailable").inc()
+                return web.json_response(
+                    {"error": "unavailable", "message": str(exc)},
+                    status=503,
+                    headers={"Retry-After": "1"},
+                )
+            who = self.directory.identify(uid, token)
+        if who is None:
+            REFUSED.labels("unauthenticated").inc()
+            return web.json_response({"error": "unauthenticated"}, status=401)
+        return who
 
     async def _body(self, request: web.Request) -> dict[str, Any] | None:
         try:
@@ -127,10 +160,9 @@ class BudgetService:
     async def _check_http(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
         try:
-            who = self._who(request)
-            if who is None:
-                REFUSED.labels("unauthenticated").inc()
-                return web.json_response({"error": "unauthenticated"}, status=401)
+            who = await self._who(request)
+            if isinstance(who, web.Response):
+                return who
             body = await self._body(request)
             est = None if body is None else body.get("estimatedTokens")
             if not isinstance(est, int) or isinstance(est, bool) or est < 0:
@@ -145,10 +177,9 @@ class BudgetService:
     async def _record_http(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
         try:
-            who = self._who(request)
-            if who is None:
-                REFUSED.labels("unauthenticated").inc()
-                return web.json_response({"error": "unauthenticated"}, status=401)
+            who = await self._who(request)
+            if isinstance(who, web.Response):
+                return who
             body = await self._body(request)
             refs = None if body is None else body.get("reservations")
             usage = None if body is None else body.get("usage", {})

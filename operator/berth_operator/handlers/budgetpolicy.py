@@ -4,6 +4,10 @@
   so an edit applies to running sessions from their next LLM call.
 - Every AgentSession event records the session's identity and model (its API token stays in the
   operator's token cache, ``OperatorContext.tokens``); deletion forgets it.
+- :func:`prime` fills the directory from a LIST of the watched policies and sessions before a new
+  leader's budget service opens (its watches have not shown them yet: every call would be
+  refused, and a ``Closed`` policy turns that into a denied LLM call); :func:`token_loader` reads
+  the token of a listed session the first time it calls.
 - One daemon per policy refreshes status (consumed / limit per resource and period, sessions
   denied, last reset, conditions), posts Events on soft and hard crossings and sets the gauges,
   every ``STATUS_INTERVAL_SECONDS``.
@@ -26,9 +30,11 @@ from berth_operator.api.constants import BUDGETPOLICY_PLURAL, GROUP, SESSION_PLU
 from berth_operator.errors import BerthOperatorError
 from berth_operator.handlers.context import BudgetClients, OperatorContext
 from berth_operator.k8s.budgetpolicy import BudgetPolicyApi
+from berth_operator.k8s.calls import with_backoff
 from berth_operator.reconcile.budget_status import budget_status
 from session_runtime.budget.ledger import window_key
 from session_runtime.budget.policy import Identity
+from session_runtime.budget.service import LoadToken, TokenUnavailable
 
 STATUS_INTERVAL_SECONDS = 10.0
 """How often a policy's status, conditions and gauges are refreshed (seconds)."""
@@ -102,6 +108,55 @@ async def budget_session_event(
         await ctx.api_token(namespace, name, uid)
     except BerthOperatorError as exc:
         logger.warning(f"cannot read the API token of {namespace}/{name}: {exc}")
+
+
+def fill(
+    budget: BudgetClients, policies: list[dict[str, Any]], sessions: list[dict[str, Any]]
+) -> None:
+    """Put listed BudgetPolicies and AgentSessions (raw LIST items) into the directory, as
+    their watch events would; a policy the CRD would refuse is left out (not enforced)."""
+    for obj in policies:
+        meta = obj.get("metadata") or {}
+        try:
+            policy = to_policy(meta["namespace"], meta["name"], parse_spec(obj.get("spec") or {}))
+        except (KeyError, ValidationError):
+            continue
+        budget.directory.put_policy(policy)
+    for obj in sessions:
+        meta = obj.get("metadata") or {}
+        if meta.get("uid") and meta.get("namespace") and meta.get("name"):
+            who = session_identity(meta["namespace"], meta["name"], obj.get("spec") or {})
+            budget.directory.put_identity(str(meta["uid"]), who)
+
+
+async def prime(ctx: OperatorContext, attempt_for_seconds: float = 60) -> tuple[int, int]:
+    """Fill the budget directory from LISTs of the watched namespaces; (policies, sessions)
+    listed. A failed LIST is tried again with backoff for ``attempt_for_seconds``, then its
+    KubeError is raised."""
+    budget = ctx.budget
+    if budget is None:
+        return 0, 0
+    namespaces = list(ctx.settings.scope.namespaces)
+    api = BudgetPolicyApi(ctx.kube.api_client)
+    policies = await with_backoff(lambda: api.list_in(namespaces), attempt_for_seconds)
+    sessions = await with_backoff(
+        lambda: ctx.kube.list_sessions_in(namespaces), attempt_for_seconds
+    )
+    fill(budget, policies, sessions)
+    return len(policies), len(sessions)
+
+
+def token_loader(ctx: OperatorContext) -> LoadToken:
+    """The budget service's ``load_token``: a session's API token into the operator's cache
+    (read from its ``<name>-berth`` Secret); TokenUnavailable when the apiserver cannot say."""
+
+    async def load(who: Identity, uid: str) -> None:
+        try:
+            await ctx.api_token(who.namespace, who.session, uid)
+        except BerthOperatorError as exc:
+            raise TokenUnavailable(f"cannot read the session's token: {exc}") from None
+
+    return load
 
 
 def _target(namespace: str, name: str, uid: str) -> dict[str, Any]:

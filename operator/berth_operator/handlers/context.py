@@ -33,16 +33,16 @@ from typing import Any
 
 import aiohttp
 from redis.asyncio import Redis
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from berth_operator.api.common import SessionRef
-from berth_operator.errors import BerthOperatorError, NotFound
+from berth_operator.errors import NotFound
 from berth_operator.gateway.delivery import Delivery
 from berth_operator.gateway.directory import GatewayDirectory
 from berth_operator.gateway.inbox import Inbox, Message
 from berth_operator.gateway.routing import SessionView
 from berth_operator.gateway.service import GatewayService
 from berth_operator.handlers.warm_state import WarmPoolState
+from berth_operator.k8s.calls import with_backoff
 from berth_operator.k8s.client import KubeClient
 from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.laneworker import LaneWorkerApi
@@ -53,7 +53,7 @@ from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
 from session_runtime.budget.directory import BudgetDirectory
 from session_runtime.budget.ledger import Ledger
-from session_runtime.budget.service import BudgetService
+from session_runtime.budget.service import BudgetService, LoadToken
 
 
 @dataclass
@@ -101,12 +101,16 @@ class BudgetClients:
     redis: Redis[Any]
 
     @classmethod
-    def create(cls, settings: OperatorSettings, tokens: dict[str, str]) -> BudgetClients:
-        """Redis from ``settings.redis.for_operator``; tokens looked up in ``tokens``."""
+    def create(
+        cls, settings: OperatorSettings, tokens: dict[str, str], load_token: LoadToken | None = None
+    ) -> BudgetClients:
+        """Redis from ``settings.redis.for_operator``; tokens looked up in ``tokens``, filled by
+        ``load_token(identity, uid)`` for a session whose token it does not hold yet."""
         redis: Redis[Any] = Redis.from_url(settings.redis.for_operator)
         directory = BudgetDirectory(tokens.get)
         ledger = Ledger(redis)
-        return cls(directory, ledger, BudgetService(ledger, directory), redis)
+        service = BudgetService(ledger, directory, load_token=load_token)
+        return cls(directory, ledger, service, redis)
 
     async def close(self) -> None:
         """Close the Redis connection pool."""
@@ -148,12 +152,7 @@ class GatewayClients:
         namespaces = list(settings.scope.namespaces)
 
         async def list_sessions() -> list[dict[str, Any]]:
-            if not namespaces:
-                return await kube.list_sessions()
-            items: list[dict[str, Any]] = []
-            for namespace in namespaces:
-                items.extend(await kube.list_sessions(namespace))
-            return items
+            return await kube.list_sessions_in(namespaces)
 
         async def gone(key: str, uid: str) -> bool:
             namespace, _, name = key.partition("/")
@@ -182,17 +181,9 @@ class GatewayClients:
     async def prime(self, attempt_for_seconds: float = 60) -> int:
         """Fill the directory from a LIST of the watched sessions (before the front door opens:
         a new leader's watch has not shown them yet); how many were added. A failed LIST is
-        tried again with backoff (tenacity) for ``attempt_for_seconds``; then the last
-        BerthOperatorError is raised."""
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception_type(BerthOperatorError),
-            wait=wait_exponential(multiplier=0.5, max=5),
-            stop=stop_after_delay(attempt_for_seconds),
-            reraise=True,
-        ):
-            with attempt:
-                items = await self.list_sessions()
-        return self.directory.fill(items)
+        tried again with backoff for ``attempt_for_seconds``; then the last KubeError is
+        raised."""
+        return self.directory.fill(await with_backoff(self.list_sessions, attempt_for_seconds))
 
     async def close(self) -> None:
         """Stop the delivery loops and close the Redis connection pool."""

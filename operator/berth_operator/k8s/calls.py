@@ -17,10 +17,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound
 from berth_operator.metrics import API_REQUEST_SECONDS, API_REQUESTS
@@ -106,6 +107,21 @@ async def call(
         return await asyncio.to_thread(run)
     finally:
         API_REQUEST_SECONDS.labels(verb=verb).observe(time.perf_counter() - started)
+
+
+async def with_backoff(fn: Callable[[], Awaitable[T]], attempt_for_seconds: float) -> T:
+    """``await fn()``, tried again with exponential backoff (0.5 s doubling, at most 5 s apart;
+    tenacity) while it raises a :class:`KubeError`, for ``attempt_for_seconds``; then the last
+    error is raised."""
+    async for attempt in AsyncRetrying(
+        retry=retry_if_exception_type(KubeError),
+        wait=wait_exponential(multiplier=0.5, max=5),
+        stop=stop_after_delay(attempt_for_seconds),
+        reraise=True,
+    ):
+        with attempt:
+            return await fn()
+    raise AssertionError("unreachable: tenacity re-raises the last error")
 
 
 def decode_object(what: str, data: bytes | str | None) -> dict[str, Any]:

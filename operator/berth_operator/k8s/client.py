@@ -9,7 +9,7 @@ Called by ``berth_operator.handlers`` and ``berth_operator.main``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from kubernetes import client, config
@@ -108,6 +108,15 @@ class KubeClient:
                 SESSION_PLURAL,
             )
         return list(obj.get("items") or [])
+
+    async def list_sessions_in(self, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+        """LIST AgentSessions of the watched ``namespaces`` (empty = every namespace)."""
+        if not namespaces:
+            return await self.list_sessions()
+        items: list[dict[str, Any]] = []
+        for namespace in namespaces:
+            items.extend(await self.list_sessions(namespace))
+        return items
 
     async def annotate_session(
         self, namespace: str, name: str, key: str, value: str

@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from session_runtime.budget.directory import BudgetDirectory
 from session_runtime.budget.ledger import Ledger
-from session_runtime.budget.service import BudgetService, Crossing
+from session_runtime.budget.service import BudgetService, Crossing, LoadToken
 from tests.integration.lanes.conftest import redis_url  # noqa: F401  (fixture)
 
 
@@ -27,11 +27,19 @@ def free_port() -> int:
 class ServiceUnderTest:
     """The budget service on ``url``; ``stop()`` / ``start()`` take it down and up again."""
 
-    def __init__(self, redis: Redis[Any], port: int) -> None:
-        self.directory = BudgetDirectory()
+    def __init__(
+        self,
+        redis: Redis[Any],
+        port: int,
+        directory: BudgetDirectory | None = None,
+        load_token: LoadToken | None = None,
+    ) -> None:
+        self.directory = directory or BudgetDirectory()
         self.ledger = Ledger(redis)
         self.crossings: list[Crossing] = []
-        self.service = BudgetService(self.ledger, self.directory, self.crossings.append)
+        self.service = BudgetService(
+            self.ledger, self.directory, self.crossings.append, load_token=load_token
+        )
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.runner: web.AppRunner | None = None

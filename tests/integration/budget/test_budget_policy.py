@@ -16,13 +16,20 @@ import aiohttp
 import pytest
 
 from session_runtime import Agent, BudgetExhaustedError, SessionOptions
+from session_runtime.budget.directory import BudgetDirectory
 from session_runtime.budget.guard import ClusterBudgetGuard
 from session_runtime.budget.ledger import window_key
 from session_runtime.budget.policy import Identity, Policy, Price
-from session_runtime.budget.service import CHECK_PATH, RECORD_PATH, SESSION_UID_HEADER
+from session_runtime.budget.service import (
+    CHECK_PATH,
+    RECORD_PATH,
+    SESSION_UID_HEADER,
+    TokenUnavailable,
+)
 from session_runtime.llm.scripted import ScriptedServer
+from tests.integration.lanes.conftest import redis_url  # noqa: F401  (fixture)
 
-from .conftest import ServiceUnderTest
+from .conftest import ServiceUnderTest, free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(180)]
 
@@ -215,3 +222,55 @@ async def test_budget_policy_requests_cannot_be_forged(
         assert status == 200 and out == {"settled": 0}
         status, deny = await post(b, b["token"], CHECK_PATH, {"estimatedTokens": 600})
         assert deny["decision"] == "deny" and deny["consumed"] == 600
+
+
+async def test_a_new_leader_reads_a_listed_sessions_token_on_its_first_call(
+    redis_url: str,  # noqa: F811
+) -> None:
+    """The operator's directory knows a session from the LIST (identity, no token yet): its first
+    call has the token read (``load_token``) and is answered; a token that cannot be read now is
+    a 503 with Retry-After, never a 401 (which a Closed guard would turn into a denied call);
+    an unknown session is a 401 and reads nothing."""
+    from redis.asyncio import Redis
+
+    tokens: dict[str, str] = {}
+    secrets_of = {"uid-a": "token-a"}  # what the sessions' Secrets hold
+    loads: list[str] = []
+    apiserver_up = False
+
+    async def load(who: Identity, uid: str) -> None:
+        loads.append(uid)
+        if not apiserver_up:
+            raise TokenUnavailable("cannot reach the Kubernetes API")
+        tokens[uid] = secrets_of[uid]
+
+    redis = Redis.from_url(redis_url)
+    await redis.flushdb()
+    svc = ServiceUnderTest(redis, free_port(), BudgetDirectory(tokens.get), load)
+    svc.directory.put_policy(Policy("team", "p", "acme", {"totalTokens": 1000}))
+    svc.directory.put_identity("uid-a", Identity("team", "a", tenant_id="acme", model=MODEL))
+    await svc.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def check(uid: str, token: str) -> tuple[int, Any, str | None]:
+                headers = {"Authorization": f"Bearer {token}", SESSION_UID_HEADER: uid}
+                body = {"estimatedTokens": 10}
+                async with http.post(svc.url + CHECK_PATH, json=body, headers=headers) as resp:
+                    return resp.status, await resp.json(), resp.headers.get("Retry-After")
+
+            status, reply, retry = await check("uid-a", "token-a")
+            assert (status, reply["error"], retry) == (503, "unavailable", "1")
+            apiserver_up = True
+            status, reply, _ = await check("uid-a", "token-a")
+            assert status == 200 and reply["decision"] == "allow", reply
+            assert (await check("uid-a", "token-a"))[0] == 200
+            assert loads == ["uid-a", "uid-a"]  # read until it was had, then from the cache
+            assert (await check("uid-a", "forged"))[0] == 401
+            assert (await check("uid-nobody", "token-a"))[0] == 401
+            # a wrong token asks the loader again (the operator's answers from its cache); an
+            # unknown session never
+            assert loads == ["uid-a", "uid-a", "uid-a"]
+    finally:
+        await svc.stop()
+        await redis.aclose()

@@ -10,6 +10,7 @@ from berth_operator.errors import KubeError
 from berth_operator.gateway.directory import GatewayDirectory, view_of
 from berth_operator.gateway.routing import SessionView
 from berth_operator.handlers.context import GatewayClients
+from berth_operator.k8s.client import KubeClient
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings, ScopeSettings
 
@@ -85,10 +86,10 @@ def test_a_list_fills_the_directory_without_replacing_what_the_watch_put() -> No
     )
 
 
-class _FlakyKube:
+class _FlakyKube(KubeClient):
     """A KubeClient whose first LIST fails as an unreachable apiserver does."""
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # no API client: list_sessions is the only call made
         self.calls: list[str | None] = []
 
     async def list_sessions(self, namespace: str | None = None) -> list[dict[str, Any]]:
@@ -112,7 +113,7 @@ async def test_a_new_leader_primes_its_directory_from_the_watched_namespaces() -
     gateway = GatewayClients.create(
         settings,
         RuntimeClient(1),
-        kube,  # type: ignore[arg-type]
+        kube,
         _no_token,
         _no_wake,
     )
