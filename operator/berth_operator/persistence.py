@@ -12,7 +12,8 @@ LaneWorkers keep theirs (their ``on.create`` / ``on.update(field="spec")`` handl
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
+from typing import Any, cast
 
 import kopf
 
@@ -29,6 +30,17 @@ class SelectiveDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
     def _skipped(self, body: kopf.Body) -> bool:
         group = str(body.get("apiVersion") or "").rpartition("/")[0]
         return (group, str(body.get("kind") or "")) in self.without
+
+    def build(
+        self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None
+    ) -> kopf.BodyEssence:
+        """The essence kopf compares with the stored diff-base: empty for a kind without one.
+
+        Nothing compares it for such kinds (no diff-base is read), and kopf's own build
+        deep-copies the whole object, ``managedFields`` and status included, at every event."""
+        if self._skipped(body):
+            return cast(kopf.BodyEssence, {})
+        return super().build(body=body, extra_fields=extra_fields)
 
     def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
         """The stored diff-base, None for a kind without one (see the class docstring)."""

@@ -33,6 +33,13 @@ def test_agentsessions_get_no_diff_base_and_an_old_one_is_not_read() -> None:
     assert STORAGE.fetch(body=_body("AgentSession")) is None
 
 
+def test_agentsessions_are_not_copied_into_an_essence_nobody_compares() -> None:
+    body = _body("AgentSession")
+    assert STORAGE.build(body=body) == {}
+    lane = STORAGE.build(body=kopf.Body({**body, "kind": "LaneWorker", "spec": {"lanes": 2}}))
+    assert lane["spec"] == {"lanes": 2}
+
+
 def test_laneworkers_keep_kopfs_diff_base() -> None:
     patch = kopf.Patch()
     STORAGE.store(body=_body("LaneWorker"), patch=patch, essence=kopf.BodyEssence(ESSENCE))
