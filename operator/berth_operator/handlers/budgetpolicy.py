@@ -46,7 +46,7 @@ def _budget(memo: Any) -> BudgetClients | None:
 
 
 @kopf.on.event(GROUP, VERSION, BUDGETPOLICY_PLURAL)
-def budgetpolicy_event(
+async def budgetpolicy_event(
     type: str | None,
     name: str,
     namespace: str | None,

@@ -44,20 +44,20 @@ class PodOnNode:
 
 
 @kopf.index("nodes")
-def node_disruptions(name: str, body: kopf.Body, **_: Any) -> dict[str, Trigger]:
+async def node_disruptions(name: str, body: kopf.Body, **_: Any) -> dict[str, Trigger]:
     """Index disrupted nodes by name (``{}`` for healthy nodes, which drops an earlier entry)."""
     trigger = node_disruption(observe_node(cast(dict[str, Any], body), name))
     return {name: trigger} if trigger is not None else {}
 
 
 @kopf.index("nodes")
-def node_states(name: str, body: kopf.Body, **_: Any) -> dict[str, ObservedNode]:
+async def node_states(name: str, body: kopf.Body, **_: Any) -> dict[str, ObservedNode]:
     """Index every node by name with its observed state (ready, cordoned, taints)."""
     return {name: observe_node(cast(dict[str, Any], body), name)}
 
 
 @kopf.index("pods", labels=POD_LABELS)  # type: ignore[arg-type]
-def session_pods_on_node(
+async def session_pods_on_node(
     name: str, namespace: str | None, spec: kopf.Spec, labels: kopf.Labels, **_: Any
 ) -> dict[str, PodOnNode]:
     """Index session pods by the node they are bound to (unbound pods are not indexed)."""
@@ -68,7 +68,7 @@ def session_pods_on_node(
 
 
 @kopf.index("pods", labels=POD_LABELS)  # type: ignore[arg-type]
-def session_pods_by_name(
+async def session_pods_by_name(
     name: str, namespace: str | None, labels: kopf.Labels, **_: Any
 ) -> dict[tuple[str, str], str]:
     """Index session pods: (namespace, name) → AgentSession uid."""
@@ -76,7 +76,7 @@ def session_pods_by_name(
 
 
 @kopf.on.event("nodes")
-def node_event(name: str, memo: kopf.Memo, **kwargs: Any) -> None:
+async def node_event(name: str, memo: kopf.Memo, **kwargs: Any) -> None:
     """Wake the sessions with pods on ``name`` when the node is disrupted."""
     disruptions = cast("kopf.Index[str, Trigger]", kwargs["node_disruptions"])
     if name not in disruptions:

@@ -88,7 +88,7 @@ def _wake_key(key: PoolKey) -> str:
 
 
 @kopf.index("pods", labels=WARM_POD_LABELS)
-def warm_pods(
+async def warm_pods(
     body: kopf.Body, namespace: str | None, labels: kopf.Labels, **_: Any
 ) -> dict[PoolKey, WarmPod]:
     """Index warm pods by (namespace, pool)."""
@@ -96,14 +96,16 @@ def warm_pods(
 
 
 @kopf.on.event("pods", labels=WARM_POD_LABELS)
-def warm_pod_event(namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+async def warm_pod_event(
+    namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **_: Any
+) -> None:
     """Wake the pool whose pod changed."""
     ctx: OperatorContext = memo.ctx
     ctx.wake(_wake_key((namespace or "", labels[LABEL_WARM_POOL])))
 
 
 @kopf.on.event(GROUP, VERSION, WARMPOOL_PLURAL)
-def warmpool_event(name: str, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
+async def warmpool_event(name: str, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
     """Wake the pool's daemon on any change of the object."""
     ctx: OperatorContext = memo.ctx
     ctx.wake(_wake_key((namespace or "", name)))

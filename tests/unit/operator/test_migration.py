@@ -373,19 +373,19 @@ def test_a_warm_pod_of_the_old_image_is_never_adopted() -> None:
 # the handler's index and the context
 
 
-def test_the_session_index_lists_sessions_migrating_by_their_status() -> None:
+async def test_the_session_index_lists_sessions_migrating_by_their_status() -> None:
     from berth_operator.handlers.agentsession import migrating_sessions
 
     moving = status(phase="Passivating", epoch=1, passivation=rec())
     wire = moving.model_dump(by_alias=True, mode="json", exclude_none=True)
-    assert migrating_sessions(uid="u1", status=wire) == {"u1": True}  # type: ignore[arg-type]
+    assert await migrating_sessions(uid="u1", status=wire) == {"u1": True}  # type: ignore[arg-type]
     done = {"phase": "Running", "epoch": 1}
-    assert migrating_sessions(uid="u2", status=done) == {"u2": False}  # type: ignore[arg-type]
+    assert await migrating_sessions(uid="u2", status=done) == {"u2": False}  # type: ignore[arg-type]
     broken = {"passivation": {"reason": "no-such-reason"}}
-    assert migrating_sessions(uid="u3", status=broken) == {"u3": False}  # type: ignore[arg-type]
+    assert await migrating_sessions(uid="u3", status=broken) == {"u3": False}  # type: ignore[arg-type]
 
 
-def test_a_session_that_stopped_migrating_leaves_the_kopf_index() -> None:
+async def test_a_session_that_stopped_migrating_leaves_the_kopf_index() -> None:
     """kopf keeps an object's old entry when its indexing function returns None (it only
     drops entries on errors and filter mismatches), so the index must say False explicitly."""
     from berth_operator.handlers.agentsession import migrating_sessions, migrating_uids
@@ -394,17 +394,17 @@ def test_a_session_that_stopped_migrating_leaves_the_kopf_index() -> None:
     indexer = OperatorIndexer()
     key = ("ns", "mig-0", "u1")
 
-    def event(st: dict[str, object]) -> None:  # what kopf's OperatorIndexers.replace does
-        result = migrating_sessions(uid="u1", status=st)  # type: ignore[arg-type]
+    async def event(st: dict[str, object]) -> None:  # what kopf's OperatorIndexers.replace does
+        result = await migrating_sessions(uid="u1", status=st)  # type: ignore[arg-type]
         if result is not None:
             indexer.replace(key, result)
 
     moving = status(phase="Passivating", epoch=1, passivation=rec())
     wire = moving.model_dump(by_alias=True, mode="json", exclude_none=True)
-    event(wire)
+    await event(wire)
     assert migrating_uids(indexer.index) == ["u1"]  # type: ignore[arg-type]
     resumed = {**wire, "passivation": {**wire["passivation"], "resumedAt": "2026-01-01T00:01:00Z"}}
-    event(resumed)
+    await event(resumed)
     assert migrating_uids(indexer.index) == []  # type: ignore[arg-type]
     assert migrating_uids(None) == []
 

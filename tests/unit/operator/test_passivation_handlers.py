@@ -61,16 +61,16 @@ async def test_foreign_and_finished_pods_are_allowed(pod: str, terminal: bool) -
     assert c.evictions == {}
 
 
-def test_node_index_and_wakeups() -> None:
+async def test_node_index_and_wakeups() -> None:
     body: Any = {"spec": {"unschedulable": True}, "status": {}}
-    index = nodes.node_disruptions(name="proc-a", body=body)
+    index = await nodes.node_disruptions(name="proc-a", body=body)
     assert list(index) == ["proc-a"] and index["proc-a"].reason == "node_drain"
-    assert nodes.node_disruptions(name="proc-b", body={"spec": {}, "status": {}}) == {}
+    assert await nodes.node_disruptions(name="proc-b", body={"spec": {}, "status": {}}) == {}
     c = ctx()
     woken = c.wakeup("uid-1")
     other = c.wakeup("uid-2")
     on_node = {"proc-a": [nodes.PodOnNode("ns", "demo-e1", "uid-1")]}
-    nodes.node_event(
+    await nodes.node_event(
         name="proc-a",
         memo=SimpleNamespace(ctx=c),  # type: ignore[arg-type]
         node_disruptions={"proc-a": [Trigger("node_drain", "cordoned", "proc-a")]},
@@ -78,7 +78,7 @@ def test_node_index_and_wakeups() -> None:
     )
     assert woken.is_set() and not other.is_set()
     woken.clear()
-    nodes.node_event(
+    await nodes.node_event(
         name="proc-a",
         memo=SimpleNamespace(ctx=c),  # type: ignore[arg-type]
         node_disruptions={},
