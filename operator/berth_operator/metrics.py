@@ -42,6 +42,10 @@ RECONCILE_SECONDS = Histogram(
     "Duration of one AgentSession reconcile iteration.",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
+RECONCILES_WAITING = Gauge(
+    "berth_operator_reconciles_waiting",
+    "AgentSession reconciles waiting for one of the max_concurrent_reconciles slots.",
+)
 SESSIONS = Gauge("berth_operator_sessions", "AgentSessions by status.phase.", ["phase"])
 INFLIGHT = Gauge(
     "berth_operator_pod_creates_in_flight",

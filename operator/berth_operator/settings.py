@@ -229,6 +229,11 @@ class SessionApiSettings(SettingsGroup):
     """How often GET /v1/state of each running session pod is polled (seconds). Default 10."""
     state_timeout_seconds: Annotated[float, Field(gt=0)] = 3.0
     """HTTP timeout of calls to session pods (seconds). Default 3."""
+    status_coalesce_seconds: Annotated[float, Field(ge=0)] = 10.0
+    """Longest time a status change that is information only (a starting pod's uid, node, IP,
+    image; messages; ``Placed`` turning True) waits after the session's previous status write,
+    to go out with the next one (reconcile.coalesce). 0 writes every change at once. Default
+    10."""
 
 
 class PassivationSettings(SettingsGroup):
@@ -320,6 +325,9 @@ class ServerSettings(SettingsGroup):
     """Port serving /healthz, /readyz and /metrics. Default 8081."""
     kube_connection_pool: Annotated[int, Field(ge=1)] = 32
     """HTTP connections to the apiserver. Default 32."""
+    max_concurrent_reconciles: Annotated[int, Field(ge=1)] = 32
+    """AgentSession reconciles running at once (controller-runtime's MaxConcurrentReconciles);
+    the others wait their turn, first come first served. Default 32."""
 
 
 class BudgetSettings(SettingsGroup):

@@ -111,13 +111,13 @@ UNPARSEABLE_RETRY_SECONDS = 60.0
 
 
 @kopf.index("pods", labels=POD_LABELS)  # type: ignore[arg-type]
-def session_pods(body: kopf.Body, labels: kopf.Labels, **_: Any) -> dict[str, ObservedPod]:
+async def session_pods(body: kopf.Body, labels: kopf.Labels, **_: Any) -> dict[str, ObservedPod]:
     """Index session pods by the uid of their AgentSession."""
     return {labels[LABEL_SESSION_UID]: observe_pod(body)}
 
 
 @kopf.index(GROUP, VERSION, SESSION_PLURAL)
-def migrating_sessions(uid: str, status: kopf.Status, **_: Any) -> dict[str, bool]:
+async def migrating_sessions(uid: str, status: kopf.Status, **_: Any) -> dict[str, bool]:
     """Index every AgentSession by uid: whether its status says it is migrating to a new image.
 
     Always a value, never None: kopf keeps an object's previous entry when its indexing
@@ -137,14 +137,14 @@ def migrating_uids(index: kopf.Index[str, bool] | None) -> list[str]:
 
 
 @kopf.on.event("pods", labels=POD_LABELS)  # type: ignore[arg-type]
-def pod_event(labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+async def pod_event(labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
     """Wake the session whose pod changed."""
     ctx: OperatorContext = memo.ctx
     ctx.wake(labels[LABEL_SESSION_UID])
 
 
 @kopf.on.event(GROUP, VERSION, SESSION_PLURAL)
-def agentsession_event(uid: str, memo: kopf.Memo, **_: Any) -> None:
+async def agentsession_event(uid: str, memo: kopf.Memo, **_: Any) -> None:
     """Wake the session's daemon on any change of the object."""
     ctx: OperatorContext = memo.ctx
     ctx.wake(uid)
@@ -178,10 +178,11 @@ async def agentsession_daemon(
     view = LiveSession(SessionBody(), body, node_states, migrating)
     await _kopf_settled(body, wake, stopped)
     while not stopped:
-        wake.clear()
-        delay = await reconcile_session(
-            ctx, ns, name, uid, index.get(uid, []), _disruptions(disrupted), view
-        )
+        async with ctx.reconcile_slot():
+            wake.clear()
+            delay = await reconcile_session(
+                ctx, ns, name, uid, index.get(uid, []), _disruptions(disrupted), view
+            )
         if delay is None:
             return
         if delay > 0:
@@ -254,7 +255,7 @@ class LiveSession:
     """The ``migrating_sessions`` index (None outside kopf)."""
     last_write: float | None = None
     """Monotonic time of this daemon's last status write (informational changes wait for
-    ``reconcile.coalesce.STATUS_COALESCE_SECONDS`` after it)."""
+    ``status_coalesce_seconds`` after it, reconcile.coalesce)."""
 
 
 async def _node(ctx: OperatorContext, name: str, live: LiveSession | None) -> ObservedNode:
@@ -555,7 +556,9 @@ async def _apply(
     epoch exists), deletes, the passivate call, the create, Events. Returns the requeue delay."""
     if live is not None:
         since = None if live.last_write is None else time.monotonic() - live.last_write
-        wait = write_delay(obs.status, plan, since)
+        wait = write_delay(
+            obs.status, plan, since, ctx.settings.session_api.status_coalesce_seconds
+        )
         if wait is not None:  # information only: goes out with the next write (coalesce.py)
             return wait
     creating = plan.create is not None and may_create

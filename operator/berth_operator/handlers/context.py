@@ -20,14 +20,19 @@
 - ``warm``: what is remembered about SessionWarmPools (``handlers.warm_state``).
 - ``migrations``: the sessions this process admitted to migrate to a new image and not yet seen
   done (``reconcile.migration.MigrationSlots``).
+- ``reconciles``: the ``max_concurrent_reconciles`` slots a session's reconcile holds while it
+  runs (:meth:`OperatorContext.reconcile_slot`). Without a bound, a burst of N new sessions
+  advances in lockstep — every session's first write before any session's pod — so the first
+  pods wait for the whole burst; in turn, each goes through and its pod is created early.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +52,7 @@ from berth_operator.k8s.client import KubeClient
 from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.laneworker import LaneWorkerApi
 from berth_operator.k8s.secrets import SecretApi
-from berth_operator.metrics import INFLIGHT, PhaseTracker
+from berth_operator.metrics import INFLIGHT, RECONCILES_WAITING, PhaseTracker
 from berth_operator.reconcile.migration import MigrationSlots
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
@@ -214,6 +219,25 @@ class OperatorContext:
     gateway: GatewayClients | None = None
     warm: WarmPoolState = field(default_factory=WarmPoolState)
     migrations: MigrationSlots = field(default_factory=MigrationSlots)
+    reconciles: asyncio.Semaphore = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.reconciles = asyncio.Semaphore(self.settings.server.max_concurrent_reconciles)
+
+    @contextlib.asynccontextmanager
+    async def reconcile_slot(self) -> AsyncIterator[None]:
+        """Hold one of the ``max_concurrent_reconciles`` slots for the body of the ``with``;
+        waiters are served in order of arrival (asyncio.Semaphore is FIFO). Counted in
+        ``berth_operator_reconciles_waiting`` while waiting."""
+        RECONCILES_WAITING.inc()
+        try:
+            await self.reconciles.acquire()
+        finally:
+            RECONCILES_WAITING.dec()
+        try:
+            yield
+        finally:
+            self.reconciles.release()
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""

@@ -6,13 +6,16 @@ apiserver write per step, and at hundreds of sessions those writes are what the 
 its time on. A change that only refreshes *information* — the pod's uid, IP, node and image,
 usage figures, the last error, conditions' reasons and messages while every condition keeps its
 status, and ``Placed`` turning True (the pod was scheduled: the node is on the pod, and the
-``Running`` flip that follows on a real node carries it) — may wait up to
-``STATUS_COALESCE_SECONDS`` after the previous write and go out together with whatever follows:
-a new session's status is then written twice (its epoch before the pod exists, and once its
-runtime answers) instead of at each step. Everything the operator relies on across a restart
-(epoch, phase, the passivation record, runs and checkpoint, observedGeneration, the result) and
-every other condition status flip is written at once, as are plans with actions (deletes, a
-create, a passivate call, a PDB to release, Events, metrics). Pure: no I/O.
+``Running`` flip that follows on a real node carries it) — may wait up to a window
+(the operator's ``status_coalesce_seconds`` setting, 10 s by default) after the previous write and
+go out together with whatever follows: a new session's status is then written twice (its epoch
+before the pod exists, and once its runtime answers) instead of at each step. The window is
+longer than a pod's usual start because under a burst of creations those steps are several
+seconds apart, and a window shorter than the gaps writes at each step anyway. Everything the
+operator relies on across a restart (epoch, phase, the passivation record, runs and checkpoint,
+observedGeneration, the result) and every other condition status flip is written at once, as are
+plans with actions (deletes, a create, a passivate call, a PDB to release, Events, metrics).
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -22,9 +25,6 @@ from typing import Any, Final
 from berth_operator.api.agentsession import AgentSessionStatus
 from berth_operator.api.conditions import CondType
 from berth_operator.reconcile.plan import Plan
-
-STATUS_COALESCE_SECONDS: Final = 3.0
-"""Longest time an informational status change waits after the previous status write."""
 
 INFORMATIONAL_FIELDS: Final = frozenset(
     {"podUid", "podIP", "nodeName", "image", "usage", "lastError"}
@@ -63,13 +63,17 @@ def informational_only(before: AgentSessionStatus, plan: Plan) -> bool:
 
 
 def write_delay(
-    before: AgentSessionStatus, plan: Plan, since_last_write: float | None
+    before: AgentSessionStatus,
+    plan: Plan,
+    since_last_write: float | None,
+    window: float,
 ) -> float | None:
     """Seconds to wait before writing ``plan``'s status, or None to write now.
 
     ``since_last_write``: seconds since this session's previous status write by this process
-    (None when there was none: the first write never waits)."""
+    (None when there was none: the first write never waits); ``window``: the longest wait after
+    that write (seconds; 0 never waits)."""
     if since_last_write is None or not informational_only(before, plan):
         return None
-    remaining = STATUS_COALESCE_SECONDS - since_last_write
+    remaining = window - since_last_write
     return remaining if remaining > 0 else None

@@ -7,17 +7,14 @@ from typing import Any
 
 import pytest
 from berth_operator.handlers.session_body import SessionBody
-from berth_operator.reconcile.coalesce import (
-    STATUS_COALESCE_SECONDS,
-    informational_only,
-    write_delay,
-)
+from berth_operator.reconcile.coalesce import informational_only, write_delay
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings
 
 from tests.unit.operator.fixtures import make_node, make_pod, make_session, observation
 
 SETTINGS = OperatorSettings()
+WINDOW = SETTINGS.session_api.status_coalesce_seconds
 
 
 def placed_session() -> Any:
@@ -34,7 +31,7 @@ def test_first_placement_is_written_at_once() -> None:
     plan = decide(observation(make_session()), SETTINGS)
     assert plan.create is not None
     assert not informational_only(make_session().status(), plan)
-    assert write_delay(make_session().status(), plan, since_last_write=0.01) is None
+    assert write_delay(make_session().status(), plan, since_last_write=0.01, window=WINDOW) is None
 
 
 def test_pod_seen_unscheduled_is_information_that_may_wait() -> None:
@@ -42,10 +39,10 @@ def test_pod_seen_unscheduled_is_information_that_may_wait() -> None:
     plan = decide(observation(session, make_pod(1)), SETTINGS)
     assert plan.status.wire() != session.status().wire()  # something did change (podUid)
     assert informational_only(session.status(), plan)
-    wait = write_delay(session.status(), plan, since_last_write=0.25)
-    assert wait == pytest.approx(STATUS_COALESCE_SECONDS - 0.25)
-    assert write_delay(session.status(), plan, since_last_write=None) is None
-    assert write_delay(session.status(), plan, since_last_write=STATUS_COALESCE_SECONDS) is None
+    wait = write_delay(session.status(), plan, since_last_write=0.25, window=WINDOW)
+    assert wait == pytest.approx(WINDOW - 0.25)
+    assert write_delay(session.status(), plan, since_last_write=None, window=WINDOW) is None
+    assert write_delay(session.status(), plan, since_last_write=WINDOW, window=WINDOW) is None
 
 
 def test_the_pod_scheduled_may_wait_for_its_runtime_and_go_out_with_it() -> None:
@@ -55,9 +52,9 @@ def test_the_pod_scheduled_may_wait_for_its_runtime_and_go_out_with_it() -> None
     )
     assert _condition(scheduled, "Placed") == "True"
     assert informational_only(session.status(), scheduled)  # Placed False -> True
-    assert write_delay(session.status(), scheduled, since_last_write=0.5) == pytest.approx(
-        STATUS_COALESCE_SECONDS - 0.5
-    )
+    assert write_delay(
+        session.status(), scheduled, since_last_write=0.5, window=WINDOW
+    ) == pytest.approx(WINDOW - 0.5)
     # the runtime answers before the wait is over: Running flips, all of it is written at once
     running = decide(
         observation(
@@ -70,7 +67,7 @@ def test_the_pod_scheduled_may_wait_for_its_runtime_and_go_out_with_it() -> None
     )
     assert _condition(running, "Placed") == "True"
     assert not informational_only(session.status(), running)
-    assert write_delay(session.status(), running, since_last_write=0.5) is None
+    assert write_delay(session.status(), running, since_last_write=0.5, window=WINDOW) is None
 
 
 def test_a_condition_that_flips_is_written_at_once() -> None:
@@ -95,14 +92,17 @@ def test_a_condition_that_flips_is_written_at_once() -> None:
         SETTINGS,
     )
     assert not informational_only(session.status(), gone_unscheduled)  # Running True -> False
-    assert write_delay(session.status(), gone_unscheduled, since_last_write=0.01) is None
+    assert (
+        write_delay(session.status(), gone_unscheduled, since_last_write=0.01, window=WINDOW)
+        is None
+    )
 
 
 def test_an_unchanged_status_has_nothing_to_defer() -> None:
     session = placed_session()
     plan = decide(observation(session, inflight="demo-e1"), SETTINGS)
     assert plan.status.wire() == session.status().wire()
-    assert write_delay(session.status(), plan, since_last_write=0.01) is None
+    assert write_delay(session.status(), plan, since_last_write=0.01, window=WINDOW) is None
 
 
 def obj(rv: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -146,3 +146,13 @@ def test_a_conflict_forces_a_get() -> None:
     assert body.current(obj("1"), now=0.1) is None
     body.seen_fresh(obj("2"), now=0.2)
     assert body.current(obj("2"), now=0.3) == obj("2")
+
+
+def test_a_window_of_zero_writes_information_at_once() -> None:
+    session = placed_session()
+    plan = decide(observation(session, make_pod(1)), SETTINGS)
+    assert informational_only(session.status(), plan)
+    assert write_delay(session.status(), plan, since_last_write=0.01, window=0.0) is None
+    assert write_delay(session.status(), plan, since_last_write=0.01, window=30.0) == (
+        pytest.approx(29.99)
+    )
