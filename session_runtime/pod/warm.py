@@ -349,10 +349,13 @@ async def serve_until_adopted(wc: WarmConfig, token: bytes) -> tuple[PodConfig, 
 
 
 def warm_imports() -> None:
-    """Import what the session will need (the LLM client and the agent), so adoption does not
-    pay for it."""
-    import session_runtime.llm.client
+    """Import what the session will need (the LLM client and the agent) and warm the LLM
+    client's HTTP stack (:func:`session_runtime.llm.client.warm_up`), so adoption does not pay
+    for it."""
     import session_runtime.pod.lifecycle  # noqa: F401
+    from session_runtime.llm import client
+
+    client.warm_up()
 
 
 def confine(cfg: PodConfig, llm_dirs: tuple[str, ...] = (), tmp_dir: str = "/tmp") -> int:

@@ -181,3 +181,35 @@ def test_a_warm_pod_is_ready_and_stops_on_sigterm(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_warm_imports_leave_nothing_for_the_first_model_call_and_start_no_thread() -> None:
+    """What a warm pod does before adoption covers the LLM client's lazy work: after
+    ``warm_imports`` the first streamed chat completion imports no module of the HTTP stack,
+    and no thread is left (``confine`` needs a single-threaded process)."""
+    code = textwrap.dedent(
+        """
+        import asyncio, sys, threading
+        from session_runtime.pod.warm import warm_imports
+        warm_imports()
+        assert threading.active_count() == 1, threading.enumerate()
+        from session_runtime.llm.client import OpenAIChatClient, default_tls_context
+        from session_runtime.llm.scripted import ScriptedServer
+
+        async def main():
+            async with ScriptedServer({"turns": [{"text": "hi"}]}) as srv:
+                before = set(sys.modules)
+                llm = OpenAIChatClient("m", srv.base_url, "k")
+                out = await llm.complete([{"role": "user", "content": "x"}], None)
+                assert out.text == "hi", out
+                return sorted(set(sys.modules) - before)
+
+        new = asyncio.run(main())
+        stack = ("openai", "httpx", "httpcore", "anyio", "h11", "jiter", "truststore", "ssl")
+        print(" ".join(m for m in new if m.split(".")[0].rstrip("2") in stack) or "none")
+        assert default_tls_context() is default_tls_context()
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "none", f"imported by the first call: {out.stdout}"
