@@ -1,0 +1,195 @@
+"""Benchmark: the warm session process's share of an adoption — ``POST /v1/adopt`` answered →
+the adopted run's first model request — for N warm ``berth-session`` processes adopted at once,
+this tree against another checkout (``--baseline-src``) in the same run.
+
+No cluster: the processes run on this machine the way a warm pod runs them (warm mode, the
+environment the operator's warm-pod builder sets, Landlock confinement after the adoption), the
+scripted model answers over HTTP, the adoptions are sent from a thread pool at once. Per side it
+prints p50/p99/max of adopt → first request (wall, the bench's clock for both: the scripted
+model stamps each request's arrival) and the CPU each process spent from just before the
+adoption to its first request (utime+stime from ``/proc``). The cluster's part (the operator's
+decisions, the API writes, the pod network) is ``placement.py --warm``. Nothing is asserted.
+
+    git worktree add -f /tmp/berth-base HEAD~1
+    .venv/bin/python bench/adoption.py --n 1,10,20 --baseline-src /tmp/berth-base
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT)]
+
+from session_runtime.llm.scripted import ScriptedServer  # noqa: E402
+
+POOL_TOKEN = "pool-token-0123456789"
+START = "from session_runtime.server import main; main()"
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    return ordered[max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5))) - 1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` in seconds."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def get(url: str) -> int:
+    with urllib.request.urlopen(url, timeout=2) as r:
+        return int(r.status)
+
+
+def run_side(src: Path, n: int, srv: ScriptedServer, tag: str, work: Path) -> dict[str, float]:
+    """Start ``n`` warm processes of the checkout ``src``, adopt them at once; the figures."""
+    work.mkdir()
+    (work / "token").write_text(POOL_TOKEN)
+    (work / "key").write_text("sk-bench")
+    procs: list[tuple[subprocess.Popen[bytes], int]] = []
+    for i in range(n):
+        port, tmp = free_port(), work / f"tmp{i}"
+        tmp.mkdir()
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(src),
+            "BERTH_WARM_POOL": "bench",
+            "BERTH_WARM_TOKEN_FILE": str(work / "token"),
+            "BERTH_STORE_DIR": str(work / "store"),
+            "BERTH_WORKSPACES_DIR": str(work / "workspaces"),
+            "POD_NAMESPACE": "bench",
+            "POD_IP": "127.0.0.1",
+            "BERTH_HTTP_PORT": str(port),
+            "TMPDIR": str(tmp),
+            "OPENAI_BASE_URL": srv.base_url,
+            "BERTH_LLM_API_KEY_FILE": str(work / "key"),
+            "BERTH_LOG_LEVEL": "WARNING",
+        }
+        cmd = [sys.executable, "-c", START]
+        proc = subprocess.Popen(cmd, env=env, cwd=src, stderr=subprocess.DEVNULL)
+        procs.append((proc, port))
+    try:
+        for proc, port in procs:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    if get(f"http://127.0.0.1:{port}/readyz") == 200:
+                        break
+                except OSError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"{tag}: warm process on port {port} never became ready")
+                time.sleep(0.05)
+        time.sleep(1.0)  # let start-up settle: only the adoptions run from here
+        before = [cpu_seconds(p.pid) for p, _ in procs]
+        prompts = [f"bench {tag} {i}" for i in range(n)]
+
+        def adopt(i: int) -> float:
+            body = {
+                "session": {"namespace": "bench", "name": f"{tag}-{i}", "uid": f"uid-{tag}-{i}"},
+                "epoch": 1,
+                "options": {"prompt": prompts[i], "model": "openai/bench"},
+                "apiToken": "t" * 32,
+            }
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{procs[i][1]}/v1/adopt",
+                data=json.dumps(body).encode(),
+                method="POST",
+                headers={"Authorization": f"Bearer {POOL_TOKEN}"},
+            )
+            with urllib.request.urlopen(req, timeout=60) as r:
+                r.read()
+            return time.time()
+
+        with ThreadPoolExecutor(n) as pool:
+            accepted = list(pool.map(adopt, range(n)))
+        first: dict[int, float] = {}
+        cpu: dict[int, float] = {}
+        deadline = time.monotonic() + 120
+        while len(first) < n and time.monotonic() < deadline:
+            for req in list(srv.requests):
+                for i, prompt in enumerate(prompts):
+                    if i not in first and any(m.get("content") == prompt for m in req["messages"]):
+                        first[i] = float(req["at"])
+                        cpu[i] = cpu_seconds(procs[i][0].pid) - before[i]
+            time.sleep(0.005)
+        if len(first) < n:
+            raise SystemExit(f"{tag}: {n - len(first)} adopted runs never asked the model")
+        wall = [first[i] - accepted[i] for i in range(n)]
+        return {
+            "p50_ms": pct(wall, 50) * 1000,
+            "p99_ms": pct(wall, 99) * 1000,
+            "max_ms": max(wall) * 1000,
+            "cpu_ms": sum(cpu.values()) / n * 1000,
+        }
+    finally:
+        for proc, _ in procs:
+            proc.terminate()
+        for proc, _ in procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", default="1,10,20", help="concurrent adoptions, comma-separated")
+    ap.add_argument("--baseline-src", type=Path, help="another checkout to compare against")
+    args = ap.parse_args()
+    sides = [("now", ROOT)] + ([("base", args.baseline_src)] if args.baseline_src else [])
+    srv = ScriptedServer(
+        {"turns": [{"text": "done"}], "on_exhausted": "repeat_last"}, host="127.0.0.1", port=0
+    )
+    srv.start_in_thread()
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="berth-adopt-") as tmp:
+            for n in (int(x) for x in args.n.split(",")):
+                for tag, src in sides:
+                    print(f"N={n} {tag} ({src}) ...", file=sys.stderr, flush=True)
+                    fig = run_side(src, n, srv, f"{tag}{n}", Path(tmp) / f"{tag}{n}")
+                    rows.append((n, tag, fig))
+    finally:
+        srv.stop_thread()
+    print("| N | tree | adopt → first request p50 | p99 | max | CPU per process |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for n, tag, f in rows:
+        print(
+            f"| {n} | {tag} | {f['p50_ms']:.0f} ms | {f['p99_ms']:.0f} ms | "
+            f"{f['max_ms']:.0f} ms | {f['cpu_ms']:.0f} ms |"
+        )
+    if args.baseline_src:
+        by = {(n, tag): f for n, tag, f in rows}
+        for n in sorted({n for n, _, _ in rows}):
+            now, base = by[(n, "now")], by[(n, "base")]
+            print(
+                f"N={n}: now/base p50 {now['p50_ms'] / base['p50_ms']:.2f}x, "
+                f"p99 {now['p99_ms'] / base['p99_ms']:.2f}x, "
+                f"CPU {now['cpu_ms'] / base['cpu_ms']:.2f}x"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
