@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 from berth_operator.handlers.context import OperatorContext
-from berth_operator.metrics import RECONCILES_WAITING
 from berth_operator.settings import OperatorSettings, ServerSettings
+from prometheus_client import REGISTRY
 
 
 def _ctx(slots: int) -> OperatorContext:
@@ -39,12 +39,12 @@ async def test_at_most_the_bound_run_at_once_and_the_rest_wait_in_order() -> Non
         await asyncio.sleep(0)  # arrive in order 0..5
     await asyncio.sleep(0.01)
     assert entered == [0, 1]
-    assert RECONCILES_WAITING._value.get() == 4
+    assert REGISTRY.get_sample_value("berth_operator_reconciles_waiting") == 4
     release.set()
     await asyncio.gather(*tasks)
     assert most == 2
     assert entered == [0, 1, 2, 3, 4, 5]
-    assert RECONCILES_WAITING._value.get() == 0
+    assert REGISTRY.get_sample_value("berth_operator_reconciles_waiting") == 0
 
 
 async def test_a_reconcile_that_fails_gives_its_slot_back() -> None:
