@@ -95,12 +95,14 @@ def _ready_warm(dc: DevCluster, ns: str) -> int:
 
 
 def _adopted(dc: DevCluster, ns: str) -> int:
-    items = json.loads(dc.kubectl("-n", ns, "get", "agentsessions", "-o", "json").stdout)["items"]
+    """Session pods that came from the pool (the adoption's pod annotation; status.runs may
+    still wait for the operator's coalescing window)."""
+    items = json.loads(dc.kubectl("-n", ns, "get", "pods", "-o", "json").stdout)["items"]
     return sum(
         1
-        for s in items
-        if (runs := (s.get("status") or {}).get("runs"))
-        and runs[0].get("podName") != f"{s['metadata']['name']}-e1"
+        for p in items
+        if "berth.dev/session" in (p["metadata"].get("labels") or {})
+        and "berth.dev/adopted-from-pool" in (p["metadata"].get("annotations") or {})
     )
 
 
