@@ -50,7 +50,9 @@ from tests.e2e.passivation_support import (  # noqa: E402
 from tests.integration.operator.harness import SECRET, operator, scripted_model  # noqa: E402
 
 N = int(os.environ.get("BERTH_BENCH_N", "20"))
-ROUNDS = int(os.environ.get("BERTH_BENCH_ROUNDS", "60"))
+ROUNDS = int(os.environ.get("BERTH_BENCH_ROUNDS", "150"))
+"""Rounds of each scripted run (≈0.6 s each): long enough that no run ends before all N run on
+A and the drain has passivated them (the runs' round limit is raised to match)."""
 IMAGE = os.environ.get("BERTH_BENCH_IMAGE", "")
 """``BERTH_BENCH_IMAGE``: the image sessions and plain pods run (default: the dev cluster's)."""
 
@@ -160,7 +162,9 @@ def berth_drain(dc: DevCluster, nodes: PrivateNodes, warm: bool = False) -> dict
     ):
         apply(dc, ns, [SECRET])
         names = [f"b{i:02d}" for i in range(N)]
-        extra = {"warmPoolRef": {"name": "pool"}} if warm else {}
+        extra: dict[str, Any] = {"limits": {"maxToolRounds": ROUNDS + 10}}
+        if warm:
+            extra["warmPoolRef"] = {"name": "pool"}
         dc.kubectl("cordon", nodes.b)
         try:
             apply(dc, ns, [session_doc(n, srv.base_url, nodes, 120, **extra) for n in names])
