@@ -302,16 +302,21 @@ async def run(settings: OperatorSettings) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Console script entry (``berth-operator``)."""
     del argv
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     try:
         settings = OperatorSettings.from_env()
     except SettingsError as exc:
         print(exc, file=sys.stderr)
         return 2
+    configure_logging(settings.server.log_level)
     return asyncio.run(run(settings))
+
+
+def configure_logging(level: str) -> None:
+    """The root logger at ``level`` (a logging level name). kopf's per-object log (a line per
+    handler call and event) stays at WARNING unless the level is DEBUG."""
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level != "DEBUG":
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
 
 
 if __name__ == "__main__":

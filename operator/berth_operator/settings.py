@@ -328,6 +328,10 @@ class ServerSettings(SettingsGroup):
     max_concurrent_reconciles: Annotated[int, Field(ge=1)] = 32
     """AgentSession reconciles running at once (controller-runtime's MaxConcurrentReconciles);
     the others wait their turn, first come first served. Default 32."""
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """Level of the operator's log (Python logging level names). DEBUG adds kopf's per-object
+    handler log and every apiserver request; it is verbose at hundreds of sessions. Default
+    INFO."""
 
 
 class BudgetSettings(SettingsGroup):

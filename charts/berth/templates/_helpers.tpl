@@ -227,6 +227,8 @@ app.kubernetes.io/component: redis
   value: "0.0.0.0"
 - name: BERTH_HTTP_PORT
   value: {{ .Values.operator.metricsPort | quote }}
+- name: BERTH_LOG_LEVEL
+  value: {{ .Values.operator.logLevel | default "INFO" | quote }}
 {{- if .Values.webhook.enabled }}
 - name: BERTH_WEBHOOK_ENABLED
   value: "true"

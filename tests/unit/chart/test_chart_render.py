@@ -288,3 +288,10 @@ def test_migration_max_unavailable_reaches_the_operator() -> None:
     ):
         c = _container(one(documents(render(values)), "Deployment", "-operator"))
         assert _env(c)["BERTH_MIGRATION_MAX_UNAVAILABLE"]["value"] == expected
+
+
+def test_log_level_reaches_the_operator() -> None:
+    """operator.logLevel becomes BERTH_LOG_LEVEL (INFO by default)."""
+    for values, expected in ((None, "INFO"), ({"operator": {"logLevel": "DEBUG"}}, "DEBUG")):
+        c = _container(one(documents(render(values)), "Deployment", "-operator"))
+        assert _env(c)["BERTH_LOG_LEVEL"]["value"] == expected

@@ -52,6 +52,9 @@ CASES: dict[str, str] = {
         "at '/networkPolicy/llmEgress/cidrs/0': 'api.openai.com' does not match pattern"
     ),
     "redis-no-limits.yaml": "at '/redis/resources': missing property 'limits'",
+    "log-level.yaml": (
+        "at '/operator/logLevel': value must be one of 'DEBUG', 'INFO', 'WARNING', 'ERROR'"
+    ),
 }
 
 

@@ -29,6 +29,7 @@ def test_settings_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
             "BERTH_PASSIVATION_DEADLINE_SECONDS": "30",
             "BERTH_SESSION_IMAGE": "img:2",
             "BERTH_IMAGE_PULL_SECRETS": "reg-a,reg-b",
+            "BERTH_LOG_LEVEL": "DEBUG",
             "UNRELATED": "x",
         },
     )
@@ -41,6 +42,7 @@ def test_settings_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.images.session == "img:2"
     assert s.images.pull_secrets == ["reg-a", "reg-b"]
     assert s.claims.default_name == "berth-shared"
+    assert s.server.log_level == "DEBUG"
 
 
 def test_building_settings_never_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,6 +62,7 @@ def test_building_settings_never_reads_the_environment(monkeypatch: pytest.Monke
         ({"BERTH_LEADER_ELECTION": "maybe"}, "BERTH_LEADER_ELECTION"),
         ({"BERTH_WEBHOOK_PORT": "0"}, "BERTH_WEBHOOK_PORT"),
         ({"BERTH_LEASE_RENEW_SECONDS": "20"}, "BERTH_LEASE_RENEW_SECONDS must be below"),
+        ({"BERTH_LOG_LEVEL": "verbose"}, "BERTH_LOG_LEVEL"),
     ],
 )
 def test_bad_settings_name_the_variable(
@@ -184,3 +187,21 @@ async def test_the_leader_labels_its_own_pod_and_clears_it(
         ("berth-system", "op-0", "berth.dev/leader", "true"),
         ("berth-system", "op-0", "berth.dev/leader", None),
     ]
+
+
+@pytest.mark.parametrize(("level", "kopf_objects"), [("INFO", "WARNING"), ("DEBUG", "DEBUG")])
+def test_log_level_configures_the_root_logger_and_kopfs_object_log(
+    monkeypatch: pytest.MonkeyPatch, level: str, kopf_objects: str
+) -> None:
+    """``configure_logging``: the root at the level; kopf's per-object log only at DEBUG."""
+    import logging
+
+    from berth_operator.main import configure_logging
+
+    root, objects = logging.getLogger(), logging.getLogger("kopf.objects")
+    monkeypatch.setattr(root, "handlers", [])  # basicConfig configures an unconfigured root
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.setattr(objects, "level", logging.NOTSET)
+    configure_logging(level)
+    assert logging.getLevelName(root.level) == level
+    assert logging.getLevelName(objects.getEffectiveLevel()) == kopf_objects
