@@ -54,6 +54,7 @@ from berth_operator.reconcile.observe import ObservedPod
 from berth_operator.reconcile.plan import (
     LANEWORKER_REQUEUE,
     NOT_RUNNING_REQUEUE,
+    STARTING_POLL_SECONDS,
     TERMINAL_REQUEUE,
     CreatePod,
     Decision,
@@ -412,8 +413,18 @@ def _handle_alive(d: Decision, pod: ObservedPod) -> None:
         conds.set(CondType.RUNNING, "False", Reason.STARTING, why[:1024])
         finish(st, conds, "Pending" if (st.epoch or 0) <= 1 else "Resuming")
         # Pod changes (scheduled, started, ready) wake the session through the pod watch; the
-        # runtime's /v1/state is polled at the refresh interval like for running sessions.
+        # runtime's /v1/state is polled at the refresh interval like for running sessions, and
+        # every second for a while once the container runs (an adopted pod sends no event).
         plan.requeue_after = settings.session_api.status_refresh_seconds
+        if pod.phase == "Running" and _not_running_for(conds, now) < STARTING_POLL_SECONDS:
+            plan.requeue_after = min(plan.requeue_after, NOT_RUNNING_REQUEUE)
+
+
+def _not_running_for(conds: ConditionSet, now: datetime) -> float:
+    """Seconds since ``Running`` last turned False (0 when it has no transition time)."""
+    cond = conds.get(CondType.RUNNING)
+    since = cond.last_transition_time if cond is not None else None
+    return (now - since).total_seconds() if since is not None else 0.0
 
 
 def _stuck(

@@ -386,3 +386,32 @@ def test_an_unschedulable_pod_is_the_ready_reason_with_the_schedulers_message() 
     ready = get_condition(plan.status.conditions, "Ready")
     assert ready is not None and "Insufficient memory" in ready.message
     assert [(e.type, e.reason) for e in plan.events] == [("Warning", "Unschedulable")]
+
+
+@pytest.mark.parametrize(
+    ("stopped_ago", "requeue"),
+    [(5, 1.0), (100, SETTINGS.session_api.status_refresh_seconds)],
+)
+def test_a_started_pod_whose_runtime_does_not_answer_yet_is_asked_again_within_a_second(
+    stopped_ago: float, requeue: float
+) -> None:
+    """An adopted warm pod was Ready before its session ran: no pod event says when the run is
+    up, so for a while after the session stopped running its pod is asked every second; later
+    (a runtime that never answers) at the refresh interval."""
+    session = make_session().with_status(
+        epoch=2,
+        podName="demo-e2",
+        conditions=[
+            {
+                "type": "Running",
+                "status": "False",
+                "reason": "NotRunning",
+                "message": "",
+                "lastTransitionTime": ts(-stopped_ago),
+            }
+        ],
+    )
+    pod = make_pod(2).on("proc-a").running()
+    plan = decide(observation(session, pod, nodes=(make_node("proc-a"),)), SETTINGS)
+    assert cond(plan, "Running") == ("False", "Starting")
+    assert plan.requeue_after == pytest.approx(requeue)
