@@ -77,7 +77,7 @@ import os
 import signal
 import sys
 from collections.abc import Mapping
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel
@@ -174,7 +174,7 @@ def main() -> None:
                 cfg, opts, token = warm.wait_for_adoption(env)  # a warm pod: wait to be given one
             except warm.WarmStopped:
                 log.info("warm pod stopped before it was adopted")
-                sys.exit(0)
+                exit_now(0)
         else:
             cfg, opts, token = load(env)
     except (PodConfigError, OptionsError, warm.WarmError) as exc:
@@ -190,7 +190,21 @@ def main() -> None:
             "failed", reason=f"internal error: {type(exc).__name__}: {exc}"
         )
     termination.write(cfg.termination_log, message)
-    sys.exit(message.exit_code)
+    exit_now(message.exit_code)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process with ``code`` once its work is done: flush the log and the standard
+    streams, then ``os._exit``. The interpreter's own finalization (tearing down every module
+    and object the session imported and made) costs 250-400 ms of CPU here, after the
+    termination message is written and before the kubelet sees the container end, on the path
+    of every passivation; nothing the session needs happens in it (its store writes are
+    fsynced, its tools have ended)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -105,3 +105,35 @@ def test_main_reports_bad_input(
     assert validate(msg) == []
     assert msg["outcome"] == "failed" and fragment in msg["reason"]
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_finished_session_writes_its_termination_message_then_exits_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the session ends the process leaves with ``os._exit`` (no interpreter
+    finalization, which costs hundreds of ms on every passivation), after the termination
+    message and with the outcome's exit code."""
+    from session_runtime.pod.termination import TerminationMessage
+
+    class Exited(Exception):
+        pass
+
+    def fake_exit(code: int) -> None:
+        raise Exited(code)
+
+    async def ended(*_: object) -> TerminationMessage:
+        return TerminationMessage("fenced", reason="a newer epoch owns the session")
+
+    env = good_env(tmp_path)
+    for key in list(os.environ):
+        if key.startswith("BERTH_"):
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(server, "run", ended)
+    monkeypatch.setattr(server.os, "_exit", fake_exit)
+    with pytest.raises(Exited) as info:
+        server.main()
+    assert info.value.args == (3,)
+    msg = json.loads(Path(env["BERTH_TERMINATION_LOG"]).read_text())
+    assert msg["outcome"] == "fenced"
