@@ -1,14 +1,18 @@
 """Benchmark: the warm session process's share of an adoption — ``POST /v1/adopt`` answered →
-the adopted run's first model request — for N warm ``berth-session`` processes adopted at once,
-this tree against another checkout (``--baseline-src``) in the same run.
+the adopted run's first model request — and of a passivation — ``POST /v1/passivate`` → the
+process has exited — for N warm ``berth-session`` processes adopted (and, 3 s later, passivated)
+at once, this tree against another checkout (``--baseline-src``) in the same run.
 
 No cluster: the processes run on this machine the way a warm pod runs them (warm mode, the
 environment the operator's warm-pod builder sets, Landlock confinement after the adoption), the
 scripted model answers over HTTP, the adoptions are sent from a thread pool at once. Per side it
 prints p50/p99/max of adopt → first request (wall, the bench's clock for both: the scripted
 model stamps each request's arrival) and the CPU each process spent from just before the
-adoption to its first request (utime+stime from ``/proc``). The cluster's part (the operator's
-decisions, the API writes, the pod network) is ``placement.py --warm``. Nothing is asserted.
+adoption to its first request (utime+stime from ``/proc``); then p50/max of passivation request →
+termination message written and → process exited (the kubelet sees a pod end only at the
+exit). The runs are scripted tool rounds (bash, 0.3 s model latency) that outlast the 3 s. The
+cluster's part (the operator's decisions, the API writes, the pod network, the kubelet) is
+``placement.py --warm`` and ``drain.py --warm``. Nothing is asserted.
 
     git worktree add -f /tmp/berth-base HEAD~1
     .venv/bin/python bench/adoption.py --n 1,10,20 --baseline-src /tmp/berth-base
@@ -32,8 +36,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
 from session_runtime.llm.scripted import ScriptedServer  # noqa: E402
+from tests.e2e.passivation_support import step_script  # noqa: E402
 
 POOL_TOKEN = "pool-token-0123456789"
+API_TOKEN = "t" * 32
+RUN_SECONDS = 3.0
+"""How long the adopted runs go on before they are all asked to passivate."""
 START = "from session_runtime.server import main; main()"
 
 
@@ -84,6 +92,7 @@ def run_side(src: Path, n: int, srv: ScriptedServer, tag: str, work: Path) -> di
             "OPENAI_BASE_URL": srv.base_url,
             "BERTH_LLM_API_KEY_FILE": str(work / "key"),
             "BERTH_LOG_LEVEL": "WARNING",
+            "BERTH_TERMINATION_LOG": str(tmp / "termination-log"),
         }
         cmd = [sys.executable, "-c", START]
         proc = subprocess.Popen(cmd, env=env, cwd=src, stderr=subprocess.DEVNULL)
@@ -108,8 +117,12 @@ def run_side(src: Path, n: int, srv: ScriptedServer, tag: str, work: Path) -> di
             body = {
                 "session": {"namespace": "bench", "name": f"{tag}-{i}", "uid": f"uid-{tag}-{i}"},
                 "epoch": 1,
-                "options": {"prompt": prompts[i], "model": "openai/bench"},
-                "apiToken": "t" * 32,
+                "options": {
+                    "prompt": prompts[i],
+                    "model": "openai/bench",
+                    "limits": {"maxToolRounds": 1000},
+                },
+                "apiToken": API_TOKEN,
             }
             req = urllib.request.Request(
                 f"http://127.0.0.1:{procs[i][1]}/v1/adopt",
@@ -136,11 +149,34 @@ def run_side(src: Path, n: int, srv: ScriptedServer, tag: str, work: Path) -> di
         if len(first) < n:
             raise SystemExit(f"{tag}: {n - len(first)} adopted runs never asked the model")
         wall = [first[i] - accepted[i] for i in range(n)]
+        time.sleep(RUN_SECONDS)
+
+        def passivate(i: int) -> tuple[float, float]:
+            proc, port = procs[i]
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{port}/v1/passivate",
+                data=json.dumps({"reason": "bench"}).encode(),
+                method="POST",
+                headers={"Authorization": f"Bearer {API_TOKEN}"},
+            )
+            asked = time.time()
+            with urllib.request.urlopen(req, timeout=60) as r:
+                r.read()
+            proc.wait(timeout=120)
+            exited = time.time()
+            written = os.path.getmtime(work / f"tmp{i}" / "termination-log")
+            return written - asked, exited - asked
+
+        with ThreadPoolExecutor(n) as pool:
+            ended = list(pool.map(passivate, range(n)))
         return {
             "p50_ms": pct(wall, 50) * 1000,
             "p99_ms": pct(wall, 99) * 1000,
             "max_ms": max(wall) * 1000,
             "cpu_ms": sum(cpu.values()) / n * 1000,
+            "written_p50_ms": pct([w for w, _ in ended], 50) * 1000,
+            "exit_p50_ms": pct([e for _, e in ended], 50) * 1000,
+            "exit_max_ms": max(e for _, e in ended) * 1000,
         }
     finally:
         for proc, _ in procs:
@@ -158,9 +194,7 @@ def main() -> int:
     ap.add_argument("--baseline-src", type=Path, help="another checkout to compare against")
     args = ap.parse_args()
     sides = [("now", ROOT)] + ([("base", args.baseline_src)] if args.baseline_src else [])
-    srv = ScriptedServer(
-        {"turns": [{"text": "done"}], "on_exhausted": "repeat_last"}, host="127.0.0.1", port=0
-    )
+    srv = ScriptedServer(step_script(1000, delay_ms=300, sleep_s=0.3), host="127.0.0.1", port=0)
     srv.start_in_thread()
     rows = []
     try:
@@ -172,12 +206,16 @@ def main() -> int:
                     rows.append((n, tag, fig))
     finally:
         srv.stop_thread()
-    print("| N | tree | adopt → first request p50 | p99 | max | CPU per process |")
-    print("|---:|---|---:|---:|---:|---:|")
+    print(
+        "| N | tree | adopt → first request p50 | p99 | max | CPU per process "
+        "| passivate → termination written p50 | → exited p50 | max |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for n, tag, f in rows:
         print(
             f"| {n} | {tag} | {f['p50_ms']:.0f} ms | {f['p99_ms']:.0f} ms | "
-            f"{f['max_ms']:.0f} ms | {f['cpu_ms']:.0f} ms |"
+            f"{f['max_ms']:.0f} ms | {f['cpu_ms']:.0f} ms | {f['written_p50_ms']:.0f} ms | "
+            f"{f['exit_p50_ms']:.0f} ms | {f['exit_max_ms']:.0f} ms |"
         )
     if args.baseline_src:
         by = {(n, tag): f for n, tag, f in rows}
@@ -186,7 +224,8 @@ def main() -> int:
             print(
                 f"N={n}: now/base p50 {now['p50_ms'] / base['p50_ms']:.2f}x, "
                 f"p99 {now['p99_ms'] / base['p99_ms']:.2f}x, "
-                f"CPU {now['cpu_ms'] / base['cpu_ms']:.2f}x"
+                f"CPU {now['cpu_ms'] / base['cpu_ms']:.2f}x; passivation → exited p50 "
+                f"{now['exit_p50_ms'] / base['exit_p50_ms']:.2f}x"
             )
     return 0
 
