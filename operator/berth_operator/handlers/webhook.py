@@ -9,9 +9,13 @@ pod in ``OperatorContext.evictions`` and wakes the session's daemon, which write
 deletes it; the client's next retry finds the pod gone (404), which ``kubectl drain`` treats as
 done.
 
-Pods that are not session pods (not in the ``session_pods_by_name`` index of this operator, e.g.
-another namespace) and terminal session pods are allowed: the webhook never stands in the way of
-pods it does not protect. Dry-run requests are answered the same way without side effects.
+Pods that are not session pods of this operator (another namespace, no session labels) and
+terminal session pods are allowed: the webhook never stands in the way of pods it does not protect.
+The ``session_pods_by_name`` index answers first; a pod it does not hold is read from the
+apiserver when its namespace is watched, because a new leader serves admission before its pod
+watch has listed anything (an eviction allowed then would end the pod without a passivation
+request). A failed read allows, as ``failurePolicy: Ignore`` would. Dry-run requests are answered
+the same way without side effects.
 
 Serving (``register``, called by ``berth_operator.main`` when ``BERTH_WEBHOOK_ENABLED`` is true):
 kopf's ``WebhookServer`` over HTTPS with the certificate in ``BERTH_WEBHOOK_CERT_DIR`` (``tls.crt``,
@@ -31,6 +35,8 @@ from typing import Any, cast
 
 import kopf
 
+from berth_operator.api.constants import COMPONENT_SESSION, LABEL_COMPONENT, LABEL_SESSION_UID
+from berth_operator.errors import KubeError
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.metrics import EVICTIONS_DENIED
 from berth_operator.settings import OperatorSettings
@@ -61,13 +67,19 @@ async def pod_eviction(
     by_name = cast("kopf.Index[tuple[str, str], str]", kwargs["session_pods_by_name"])
     ns = namespace or ""
     uids = list(by_name.get((ns, name), []))
-    if not uids:
-        return
-    uid = uids[0]
-    pods = cast("kopf.Index[str, Any]", kwargs["session_pods"])
-    observed = [p for p in pods.get(uid, []) if getattr(p, "name", None) == name]
-    if observed and (observed[0].phase in TERMINAL_PHASES or observed[0].terminated is not None):
-        return
+    if uids:
+        uid = uids[0]
+        pods = cast("kopf.Index[str, Any]", kwargs["session_pods"])
+        observed = [p for p in pods.get(uid, []) if getattr(p, "name", None) == name]
+        if observed and (
+            observed[0].phase in TERMINAL_PHASES or observed[0].terminated is not None
+        ):
+            return
+    else:
+        found = await _read_session_pod(ctx, ns, name)
+        if found is None:
+            return
+        uid = found
     if not dryrun:
         first = ctx.request_eviction(uid, name)
         ctx.wake(uid)
@@ -79,6 +91,34 @@ async def pod_eviction(
         "deletes it when done — retry the eviction",
         code=429,
     )
+
+
+def unfinished_session_pod(pod: dict[str, Any]) -> str | None:
+    """The AgentSession uid of ``pod`` (a Pod as JSON) when it is a session pod that has not
+    finished (phase neither Succeeded nor Failed); else None.
+    A session pod carries ``LABEL_SESSION_UID`` and ``LABEL_COMPONENT`` = ``session``
+    (``builders.pod``)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    uid = labels.get(LABEL_SESSION_UID)
+    if not uid or labels.get(LABEL_COMPONENT) != COMPONENT_SESSION:
+        return None
+    if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return None
+    return str(uid)
+
+
+async def _read_session_pod(ctx: OperatorContext, namespace: str, name: str) -> str | None:
+    """``unfinished_session_pod`` of pod ``namespace/name`` read from the apiserver; None when
+    its namespace is not watched, it does not exist, or the read fails (logged)."""
+    watched = ctx.settings.scope.namespaces
+    if watched and namespace not in watched:
+        return None
+    try:
+        pod = await ctx.kube.get_pod(namespace, name)
+    except KubeError as exc:
+        log.warning("eviction of pod %s/%s allowed: cannot read the pod: %s", namespace, name, exc)
+        return None
+    return unfinished_session_pod(pod) if pod is not None else None
 
 
 def register(settings: OperatorSettings) -> None:

@@ -173,6 +173,16 @@ class KubeClient:
         )
         return [self._json(p) for p in self._json(obj).get("items", [])]
 
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """GET a pod, straight from the apiserver (not a cache); None when it does not exist."""
+        try:
+            obj = await self._json_call(
+                f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace
+            )
+        except NotFound:
+            return None
+        return self._json(obj)
+
     async def create_pod(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST a pod. AlreadyExists when that name exists (the epoch race guard)."""
         meta = body["metadata"]

@@ -8,16 +8,42 @@ from typing import Any
 
 import kopf
 import pytest
+from berth_operator.api.constants import COMPONENT_SESSION, LABEL_COMPONENT, LABEL_SESSION_UID
+from berth_operator.errors import KubeError
 from berth_operator.handlers import nodes, webhook
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.reconcile.passivation import Trigger
-from berth_operator.settings import OperatorSettings
+from berth_operator.settings import OperatorSettings, ScopeSettings
 
 from tests.unit.operator.fixtures import make_pod
 
 
-def ctx() -> OperatorContext:
-    return OperatorContext(settings=OperatorSettings(), kube=None, runtime=None)  # type: ignore[arg-type]
+class Pods:
+    """A stand-in for the operator's KubeClient that serves GET pod from a dict and counts reads;
+    ``fail`` makes every read raise KubeError."""
+
+    def __init__(self, pods: dict[tuple[str, str], dict[str, Any]] | None = None) -> None:
+        self.pods = pods or {}
+        self.reads: list[tuple[str, str]] = []
+        self.fail = False
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.reads.append((namespace, name))
+        if self.fail:
+            raise KubeError("get pod: 503 Service Unavailable")
+        return self.pods.get((namespace, name))
+
+
+def ctx(kube: Pods | None = None, namespaces: list[str] | None = None) -> OperatorContext:
+    settings = OperatorSettings(scope=ScopeSettings(namespaces=namespaces or []))
+    return OperatorContext(settings=settings, kube=kube or Pods(), runtime=None)  # type: ignore[arg-type]
+
+
+def session_pod_body(phase: str = "Running", component: str = COMPONENT_SESSION) -> dict[str, Any]:
+    body = make_pod(1).on("proc-a").running().obj()
+    body["metadata"]["labels"].update({LABEL_SESSION_UID: "uid-9", LABEL_COMPONENT: component})
+    body["status"]["phase"] = phase
+    return body
 
 
 async def call(
@@ -59,6 +85,54 @@ async def test_foreign_and_finished_pods_are_allowed(pod: str, terminal: bool) -
     c = ctx()
     await call(c, pod, terminal=terminal)
     assert c.evictions == {}
+
+
+async def test_a_session_pod_missing_from_the_index_is_read_and_denied() -> None:
+    """A new leader serves admission before its pod watch has listed: the pod is read from the
+    apiserver and an unfinished session pod is still denied and passivated."""
+    kube = Pods({("ns", "demo-e1"): session_pod_body()})
+    c = ctx(kube)
+    event = c.wakeup("uid-9")
+    with pytest.raises(kopf.AdmissionError) as err:
+        await webhook.pod_eviction(
+            name="demo-e1",
+            namespace="ns",
+            dryrun=False,
+            memo=SimpleNamespace(ctx=c),  # type: ignore[arg-type]
+            session_pods_by_name={},
+            session_pods={},
+        )
+    assert err.value.code == 429
+    assert c.evictions == {"uid-9": {"demo-e1"}} and event.is_set()
+    assert kube.reads == [("ns", "demo-e1")]
+
+
+@pytest.mark.parametrize(
+    ("pod", "fail", "namespaces"),
+    [
+        (None, False, None),  # no such pod
+        (session_pod_body(phase="Succeeded"), False, None),  # finished
+        (session_pod_body(component="lane-worker"), False, None),  # not a session pod
+        (session_pod_body(), True, None),  # the read fails: allowed, as failurePolicy Ignore
+        (session_pod_body(), False, ["other"]),  # a namespace this operator does not watch
+    ],
+)
+async def test_a_pod_missing_from_the_index_is_allowed_unless_it_is_an_unfinished_session_pod(
+    pod: dict[str, Any] | None, fail: bool, namespaces: list[str] | None
+) -> None:
+    kube = Pods({("ns", "demo-e1"): pod} if pod else {})
+    kube.fail = fail
+    c = ctx(kube, namespaces)
+    await webhook.pod_eviction(
+        name="demo-e1",
+        namespace="ns",
+        dryrun=False,
+        memo=SimpleNamespace(ctx=c),  # type: ignore[arg-type]
+        session_pods_by_name={},
+        session_pods={},
+    )
+    assert c.evictions == {}
+    assert kube.reads == ([] if namespaces else [("ns", "demo-e1")])
 
 
 async def test_node_index_and_wakeups() -> None:
