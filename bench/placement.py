@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -234,10 +235,16 @@ def bench_bare(dc: DevCluster, core: Any, n: int) -> tuple[dict[str, float], Cou
 
 
 def bench_sessions(
-    dc: DevCluster, core: Any, custom: Any, n: int, source: str | None = None
+    dc: DevCluster,
+    core: Any,
+    custom: Any,
+    n: int,
+    source: str | None = None,
+    keep_logs: Path | None = None,
 ) -> tuple[dict[str, float], Counter[str], float, dict[str, float]]:
     """N sessions with a fresh operator: this checkout's, or the one in ``source`` (another
-    checkout of this repository, e.g. a ``git worktree`` of an older commit)."""
+    checkout of this repository, e.g. a ``git worktree`` of an older commit). With
+    ``keep_logs`` the operator's log files are copied into that directory when it stops."""
     with (
         dc.namespace("bench-ags", shared_pvc=True) as ns_ags,
         tempfile.TemporaryDirectory() as tmp,
@@ -330,6 +337,11 @@ def bench_sessions(
             timeout=630,
         )
         op.stop_all()
+        if keep_logs is not None:
+            keep_logs.mkdir(parents=True, exist_ok=True)
+            tag = f"n{n}-{'baseline' if source else 'now'}"
+            for log_file in Path(tmp).glob("operator-*.log"):
+                shutil.copy(log_file, keep_logs / f"{tag}-{log_file.name}")
     return sessions, writes, rss, requests
 
 
@@ -348,6 +360,9 @@ def main() -> int:
         help="also run the sessions with the operator of this checkout (e.g. a git worktree of "
         "an older commit), in the same run",
     )
+    parser.add_argument(
+        "--keep-logs", type=Path, help="copy the operators' logs into this directory"
+    )
     args = parser.parse_args()
     counts = [int(x) for x in args.n.split(",")]
     dc = DevCluster.ensure()
@@ -361,7 +376,9 @@ def main() -> int:
     for n in counts:
         print(f"== N={n} on {args.kwok_nodes} kwok nodes", flush=True)
         bare, bare_writes = bench_bare(dc, core, n)
-        sessions, session_writes, rss, requests = bench_sessions(dc, core, custom, n)
+        sessions, session_writes, rss, requests = bench_sessions(
+            dc, core, custom, n, keep_logs=args.keep_logs
+        )
         print(
             f"bare pods    : all Running after {bare['total']:.2f}s; create→Running "
             f"p50 {bare['p50'] * 1000:.0f} ms, p99 {bare['p99'] * 1000:.0f} ms"
@@ -385,7 +402,7 @@ def main() -> int:
         print(f"apiserver writes per session : {per_object(session_writes, n)}", flush=True)
         if args.baseline_src:
             base, base_writes, base_rss, base_requests = bench_sessions(
-                dc, core, custom, n, args.baseline_src
+                dc, core, custom, n, args.baseline_src, args.keep_logs
             )
             print(
                 f"baseline operator ({args.baseline_src}): all Running after "

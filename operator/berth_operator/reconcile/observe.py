@@ -16,6 +16,7 @@ from berth_operator.api.constants import (
     LABEL_EPOCH,
     SESSION_CONTAINER,
 )
+from berth_operator.api.sessionwarmpool import ANNOTATION_ADOPTED_FROM
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -68,6 +69,9 @@ class ObservedPod:
     image: str = ""
     """``spec.containers[].image`` of the session container ("" when absent): the image the pod
     was created with (or adopted as, from a warm pool of the same template)."""
+    adopted: bool = False
+    """The pod was a warm pool's and was adopted (it carries ``ANNOTATION_ADOPTED_FROM``): it
+    was Ready before its run started, so no pod event tells when the run is up."""
 
 
 def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -137,6 +141,7 @@ def observe_pod(body: Mapping[str, Any]) -> ObservedPod:
         waiting_reason=str(waiting.get("reason") or ""),
         waiting_message=str(waiting.get("message") or ""),
         image=image,
+        adopted=ANNOTATION_ADOPTED_FROM in annotations,
     )
 
 

@@ -24,9 +24,10 @@ from berth_operator.settings import OperatorSettings
 NOT_RUNNING_REQUEUE = 1.0
 """Seconds between looks while a pod is starting or being removed."""
 STARTING_POLL_SECONDS = 30.0
-"""For this long after a session stopped running (placed, resumed), a started pod whose runtime
-does not answer yet is asked again every ``NOT_RUNNING_REQUEUE``: an adopted warm pod was Ready
-before its session started, so no pod event tells when the run is up."""
+"""For this long after a session stopped running (placed, resumed), a started adopted warm pod
+whose runtime does not answer yet is asked again every ``NOT_RUNNING_REQUEUE``: it was Ready
+before its session started, so no pod event tells when the run is up. A created pod's readiness
+change wakes the session through the pod watch instead."""
 TERMINAL_REQUEUE = 300.0
 """Seconds between looks at a finished session (object and pod events still wake it)."""
 LANEWORKER_REQUEUE = 10.0

@@ -414,9 +414,16 @@ def _handle_alive(d: Decision, pod: ObservedPod) -> None:
         finish(st, conds, "Pending" if (st.epoch or 0) <= 1 else "Resuming")
         # Pod changes (scheduled, started, ready) wake the session through the pod watch; the
         # runtime's /v1/state is polled at the refresh interval like for running sessions, and
-        # every second for a while once the container runs (an adopted pod sends no event).
+        # every second for a while once an adopted pod runs: it was Ready before its run
+        # started, so no pod event says when the run is up. (Not for every starting pod: a
+        # burst of pods whose runtimes do not answer would hold every reconcile slot with
+        # state requests waiting for their timeout.)
         plan.requeue_after = settings.session_api.status_refresh_seconds
-        if pod.phase == "Running" and _not_running_for(conds, now) < STARTING_POLL_SECONDS:
+        if (
+            pod.adopted
+            and pod.phase == "Running"
+            and _not_running_for(conds, now) < STARTING_POLL_SECONDS
+        ):
             plan.requeue_after = min(plan.requeue_after, NOT_RUNNING_REQUEUE)
 
 

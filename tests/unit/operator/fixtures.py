@@ -114,6 +114,10 @@ class PodBuilder:
         )
         return self
 
+    def adopted(self, pool: str = "pool") -> PodBuilder:
+        self.body["metadata"]["annotations"]["berth.dev/adopted-from-pool"] = pool
+        return self
+
     def resuming(self, run_id: str) -> PodBuilder:
         self.body["metadata"]["annotations"]["berth.dev/resume-run-id"] = run_id
         return self
