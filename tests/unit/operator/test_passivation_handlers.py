@@ -87,6 +87,18 @@ async def test_foreign_and_finished_pods_are_allowed(pod: str, terminal: bool) -
     assert c.evictions == {}
 
 
+async def evict_unindexed(c: OperatorContext) -> None:
+    """An eviction of pod ns/demo-e1 with both pod indices still empty (a new leader)."""
+    await webhook.pod_eviction(
+        name="demo-e1",
+        namespace="ns",
+        dryrun=False,
+        memo=SimpleNamespace(ctx=c),  # type: ignore[arg-type]
+        session_pods_by_name={},
+        session_pods={},
+    )
+
+
 async def test_a_session_pod_missing_from_the_index_is_read_and_denied() -> None:
     """A new leader serves admission before its pod watch has listed: the pod is read from the
     apiserver and an unfinished session pod is still denied and passivated."""
@@ -94,14 +106,7 @@ async def test_a_session_pod_missing_from_the_index_is_read_and_denied() -> None
     c = ctx(kube)
     event = c.wakeup("uid-9")
     with pytest.raises(kopf.AdmissionError) as err:
-        await webhook.pod_eviction(
-            name="demo-e1",
-            namespace="ns",
-            dryrun=False,
-            memo=SimpleNamespace(ctx=c),  # type: ignore[arg-type]
-            session_pods_by_name={},
-            session_pods={},
-        )
+        await evict_unindexed(c)
     assert err.value.code == 429
     assert c.evictions == {"uid-9": {"demo-e1"}} and event.is_set()
     assert kube.reads == [("ns", "demo-e1")]
@@ -123,14 +128,7 @@ async def test_a_pod_missing_from_the_index_is_allowed_unless_it_is_an_unfinishe
     kube = Pods({("ns", "demo-e1"): pod} if pod else {})
     kube.fail = fail
     c = ctx(kube, namespaces)
-    await webhook.pod_eviction(
-        name="demo-e1",
-        namespace="ns",
-        dryrun=False,
-        memo=SimpleNamespace(ctx=c),  # type: ignore[arg-type]
-        session_pods_by_name={},
-        session_pods={},
-    )
+    await evict_unindexed(c)
     assert c.evictions == {}
     assert kube.reads == ([] if namespaces else [("ns", "demo-e1")])
 
