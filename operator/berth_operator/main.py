@@ -32,6 +32,7 @@ from berth_operator.errors import KubeError, SettingsError
 from berth_operator.handlers import budgetpolicy as _budgetpolicy  # registers; prime, tokens
 from berth_operator.handlers import gateway as _gateway  # registers handlers; waker, Events
 from berth_operator.handlers import laneworker as _laneworker  # noqa: F401  (registers handlers)
+from berth_operator.handlers import login as _login  # noqa: F401  (kopf's bounded session)
 from berth_operator.handlers import nodes as _nodes  # noqa: F401  (registers handlers)
 from berth_operator.handlers import sessionwarmpool as _warm  # noqa: F401  (registers handlers)
 from berth_operator.handlers import webhook

@@ -1,0 +1,81 @@
+"""kopf's own connection to the apiserver, with a bounded connection pool.
+
+kopf talks to the apiserver over its own aiohttp session (its watch streams, the finalizer it
+adds to each new object, its progress annotations). Its built-in session has no bound on
+connections (``TCPConnector(limit=0)``): each request made while the others are in flight opens
+one more TLS connection, so a burst of new AgentSessions (kopf patches each one's finalizer at
+once) leaves as many connections in the pool as requests overlapped, each holding asyncio's
+256 KiB TLS read buffer and OpenSSL's state until it idles out (measured with
+``bench/placement.py --memory``: 82 of them, 10 MiB of buffers, after 100 sessions).
+
+``login`` (a kopf login handler) takes the credentials kopf's own default login finds
+(``kopf.login_via_client``: the in-cluster service account, else the kubeconfig) and returns
+them as a ``kopf.AiohttpSession`` whose connector is bounded by :func:`connection_limit`: room
+for every watch stream kopf keeps open (each holds a connection for its lifetime) plus
+``server.kube_connection_pool`` connections for requests, which wait their turn beyond that.
+kopf closes the session when it logs in again (e.g. after a 401), and calls ``login`` for a new one.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import aiohttp
+import kopf
+
+from berth_operator.settings import OperatorSettings
+
+WATCHED_NAMESPACED_KINDS = 5
+"""Namespaced kinds kopf watches: AgentSessions, LaneWorkers, SessionWarmPools, BudgetPolicies,
+pods (one stream per kind and watched namespace)."""
+CLUSTER_STREAMS = 4
+"""Cluster-wide streams: nodes, and room for kopf's own (namespace and CRD observers)."""
+
+
+def connection_limit(settings: OperatorSettings) -> int:
+    """Connections kopf's session may open: its watch streams (one per namespaced kind and
+    watched namespace — one per kind when cluster-wide — plus ``CLUSTER_STREAMS``) plus
+    ``server.kube_connection_pool`` for requests. The streams' share is never below what they
+    hold, so a request always gets a connection eventually."""
+    namespaces = max(1, len(settings.scope.namespaces))
+    streams = WATCHED_NAMESPACED_KINDS * namespaces + CLUSTER_STREAMS
+    return streams + settings.server.kube_connection_pool
+
+
+def bounded_session(info: kopf.ConnectionInfo, limit: int) -> kopf.AiohttpSession:
+    """A kopf session for ``info`` (server, TLS, credentials as kopf's built-in session uses
+    them) over at most ``limit`` connections."""
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=limit, ssl=info.as_ssl_context()),
+        headers=info.as_http_headers(),
+        proxy=info.proxy_url,
+        trust_env=info.trust_env,
+    )
+    return kopf.AiohttpSession(
+        aiohttp_session=session,
+        server=info.server,
+        default_namespace=info.default_namespace,
+        priority=info.priority,
+        expiration=info.expiration,
+    )
+
+
+@kopf.on.login()
+async def login(
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+    settings: kopf.OperatorSettings,
+    memo: kopf.Memo,
+    **_: Any,
+) -> kopf.AiohttpSession:
+    """kopf's default credentials over a bounded session (module docstring).
+
+    Raises ``kopf.LoginError`` when neither the service account nor a kubeconfig is found."""
+    info = kopf.login_via_client(logger=logger, settings=settings)
+    if info is None:
+        raise kopf.LoginError(
+            "no Kubernetes credentials: neither a service account nor a kubeconfig"
+        )
+    ctx = getattr(memo, "ctx", None)
+    ours = ctx.settings if ctx is not None else OperatorSettings()
+    return bounded_session(info, connection_limit(ours))
