@@ -25,9 +25,16 @@ from berth_operator.api.constants import MAX_STATE_BODY_BYTES, SESSION_PORT
 from berth_operator.api.options import RuntimeState
 from berth_operator.errors import RuntimeUnauthorized, RuntimeUnreachable
 
+KEEPALIVE_SECONDS = 2.0
+"""How long an idle connection to a session pod is kept for the next request. Shorter than the
+state refresh interval (10 s by default), so the operator does not hold one open connection per
+session between refreshes (a thousand sessions were a thousand sockets, against a container's
+file limit); requests a second apart (a starting pod, a passivation) still reuse it."""
+
 
 class RuntimeClient:
-    """One aiohttp session shared by all requests of the operator."""
+    """One aiohttp session shared by all requests of the operator; idle connections to a pod
+    close after ``KEEPALIVE_SECONDS``."""
 
     def __init__(self, timeout_seconds: float, session_port: int = SESSION_PORT) -> None:
         """``session_port``: the port of the session pod API (8080 in every pod; a test that
@@ -38,7 +45,10 @@ class RuntimeClient:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            self._session = aiohttp.ClientSession(
+                timeout=self._timeout,
+                connector=aiohttp.TCPConnector(keepalive_timeout=KEEPALIVE_SECONDS),
+            )
         return self._session
 
     @staticmethod

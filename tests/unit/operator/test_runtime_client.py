@@ -4,6 +4,7 @@ session's token, tells a refused token apart, and never buffers more than 1 MiB 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from berth_operator import runtime_client
 from berth_operator.errors import RuntimeUnauthorized, RuntimeUnreachable
 from berth_operator.runtime_client import RuntimeClient
 
@@ -25,9 +27,13 @@ class Pod:
         self.body: bytes = json.dumps(STATE).encode()
         self.chunked = False
         self.seen: list[dict[str, str]] = []
+        self.peers: list[Any] = []
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.seen.append(dict(request.headers))
+        self.peers.append(
+            request.transport.get_extra_info("peername") if request.transport else None
+        )
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
             return web.json_response({"error": "forbidden"}, status=403)
         if request.method == "POST":
@@ -104,3 +110,24 @@ async def test_passivate_sends_the_token(pod: tuple[Pod, str, int]) -> None:
             await client.passivate(ip, "manual", 1000, None)
     finally:
         await client.close()
+
+
+async def test_an_idle_connection_to_a_pod_is_not_kept_past_the_keepalive(
+    pod: tuple[Pod, str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests in quick succession share a connection; one after the keep-alive opens a new
+    one (the operator does not hold a socket per session between state refreshes)."""
+    monkeypatch.setattr(runtime_client, "KEEPALIVE_SECONDS", 0.3)
+    fake, ip, port = pod
+    client = RuntimeClient(5.0)
+    client.base_url = staticmethod(lambda pod_ip, _port=port: f"http://{pod_ip}:{_port}")  # type: ignore[method-assign]
+    try:
+        await client.state(ip, TOKEN)
+        await client.state(ip, TOKEN)
+        await asyncio.sleep(1.0)
+        await client.state(ip, TOKEN)
+    finally:
+        await client.close()
+    first, second, later = fake.peers
+    assert first == second
+    assert later != first
