@@ -16,14 +16,21 @@ the scheduler's and kwok's included. Figures only; nothing is asserted.
 
     .venv/bin/python bench/placement.py --n 100,300,1000 --kwok-nodes 100 [--json F]
     .venv/bin/python bench/placement.py --warm     # adoption from a SessionWarmPool, N=20
+    .venv/bin/python bench/placement.py --n 300 --kwok-nodes 100 --memory /tmp/opmem
+                                                   # where the operator's memory goes (traced)
+
+``--keep-logs DIR`` keeps the operators' logs; ``--baseline-src DIR`` also runs another
+checkout's operator in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -151,6 +158,34 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
+class SocketPeak(threading.Thread):
+    """Samples how many sockets process ``pid`` has open (its fds that are sockets: apiserver
+    connections, watch streams, Redis, listeners) every 0.2 s; ``peak`` is the most seen."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.peak = 0
+        self.stop = threading.Event()
+
+    def count(self) -> int:
+        fds = Path(f"/proc/{self.pid}/fd")
+        n = 0
+        for fd in fds.iterdir():
+            try:
+                n += os.readlink(fd).startswith("socket:")
+            except OSError:
+                continue
+        return n
+
+    def run(self) -> None:
+        while not self.stop.wait(0.2):
+            try:
+                self.peak = max(self.peak, self.count())
+            except OSError:
+                return
+
+
 def ensure_kwok_nodes(dc: DevCluster, count: int) -> None:
     """Make ``kwok-node-0`` … ``kwok-node-<count-1>`` exist (as hack/cluster-up.sh makes them)."""
     docs = [
@@ -234,6 +269,24 @@ def bench_bare(dc: DevCluster, core: Any, n: int) -> tuple[dict[str, float], Cou
     return bare, writes
 
 
+def memory_report(proc: Any, out: Path, tag: str) -> str:
+    """Ask the traced operator (``bench/traced_operator.py``) for its report (SIGUSR1), keep it
+    as ``out/<tag>-memory.txt`` and return it (a note instead when none came within 120 s)."""
+    before = set(out.glob("snapshot-*.txt"))
+    proc.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        new = set(out.glob("snapshot-*.txt")) - before
+        if new:
+            time.sleep(1.0)  # written in one call, but let it finish
+            path = new.pop()
+            kept = out / f"{tag}-memory.txt"
+            shutil.move(path, kept)
+            return f"operator memory (tracemalloc, {kept}):\n{kept.read_text()}"
+        time.sleep(0.5)
+    return "operator memory: no tracemalloc report within 120 s"
+
+
 def bench_sessions(
     dc: DevCluster,
     core: Any,
@@ -241,10 +294,14 @@ def bench_sessions(
     n: int,
     source: str | None = None,
     keep_logs: Path | None = None,
+    memory: Path | None = None,
 ) -> tuple[dict[str, float], Counter[str], float, dict[str, float]]:
     """N sessions with a fresh operator: this checkout's, or the one in ``source`` (another
     checkout of this repository, e.g. a ``git worktree`` of an older commit). With
-    ``keep_logs`` the operator's log files are copied into that directory when it stops."""
+    ``keep_logs`` the operator's log files are copied into that directory when it stops. With
+    ``memory`` (this checkout only) the operator runs under tracemalloc
+    (``bench/traced_operator.py``) and its report once every pod is Running is written into that
+    directory and printed."""
     with (
         dc.namespace("bench-ags", shared_pvc=True) as ns_ags,
         tempfile.TemporaryDirectory() as tmp,
@@ -267,6 +324,8 @@ def bench_sessions(
             dc.kubectl("apply", "-k", str(src / "config" / "rbac"))
             op.extra["PYTHONPATH"] = f"{src / 'operator'}:{src}"
             op.command = [sys.executable, "-m", "berth_operator.main"]
+        elif memory is not None:
+            op.command = [sys.executable, str(ROOT / "bench" / "traced_operator.py"), str(memory)]
         proc = op.start()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -279,6 +338,8 @@ def bench_sessions(
         time.sleep(1.0)  # kopf watches established
         watcher = RunningWatch(core, ns_ags)
         watcher.start()
+        sockets = SocketPeak(proc.pid)
+        sockets.start()
 
         def create_session(name: str) -> None:
             body = {
@@ -322,8 +383,16 @@ def bench_sessions(
         time.sleep(2.0)
         writes = apiserver_writes(dc) - before
         watcher.stop.set()
+        sockets.stop.set()
         rss = peak_rss_mib(proc.pid)
+        print(
+            f"operator ({'baseline' if source else 'this checkout'}): peak open sockets "
+            f"{sockets.peak}",
+            flush=True,
+        )
         requests = operator_requests(op.metrics())
+        if memory is not None and source is None:
+            print(memory_report(proc, memory, f"n{n}"), flush=True)
         # Delete the sessions while the operator runs (they carry its finalizer).
         dc.kubectl(
             "-n",
@@ -363,6 +432,12 @@ def main() -> int:
     parser.add_argument(
         "--keep-logs", type=Path, help="copy the operators' logs into this directory"
     )
+    parser.add_argument(
+        "--memory",
+        type=Path,
+        help="run this checkout's operator under tracemalloc and write where its memory goes "
+        "(once every pod is Running) into this directory; slows the operator: no timing then",
+    )
     args = parser.parse_args()
     counts = [int(x) for x in args.n.split(",")]
     dc = DevCluster.ensure()
@@ -377,7 +452,7 @@ def main() -> int:
         print(f"== N={n} on {args.kwok_nodes} kwok nodes", flush=True)
         bare, bare_writes = bench_bare(dc, core, n)
         sessions, session_writes, rss, requests = bench_sessions(
-            dc, core, custom, n, keep_logs=args.keep_logs
+            dc, core, custom, n, keep_logs=args.keep_logs, memory=args.memory
         )
         print(
             f"bare pods    : all Running after {bare['total']:.2f}s; create→Running "
