@@ -28,8 +28,8 @@ from berth_operator.errors import RuntimeUnauthorized, RuntimeUnreachable
 KEEPALIVE_SECONDS = 2.0
 """How long an idle connection to a session pod is kept for the next request. Shorter than the
 state refresh interval (10 s by default), so the operator does not hold one open connection per
-session between refreshes (a thousand sessions were a thousand sockets, against a container's
-file limit); requests a second apart (a starting pod, a passivation) still reuse it."""
+session between refreshes (a thousand sessions were a thousand idle sockets); requests a second
+apart (a starting pod, a passivation) still reuse it."""
 
 
 class RuntimeClient:
