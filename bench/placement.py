@@ -16,7 +16,7 @@ the scheduler's and kwok's included. Figures only; nothing is asserted.
 
     .venv/bin/python bench/placement.py --n 100,300,1000 --kwok-nodes 100 [--json F]
     .venv/bin/python bench/placement.py --warm     # adoption from a SessionWarmPool, N=20
-    .venv/bin/python bench/placement.py --n 300 --kwok-nodes 100 --memory /tmp/opmem
+    .venv/bin/python bench/placement.py --n 100 --kwok-nodes 100 --memory /tmp/opmem
                                                    # where the operator's memory goes (traced)
 
 ``--keep-logs DIR`` keeps the operators' logs; ``--baseline-src DIR`` also runs another

@@ -6,8 +6,9 @@ Runs ``berth_operator.main.main()`` with tracemalloc tracing (4 frames). On SIGU
 ``OUT_DIR/snapshot-<k>.txt``: the traced total and the 25 largest allocation sites grouped by
 file and line, plus the traced memory grouped by the innermost frame inside a package (kopf,
 kubernetes, berth_operator/<subpackage>, ...): a block made by the standard library (``json``,
-``copy``) is counted to the package that called it. Tracing slows the
-operator (figures of a traced run are for memory only, not time).
+``copy``) is counted to the package that called it. Tracing slows the operator several times
+over (importing the Kubernetes client's API classes alone takes minutes): figures of a traced run
+are for memory only, not time.
 """
 
 from __future__ import annotations
