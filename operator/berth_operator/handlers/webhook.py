@@ -97,7 +97,7 @@ def unfinished_session_pod(pod: dict[str, Any]) -> str | None:
     """The AgentSession uid of ``pod`` (a Pod as JSON) when it is a session pod that has not
     finished (phase neither Succeeded nor Failed); else None.
     A session pod carries ``LABEL_SESSION_UID`` and ``LABEL_COMPONENT`` = ``session``
-    (``builders.pod``)."""
+    (``builders.names.session_labels``; a warm pod not adopted yet has no session uid)."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
     uid = labels.get(LABEL_SESSION_UID)
     if not uid or labels.get(LABEL_COMPONENT) != COMPONENT_SESSION:
