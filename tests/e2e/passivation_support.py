@@ -189,8 +189,11 @@ def steps(nodes: PrivateNodes, namespace: str, name: str) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
-def evict(dc: DevCluster, namespace: str, pod: str) -> subprocess.CompletedProcess[str]:
-    """POST an Eviction (policy/v1) for ``pod`` through the Eviction API, as kubectl drain does.
+def evict(
+    dc: DevCluster, namespace: str, pod: str, *, dry_run: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """POST an Eviction (policy/v1) for ``pod`` through the Eviction API, as kubectl drain does;
+    with ``dry_run`` as ``?dryRun=All`` (admission is asked, nothing is evicted or recorded).
 
     ``-v=6`` makes kubectl log the HTTP status line (e.g. ``429 Too Many Requests``) to stderr."""
     body = {
@@ -202,7 +205,7 @@ def evict(dc: DevCluster, namespace: str, pod: str) -> subprocess.CompletedProce
         "create",
         "-v=6",
         "--raw",
-        f"/api/v1/namespaces/{namespace}/pods/{pod}/eviction",
+        f"/api/v1/namespaces/{namespace}/pods/{pod}/eviction" + ("?dryRun=All" if dry_run else ""),
         "-f",
         "-",
         input=json.dumps(body),

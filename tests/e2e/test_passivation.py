@@ -21,6 +21,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -309,14 +310,33 @@ def test_two_replicas_only_the_leader_serves_evictions(
             cap=60,
         )
         second = status(dc, ns, "ha")["podName"]
-        res = wait(
-            "the new leader to answer an eviction",
-            lambda: (
-                (r := evict(dc, ns, second)).returncode != 0 and "is passivating" in r.stderr and r
-            ),
+        # The apiserver applies a changed webhook configuration asynchronously: for a moment it
+        # may still call the old leader's closed port, and failurePolicy Ignore then admits. A
+        # dry-run eviction (no side effects) shows when the new leader is the one asked.
+        wait(
+            "the apiserver to ask the new leader (a dry-run eviction denied)",
+            lambda: "is passivating" in evict(dc, ns, second, dry_run=True).stderr,
             cap=60,
             every=1,
         )
+        answers: list[str] = []  # what each attempt got, for the failure report
+
+        def denied_by_the_new_leader() -> subprocess.CompletedProcess[str] | None:
+            r = evict(dc, ns, second)
+            answers.append(f"rc={r.returncode} {r.stderr.strip()[-300:]}")
+            return r if r.returncode != 0 and "is passivating" in r.stderr else None
+
+        try:
+            res = wait(
+                f"the new leader to answer an eviction of {second}",
+                denied_by_the_new_leader,
+                cap=60,
+                every=1,
+            )
+        except AssertionError as exc:
+            raise AssertionError(
+                f"{exc}; first answers {answers[:3]}; last {answers[-2:]}"
+            ) from None
         assert "429 Too Many Requests" in res.stderr
         final = wait("ha Succeeded", lambda: finished(dc, ns, "ha"), cap=300)
         done = passivated_runs(final)
