@@ -255,7 +255,20 @@ def _hook_url(dc: DevCluster, ns: str) -> str:
             "get", "validatingwebhookconfiguration", f"berth-eviction-{ns}", "-o", "json"
         ).stdout
     )
-    return str(vwc["webhooks"][0]["clientConfig"].get("url", ""))
+    # kopf creates the configuration empty, then patches its webhooks in.
+    hooks = vwc.get("webhooks") or [{}]
+    return str((hooks[0].get("clientConfig") or {}).get("url", ""))
+
+
+def _session_state(dc: DevCluster, ns: str, name: str) -> str:
+    """The session's phase, pod and conditions and its pods' phases, for a failure report."""
+    st = status(dc, ns, name)
+    conds = [(c.get("type"), c.get("status"), c.get("reason")) for c in st.get("conditions") or []]
+    found = [
+        (p["metadata"]["name"], (p.get("status") or {}).get("phase"), p["spec"].get("nodeName"))
+        for p in pods(dc, ns, name)
+    ]
+    return f"session {st.get('phase')} pod {st.get('podName')} {conds}; pods {found}"
 
 
 def _listening(port: int) -> bool:
@@ -313,12 +326,15 @@ def test_two_replicas_only_the_leader_serves_evictions(
         # The apiserver applies a changed webhook configuration asynchronously: for a moment it
         # may still call the old leader's closed port, and failurePolicy Ignore then admits. A
         # dry-run eviction (no side effects) shows when the new leader is the one asked.
-        wait(
-            "the apiserver to ask the new leader (a dry-run eviction denied)",
-            lambda: "is passivating" in evict(dc, ns, second, dry_run=True).stderr,
-            cap=60,
-            every=1,
-        )
+        try:
+            wait(
+                "the apiserver to ask the new leader (a dry-run eviction denied)",
+                lambda: "is passivating" in evict(dc, ns, second, dry_run=True).stderr,
+                cap=60,
+                every=1,
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; {_session_state(dc, ns, 'ha')}") from None
         answers: list[str] = []  # what each attempt got, for the failure report
 
         def denied_by_the_new_leader() -> subprocess.CompletedProcess[str] | None:

@@ -146,13 +146,17 @@ class OperatorProcess:
             self.stop(proc)
 
     def logs(self) -> str:
-        """The last 4000 characters of each replica's log, without the webhook server's access
-        lines (one per admission request: they pushed everything else out of a failure report)."""
+        """The last 4000 characters of each replica's log, then its last 8 webhook access lines
+        (one per admission request: kept apart so they do not push everything else out of a
+        failure report, yet show whether the apiserver called that replica)."""
         parts = []
         for p in sorted(self.log_dir.glob("operator-*.log")):
             lines = p.read_text(errors="replace").splitlines()
+            access = [line for line in lines if " aiohttp.access: " in line]
             kept = "\n".join(line for line in lines if " aiohttp.access: " not in line)
             parts.append(f"== {p.name}\n{kept[-4000:]}")
+            parts.append(f"== {p.name}: {len(access)} webhook requests, the last ones:")
+            parts.extend(line[:300] for line in access[-8:])
         return "\n".join(parts)
 
     def metrics(self) -> str:
