@@ -54,6 +54,10 @@ from tests.integration.operator.harness import SECRET, free_port, operator, scri
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 ROUNDS = 24
+HA_ROUNDS = 48
+"""The failover test's run lasts ≈45 s: it must still be running after the first move, the
+leader's death, the Lease changing hands and the webhook following (≈15-25 s), or the second
+eviction finds a finished pod and is rightly allowed."""
 
 
 @pytest.fixture(scope="module")
@@ -287,7 +291,7 @@ def test_two_replicas_only_the_leader_serves_evictions(
     dc, nodes = dev_cluster, clean_nodes
     with (
         dc.namespace("pz-ha", shared_pvc=True) as ns,
-        scripted_model(step_script(ROUNDS)) as srv,
+        scripted_model(step_script(HA_ROUNDS, delay_ms=600)) as srv,
         operator(dc, ns, **operator_env(**webhook_env(dc, ns, tmp_path / "certs"))) as op,
     ):
         leader_port = int(op.extra["BERTH_WEBHOOK_PORT"])
@@ -357,7 +361,7 @@ def test_two_replicas_only_the_leader_serves_evictions(
         final = wait("ha Succeeded", lambda: finished(dc, ns, "ha"), cap=300)
         done = passivated_runs(final)
         assert len(done) == 2 and all("eviction" in (d.get("reason") or "") for d in done)
-        assert steps(nodes, ns, "ha") == [f"step-{i}" for i in range(1, ROUNDS + 1)]
+        assert steps(nodes, ns, "ha") == [f"step-{i}" for i in range(1, HA_ROUNDS + 1)]
 
 
 def test_without_the_webhook_the_pdb_keeps_drain_waiting(
