@@ -1,7 +1,9 @@
 """The only package that calls the Kubernetes API (import-linter contract).
 
-- ``client``        ``KubeClient``: typed async wrappers over the ``kubernetes`` client used by the
-                    operator (sessions, pods, nodes, ConfigMaps, Jobs, LaneWorkers).
+- ``rest``          requests by path over the ``kubernetes`` client's ``ApiClient`` (auth, TLS,
+                    pool); the generated API classes are never built.
+- ``client``        ``KubeClient``: typed async calls of the operator (sessions, pods, nodes,
+                    claims, Jobs, Leases, LaneWorkers).
 - ``lease``         ``LeaderElector``: a coordination.k8s.io Lease so one of two replicas is active.
 - ``plugin_client`` reads of the kubectl-berth plugin.
 

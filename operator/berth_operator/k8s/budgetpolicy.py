@@ -2,73 +2,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client
-
 from berth_operator.api.constants import BUDGETPOLICY_PLURAL, GROUP, VERSION
-from berth_operator.k8s import calls
-
-MERGE_PATCH = "application/merge-patch+json"
+from berth_operator.k8s import rest
 
 
 @dataclass(frozen=True)
 class BudgetPolicyApi:
-    """Calls of the BudgetPolicy handlers, each ``async`` (the client runs in a thread)."""
+    """Calls of the BudgetPolicy handlers, each ``async`` (requests run in a worker thread).
+    ``api`` is the operator's ``ApiClient``."""
 
-    api: client.ApiClient
+    api: Any
+
+    @property
+    def rest(self) -> rest.AsyncRest:
+        """Requests over ``api`` (a light wrapper, built per call)."""
+        return rest.AsyncRest(self.api)
 
     async def list_in(self, namespaces: Sequence[str]) -> list[dict[str, Any]]:
         """LIST the BudgetPolicies of the watched ``namespaces`` (empty = every namespace): the
         raw items. Raises KubeError."""
-        objects = client.CustomObjectsApi(self.api)
-
-        async def items(what: str, fn: Callable[..., Any], *args: str) -> list[dict[str, Any]]:
-            def run() -> dict[str, Any]:
-                answer = fn(*args, _preload_content=False)
-                return calls.decode_object(what, answer.data)
-
-            return list((await calls.call(what, run)).get("items") or [])
-
-        if not namespaces:
-            return await items(
-                "list budgetpolicies",
-                objects.list_cluster_custom_object,
-                GROUP,
-                VERSION,
-                BUDGETPOLICY_PLURAL,
-            )
+        scopes: list[str | None] = list(namespaces) or [None]
         out: list[dict[str, Any]] = []
-        for namespace in namespaces:
-            out.extend(
-                await items(
-                    f"list budgetpolicies {namespace}",
-                    objects.list_namespaced_custom_object,
-                    GROUP,
-                    VERSION,
-                    namespace,
-                    BUDGETPOLICY_PLURAL,
-                )
-            )
+        for namespace in scopes:
+            what = "list budgetpolicies" + (f" {namespace}" if namespace else "")
+            path = rest.group(GROUP, VERSION, namespace, BUDGETPOLICY_PLURAL)
+            out.extend((await self.rest.get(what, path)).get("items") or [])
         return out
 
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge ``status`` into the BudgetPolicy's status subresource. Raises NotFound,
         KubeError."""
-        objects = client.CustomObjectsApi(self.api)
-        await calls.call(
+        await self.rest.patch(
             f"patch budgetpolicy {namespace}/{name} status",
-            lambda: objects.patch_namespaced_custom_object_status(
-                GROUP,
-                VERSION,
-                namespace,
-                BUDGETPOLICY_PLURAL,
-                name,
-                {"status": status},
-                field_manager="berth-operator",
-                _content_type=MERGE_PATCH,
-                _preload_content=False,
-            ),
+            rest.group(GROUP, VERSION, namespace, BUDGETPOLICY_PLURAL, name, "status"),
+            {"status": status},
+            fieldManager="berth-operator",
         )

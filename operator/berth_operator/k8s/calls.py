@@ -7,7 +7,8 @@ the rest of the operator never sees ``ApiException`` and every error reads the s
 - 404 → ``NotFound``; 409 with reason ``AlreadyExists`` → ``AlreadyExists``; other 409 →
   ``Conflict``; any other status → ``KubeError`` (``status`` and ``reason`` set from the
   apiserver's ``Status`` body, as in the Kubernetes API conventions);
-- urllib3 connection failures (``OSError``) → ``KubeError`` "cannot reach the Kubernetes API".
+- connection failures (urllib3's ``HTTPError`` family, e.g. ``MaxRetryError`` after a refused
+  connection, and ``OSError``) → ``KubeError`` "cannot reach the Kubernetes API".
 
 ``secret=True`` drops the exception chain: an apiserver answer about a Secret may echo its data.
 """
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
+from urllib3.exceptions import HTTPError
 
 from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound
 from berth_operator.metrics import API_REQUEST_SECONDS, API_REQUESTS
@@ -61,7 +63,7 @@ def call_sync(
         if secret:
             raise translate(exc, what) from None
         raise translate(exc, what) from exc
-    except OSError as exc:  # urllib3 connection errors
+    except (HTTPError, OSError) as exc:  # urllib3: refused, reset, timed out, TLS
         error = KubeError(f"{what}: cannot reach the Kubernetes API: {exc}")
         if secret:
             raise error from None
@@ -125,7 +127,7 @@ async def with_backoff(fn: Callable[[], Awaitable[T]], attempt_for_seconds: floa
 
 
 def decode_object(what: str, data: bytes | str | None) -> dict[str, Any]:
-    """The JSON object of a raw answer (``_preload_content=False``). Raises ``KubeError`` when
+    """The JSON object of a raw answer (``rest.Rest.request``). Raises ``KubeError`` when
     the answer is not a JSON object."""
     try:
         out = json.loads(data or b"{}")

@@ -1,9 +1,9 @@
-"""Async access to the Kubernetes API for the operator (the synchronous ``kubernetes`` client in
-worker threads; one shared connection pool).
+"""Async access to the Kubernetes API for the operator: requests by path (``k8s.rest``) over the
+``kubernetes`` client's ``ApiClient`` in worker threads; one shared connection pool.
 
 Every method translates ``ApiException`` into ``berth_operator.errors``: 404 → NotFound,
 409 AlreadyExists → AlreadyExists, other 409 → Conflict, anything else → KubeError. Bodies in and
-out are plain JSON dicts (``sanitize_for_serialization``), never client model objects.
+out are plain JSON dicts, never client model objects.
 Called by ``berth_operator.handlers`` and ``berth_operator.main``.
 """
 
@@ -17,7 +17,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from berth_operator.api.constants import GROUP, LANEWORKER_PLURAL, SESSION_PLURAL, VERSION
 from berth_operator.errors import AlreadyExists, Conflict, NotFound
-from berth_operator.k8s import calls
+from berth_operator.k8s import rest
 
 T = TypeVar("T")
 
@@ -42,71 +42,26 @@ class KubeClient:
 
     def __init__(self, api_client: Any) -> None:
         self._api = api_client
-        self.core = client.CoreV1Api(api_client)
-        self.custom = client.CustomObjectsApi(api_client)
-        self.batch = client.BatchV1Api(api_client)
-        self.coordination = client.CoordinationV1Api(api_client)
+        self.rest = rest.AsyncRest(api_client)
 
     @property
     def api_client(self) -> Any:
         """The shared ``ApiClient`` (one connection pool for every k8s/ client)."""
         return self._api
 
-    def _json(self, obj: Any) -> dict[str, Any]:
-        if isinstance(obj, dict):
-            return obj
-        out: dict[str, Any] = self._api.sanitize_for_serialization(obj)
-        return out
-
-    async def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await calls.call(what, fn, *args, **kwargs)
-
-    async def _json_call(
-        self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
-    ) -> dict[str, Any]:
-        """Like ``_call`` but returns the raw JSON answer as a dict: ``_preload_content=False``
-        skips the client's model (de)serialization, which dominates the operator's CPU at
-        hundreds of sessions."""
-
-        def run() -> dict[str, Any]:
-            response = fn(*args, _preload_content=False, **kwargs)
-            return calls.decode_object(what, response.data)
-
-        return await self._call(what, run)
+    async def _get(self, what: str, path: str, **query: Any) -> dict[str, Any]:
+        return await self.rest.get(what, path, **query)
 
     # --- AgentSession ------------------------------------------------------------------------
     async def get_session(self, namespace: str, name: str) -> dict[str, Any]:
         """GET the AgentSession (fresh from the apiserver, not a cache)."""
-        return await self._json_call(
-            f"get agentsession {namespace}/{name}",
-            self.custom.get_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            namespace,
-            SESSION_PLURAL,
-            name,
-        )
+        return await self._get(f"get agentsession {namespace}/{name}", _sessions(namespace, name))
 
     async def list_sessions(self, namespace: str | None = None) -> list[dict[str, Any]]:
         """LIST AgentSessions of ``namespace`` (None = every namespace), straight from the
         apiserver: the raw items (metadata, spec, status)."""
-        if namespace is None:
-            obj = await self._json_call(
-                "list agentsessions",
-                self.custom.list_cluster_custom_object,
-                GROUP,
-                VERSION,
-                SESSION_PLURAL,
-            )
-        else:
-            obj = await self._json_call(
-                f"list agentsessions {namespace}",
-                self.custom.list_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                namespace,
-                SESSION_PLURAL,
-            )
+        what = "list agentsessions" + (f" {namespace}" if namespace is not None else "")
+        obj = await self._get(what, _sessions(namespace))
         return list(obj.get("items") or [])
 
     async def list_sessions_in(self, namespaces: Sequence[str]) -> list[dict[str, Any]]:
@@ -122,77 +77,47 @@ class KubeClient:
         self, namespace: str, name: str, key: str, value: str
     ) -> dict[str, Any]:
         """Set one annotation of an AgentSession (a merge patch of ``metadata.annotations``)."""
-        return await self._json_call(
-            f"annotate agentsession {namespace}/{name}",
-            self.custom.patch_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            namespace,
-            SESSION_PLURAL,
-            name,
-            {"metadata": {"annotations": {key: value}}},
-        )
+        what = f"annotate agentsession {namespace}/{name}"
+        patch = {"metadata": {"annotations": {key: value}}}
+        return await self.rest.patch(what, _sessions(namespace, name), patch)
 
     async def replace_session_status(self, body: dict[str, Any]) -> dict[str, Any]:
         """PUT the status subresource. ``body`` carries metadata.resourceVersion: a stale
         writer gets Conflict instead of overwriting a newer status."""
         meta = body["metadata"]
-        obj = await self._json_call(
-            f"update status of agentsession {meta['namespace']}/{meta['name']}",
-            self.custom.replace_namespaced_custom_object_status,
-            GROUP,
-            VERSION,
-            meta["namespace"],
-            SESSION_PLURAL,
-            meta["name"],
-            body,
-        )
-        return self._json(obj)
+        what = f"update status of agentsession {meta['namespace']}/{meta['name']}"
+        path = _sessions(meta["namespace"], meta["name"], "status")
+        return await self.rest.replace(what, path, body)
 
     async def get_laneworker(self, namespace: str, name: str) -> dict[str, Any]:
         """GET a LaneWorker."""
-        obj = await self._json_call(
-            f"get laneworker {namespace}/{name}",
-            self.custom.get_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            namespace,
-            LANEWORKER_PLURAL,
-            name,
-        )
-        return self._json(obj)
+        path = rest.group(GROUP, VERSION, namespace, LANEWORKER_PLURAL, name)
+        return await self._get(f"get laneworker {namespace}/{name}", path)
 
     # --- Pods --------------------------------------------------------------------------------
     async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         """LIST pods by label selector, straight from the apiserver (not a cache)."""
-        obj = await self._json_call(
+        obj = await self._get(
             f"list pods {namespace} {selector}",
-            self.core.list_namespaced_pod,
-            namespace,
-            label_selector=selector,
+            rest.core(namespace, "pods"),
+            labelSelector=selector,
         )
-        return [self._json(p) for p in self._json(obj).get("items", [])]
+        return list(obj.get("items") or [])
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """GET a pod, straight from the apiserver (not a cache); None when it does not exist."""
         try:
-            obj = await self._json_call(
-                f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace
+            return await self._get(
+                f"get pod {namespace}/{name}", rest.core(namespace, "pods", name)
             )
         except NotFound:
             return None
-        return self._json(obj)
 
     async def create_pod(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST a pod. AlreadyExists when that name exists (the epoch race guard)."""
         meta = body["metadata"]
-        obj = await self._json_call(
-            f"create pod {meta['namespace']}/{meta['name']}",
-            self.core.create_namespaced_pod,
-            meta["namespace"],
-            body,
-        )
-        return self._json(obj)
+        what = f"create pod {meta['namespace']}/{meta['name']}"
+        return await self.rest.create(what, rest.core(meta["namespace"], "pods"), body)
 
     async def delete_pod(
         self,
@@ -212,14 +137,9 @@ class KubeClient:
             options["gracePeriodSeconds"] = 0
         elif grace_seconds is not None:
             options["gracePeriodSeconds"] = grace_seconds
+        what = f"delete pod {namespace}/{name}"
         try:
-            await self._json_call(
-                f"delete pod {namespace}/{name}",
-                self.core.delete_namespaced_pod,
-                name,
-                namespace,
-                body=options,
-            )
+            await self.rest.delete(what, rest.core(namespace, "pods", name), options)
         except NotFound:
             return
         except Conflict:
@@ -228,32 +148,25 @@ class KubeClient:
     async def get_node(self, name: str) -> dict[str, Any] | None:
         """GET a node; None when it does not exist."""
         try:
-            obj = await self._json_call(f"get node {name}", self.core.read_node, name)
+            return await self._get(f"get node {name}", rest.cluster("nodes", name))
         except NotFound:
             return None
-        return self._json(obj)
 
     async def label_own_pod(self, namespace: str, name: str, key: str, value: str | None) -> None:
         """Set (or with ``None`` remove) label ``key`` on pod ``namespace/name`` (a merge patch).
         Raises NotFound, KubeError."""
-        await self._json_call(
-            f"label pod {namespace}/{name}",
-            self.core.patch_namespaced_pod,
-            name,
-            namespace,
-            {"metadata": {"labels": {key: value}}},
-            field_manager="berth-operator",
-        )
+        what = f"label pod {namespace}/{name}"
+        patch = {"metadata": {"labels": {key: value}}}
+        path = rest.core(namespace, "pods", name)
+        await self.rest.patch(what, path, patch, fieldManager="berth-operator")
 
     # --- PersistentVolumeClaims ---------------------------------------------------------------
     async def get_pvc(self, namespace: str, name: str) -> dict[str, Any] | None:
         """GET a PersistentVolumeClaim; None when it does not exist."""
         try:
-            return await self._json_call(
+            return await self._get(
                 f"get persistentvolumeclaim {namespace}/{name}",
-                self.core.read_namespaced_persistent_volume_claim,
-                name,
-                namespace,
+                rest.core(namespace, "persistentvolumeclaims", name),
             )
         except NotFound:
             return None
@@ -261,13 +174,10 @@ class KubeClient:
     async def create_pvc(self, body: dict[str, Any]) -> bool:
         """POST a PersistentVolumeClaim; False when one of that name already exists."""
         meta = body["metadata"]
+        what = f"create persistentvolumeclaim {meta['namespace']}/{meta['name']}"
+        path = rest.core(meta["namespace"], "persistentvolumeclaims")
         try:
-            await self._json_call(
-                f"create persistentvolumeclaim {meta['namespace']}/{meta['name']}",
-                self.core.create_namespaced_persistent_volume_claim,
-                meta["namespace"],
-                body,
-            )
+            await self.rest.create(what, path, body)
         except AlreadyExists:
             return False
         return True
@@ -276,13 +186,10 @@ class KubeClient:
     async def create_job(self, body: dict[str, Any]) -> None:
         """POST a Job; AlreadyExists is fine (idempotent)."""
         meta = body["metadata"]
+        what = f"create job {meta['namespace']}/{meta['name']}"
+        path = rest.group("batch", "v1", meta["namespace"], "jobs")
         try:
-            await self._json_call(
-                f"create job {meta['namespace']}/{meta['name']}",
-                self.batch.create_namespaced_job,
-                meta["namespace"],
-                body,
-            )
+            await self.rest.create(what, path, body)
         except AlreadyExists:
             return
 
@@ -290,39 +197,31 @@ class KubeClient:
     async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         """GET a Lease; None when absent."""
         try:
-            obj = await self._json_call(
-                f"get lease {namespace}/{name}",
-                self.coordination.read_namespaced_lease,
-                name,
-                namespace,
-            )
+            return await self._get(f"get lease {namespace}/{name}", _leases(namespace, name))
         except NotFound:
             return None
-        return self._json(obj)
 
     async def create_lease(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST a Lease (AlreadyExists when another replica won)."""
         meta = body["metadata"]
-        obj = await self._json_call(
-            f"create lease {meta['namespace']}/{meta['name']}",
-            self.coordination.create_namespaced_lease,
-            meta["namespace"],
-            body,
-        )
-        return self._json(obj)
+        what = f"create lease {meta['namespace']}/{meta['name']}"
+        return await self.rest.create(what, _leases(meta["namespace"]), body)
 
     async def replace_lease(self, body: dict[str, Any]) -> dict[str, Any]:
         """PUT a Lease with its resourceVersion (Conflict when another replica wrote first)."""
         meta = body["metadata"]
-        obj = await self._json_call(
-            f"replace lease {meta['namespace']}/{meta['name']}",
-            self.coordination.replace_namespaced_lease,
-            meta["name"],
-            meta["namespace"],
-            body,
-        )
-        return self._json(obj)
+        what = f"replace lease {meta['namespace']}/{meta['name']}"
+        path = _leases(meta["namespace"], meta["name"])
+        return await self.rest.replace(what, path, body)
 
     def close(self) -> None:
         """Release the connection pool."""
         self._api.close()
+
+
+def _sessions(namespace: str | None, name: str = "", sub: str = "") -> str:
+    return rest.group(GROUP, VERSION, namespace, SESSION_PLURAL, name, sub)
+
+
+def _leases(namespace: str, name: str = "") -> str:
+    return rest.group("coordination.k8s.io", "v1", namespace, "leases", name)

@@ -8,31 +8,23 @@ Called by ``handlers.agentsession`` before a pod create. Pod deletes with a grac
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
-
-from kubernetes import client
+from typing import Any
 
 from berth_operator.errors import AlreadyExists, NotFound
-from berth_operator.k8s import calls
+from berth_operator.k8s import rest
 from berth_operator.k8s.client import KubeClient
-
-T = TypeVar("T")
 
 
 class DisruptionClient:
     """PodDisruptionBudget calls (policy/v1). All methods are coroutines."""
 
     def __init__(self, api_client: Any) -> None:
-        self.policy = client.PolicyV1Api(api_client)
+        self.rest = rest.AsyncRest(api_client)
 
     @classmethod
     def from_kube(cls, kube: KubeClient) -> DisruptionClient:
         """Share ``kube``'s ApiClient."""
         return cls(kube.api_client)
-
-    async def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await calls.call(what, fn, *args, **kwargs)
 
     async def ensure_pdb(self, body: dict[str, Any]) -> bool:
         """Create the PDB unless it exists (its spec never changes). True when created.
@@ -40,10 +32,9 @@ class DisruptionClient:
         Raises KubeError (e.g. 403 when RBAC lacks poddisruptionbudgets create)."""
         meta = body["metadata"]
         try:
-            await self._call(
+            await self.rest.create(
                 f"create poddisruptionbudget {meta['namespace']}/{meta['name']}",
-                self.policy.create_namespaced_pod_disruption_budget,
-                meta["namespace"],
+                _pdbs(meta["namespace"]),
                 body,
             )
         except AlreadyExists:
@@ -54,12 +45,13 @@ class DisruptionClient:
         """Delete the PDB ``namespace/name`` (a session at rest has no pod to protect). True when
         it was deleted, False when it did not exist. Raises KubeError for other failures."""
         try:
-            await self._call(
-                f"delete poddisruptionbudget {namespace}/{name}",
-                self.policy.delete_namespaced_pod_disruption_budget,
-                name,
-                namespace,
+            await self.rest.delete(
+                f"delete poddisruptionbudget {namespace}/{name}", _pdbs(namespace, name)
             )
         except NotFound:
             return False
         return True
+
+
+def _pdbs(namespace: str, name: str = "") -> str:
+    return rest.group("policy", "v1", namespace, "poddisruptionbudgets", name)

@@ -1,6 +1,7 @@
 """Kubernetes calls of the ``kubectl-berth`` plugin (``berth_operator.plugin``).
 
-The plugin is a short-lived CLI, so this uses the synchronous ``kubernetes`` client with the
+The plugin is a short-lived CLI, so this makes synchronous requests by path
+(:mod:`berth_operator.k8s.rest`) over the ``kubernetes`` client's ``ApiClient``, with the
 caller's kubeconfig (``KUBECONFIG`` or ``~/.kube/config``; in-cluster config as a fallback), not
 the operator's credentials. For users it reads the AgentSession object (spec and status) and the
 session's API token from its Secret ``<name>-berth``; everything the plugin changes on a session
@@ -35,7 +36,7 @@ from berth_operator.api.constants import (
     VERSION,
 )
 from berth_operator.errors import KubeError, NotFound
-from berth_operator.k8s import calls
+from berth_operator.k8s import calls, rest
 
 # The config loaders are untyped in the kubernetes package; give them a typed seam.
 _new_client_from_config: Callable[..., Any] = config.new_client_from_config
@@ -49,28 +50,21 @@ _load_incluster_config: Callable[[], None] = config.load_incluster_config
 class PluginClient:
     """A configured API client and the namespace the plugin works in."""
 
-    api: client.ApiClient
+    api: Any
     namespace: str
+
+    @property
+    def rest(self) -> rest.Rest:
+        """Requests by path over ``api``."""
+        return rest.Rest(self.api)
 
     def get_session(self, name: str) -> dict[str, Any]:
         """Return the AgentSession ``name`` as a dict. Raises NotFound or KubeError."""
-        objects = client.CustomObjectsApi(self.api)
         what = f"get agentsession {self.namespace}/{name}"
         try:
-            body: Any = calls.call_sync(
-                what,
-                objects.get_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                self.namespace,
-                SESSION_PLURAL,
-                name,
-            )
+            return calls.call_sync(what, self.rest.get, what, _session(self.namespace, name))
         except NotFound:
             raise NotFound(f"agentsession {self.namespace}/{name} not found", status=404) from None
-        if not isinstance(body, dict):
-            raise KubeError(f"{what}: unexpected (non-object) answer from the API")
-        return body
 
     def session_token(self, name: str) -> str:
         """The API token of session ``name`` (Secret ``<name>-berth``, key ``api-token``).
@@ -78,12 +72,10 @@ class PluginClient:
         import base64
 
         secret_name = f"{name}-berth"
-        core = client.CoreV1Api(self.api)
         what = f"get secret {self.namespace}/{secret_name}"
+        path = rest.core(self.namespace, "secrets", secret_name)
         try:
-            secret = calls.call_sync(
-                what, core.read_namespaced_secret, secret_name, self.namespace, secret=True
-            )
+            secret = calls.call_sync(what, self.rest.get, what, path, secret=True)
         except NotFound as exc:
             raise NotFound(f"{exc} (the session has no API token yet)", status=404) from None
         except KubeError as exc:
@@ -94,7 +86,7 @@ class PluginClient:
                     reason=exc.reason,
                 ) from None
             raise
-        raw = (secret.data or {}).get(SECRET_API_TOKEN_KEY)
+        raw = (secret.get("data") or {}).get(SECRET_API_TOKEN_KEY)
         try:
             token = base64.b64decode(str(raw or ""), validate=True).decode().strip()
         except ValueError:
@@ -132,7 +124,7 @@ class PluginClient:
                 post_params=post,
                 _request_timeout=timeout,
             )
-            response.read()  # type: ignore[no-untyped-call]
+            response.read()
             raw: str | bytes = response.data or b""
             status = int(response.status)
         except ApiException as exc:
@@ -148,88 +140,68 @@ class PluginClient:
     def set_suspend(self, name: str, suspend: bool) -> dict[str, Any]:
         """Merge-patch ``spec.suspend`` of AgentSession ``name``; returns the object. Raises
         NotFound or KubeError (e.g. 403 without ``patch`` on agentsessions)."""
-        objects = client.CustomObjectsApi(self.api)
-        body: Any = calls.call_sync(
-            f"patch agentsession {self.namespace}/{name}",
-            objects.patch_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            self.namespace,
-            SESSION_PLURAL,
-            name,
-            {"spec": {"suspend": suspend}},
-        )
-        return body if isinstance(body, dict) else {}
+        what = f"patch agentsession {self.namespace}/{name}"
+        patch = {"spec": {"suspend": suspend}}
+        return calls.call_sync(what, self.rest.patch, what, _session(self.namespace, name), patch)
 
     def annotate(self, name: str, key: str, value: str) -> dict[str, Any]:
         """Merge-patch the annotation ``key`` of AgentSession ``name`` to ``value``; returns the
         object. Raises NotFound or KubeError (e.g. 403 without ``patch`` on agentsessions)."""
-        objects = client.CustomObjectsApi(self.api)
-        body: Any = calls.call_sync(
-            f"annotate agentsession {self.namespace}/{name}",
-            objects.patch_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            self.namespace,
-            SESSION_PLURAL,
-            name,
-            {"metadata": {"annotations": {key: value}}},
-        )
-        return body if isinstance(body, dict) else {}
+        what = f"annotate agentsession {self.namespace}/{name}"
+        patch = {"metadata": {"annotations": {key: value}}}
+        return calls.call_sync(what, self.rest.patch, what, _session(self.namespace, name), patch)
 
     def events_of(self, kind: str, name: str) -> list[dict[str, Any]]:
         """Events of the ``kind`` object ``name`` (core/v1 Events, involvedObject field
         selector), as dicts, oldest first. Raises KubeError."""
-        core = client.CoreV1Api(self.api)
+        what = f"list events of {kind} {self.namespace}/{name}"
         listed = calls.call_sync(
-            f"list events of {kind} {self.namespace}/{name}",
-            core.list_namespaced_event,
-            self.namespace,
-            field_selector=f"involvedObject.kind={kind},involvedObject.name={name}",
+            what,
+            self.rest.get,
+            what,
+            rest.core(self.namespace, "events"),
+            fieldSelector=f"involvedObject.kind={kind},involvedObject.name={name}",
         )
-        sanitize: Any = self.api.sanitize_for_serialization  # untyped in the client
-        items = [sanitize(e) for e in listed.items]
+        items = [e for e in listed.get("items") or [] if isinstance(e, dict)]
         return sorted(items, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
 
     def pod_log_lines(self, pod: str, container: str, follow: bool) -> Any:
         """An iterator over the log lines (bytes) of ``container`` in ``pod``; with ``follow``
         it lasts until the container stops. Raises NotFound or KubeError."""
-        core = client.CoreV1Api(self.api)
         response: Any = calls.call_sync(
             f"read log of pod {self.namespace}/{pod}",
-            core.read_namespaced_pod_log,
-            pod,
-            self.namespace,
-            container=container,
-            follow=follow,
-            _preload_content=False,
+            self.rest.open,
+            "GET",
+            rest.core(self.namespace, "pods", pod, "log"),
+            query={"container": container, "follow": follow},
+            accept="*/*",
         )
-        return response.stream() if follow else iter(response.data.splitlines(keepends=True))
+        if follow:
+            return response.response.stream()
+        response.read()
+        return iter((response.data or b"").splitlines(keepends=True))
 
     def count_pods(self, selector: str) -> int:
         """Pods in the namespace matching the label ``selector``. Raises KubeError."""
-        core = client.CoreV1Api(self.api)
+        what = f"list pods {selector!r} in {self.namespace}"
         pods = calls.call_sync(
-            f"list pods {selector!r} in {self.namespace}",
-            core.list_namespaced_pod,
-            self.namespace,
-            label_selector=selector,
+            what, self.rest.get, what, rest.core(self.namespace, "pods"), labelSelector=selector
         )
-        return len(pods.items)
+        return len(pods.get("items") or [])
 
     def delete_lease(self, name: str) -> bool:
         """Delete the Lease ``name``; False when it did not exist. Raises KubeError."""
-        coordination = client.CoordinationV1Api(self.api)
+        what = f"delete lease {self.namespace}/{name}"
+        path = rest.group("coordination.k8s.io", "v1", self.namespace, "leases", name)
         try:
-            calls.call_sync(
-                f"delete lease {self.namespace}/{name}",
-                coordination.delete_namespaced_lease,
-                name,
-                self.namespace,
-            )
+            calls.call_sync(what, self.rest.delete, what, path)
         except NotFound:
             return False
         return True
+
+
+def _session(namespace: str, name: str) -> str:
+    return rest.group(GROUP, VERSION, namespace, SESSION_PLURAL, name)
 
 
 def connect(

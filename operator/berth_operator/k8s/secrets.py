@@ -1,8 +1,9 @@
 """Secret calls of the operator (the Berth security contract): the namespace's task master key
 ``berth-task-key``, each session's ``<name>-berth`` and the LLM key Secret a session names.
 
-The synchronous ``kubernetes`` client runs in a worker thread; answers are plain dicts. Errors are
-translated like :mod:`berth_operator.k8s.client` (NotFound, AlreadyExists, Conflict, KubeError).
+Requests by path (:mod:`berth_operator.k8s.rest`) run in a worker thread; answers are plain
+dicts. Errors are translated like :mod:`berth_operator.k8s.client` (NotFound, AlreadyExists,
+Conflict, KubeError).
 Values read or written here are never logged and never put in an error message: messages name
 the Secret, not its content.
 
@@ -20,10 +21,7 @@ Needs RBAC ``secrets: get, create, update`` (config/rbac).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from typing import Any, TypeVar
-
-from kubernetes import client
+from typing import Any
 
 from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import TASK_MASTER_SECRET, WORKER_REDIS_SECRET
@@ -41,38 +39,26 @@ from berth_operator.builders.secrets import (
     session_secret_update,
 )
 from berth_operator.errors import AlreadyExists, KubeError, NotFound
-from berth_operator.k8s import calls
-
-T = TypeVar("T")
+from berth_operator.k8s import rest
 
 
 class SecretApi:
     """Secret reads and writes of the operator; every method is a coroutine."""
 
     def __init__(self, api_client: Any) -> None:
-        self._api = api_client
-        self.core = client.CoreV1Api(api_client)
+        # secret=True: an answer about a Secret may echo its data, so errors are not chained.
+        self.rest = rest.AsyncRest(api_client, secret=True)
 
     @classmethod
     def from_kube(cls, kube: Any) -> SecretApi:
         """Share the ApiClient of a :class:`berth_operator.k8s.client.KubeClient`."""
         return cls(kube.api_client)
 
-    async def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        # secret=True: an answer about a Secret may echo its data, so errors are not chained.
-        return await calls.call(what, fn, *args, secret=True, **kwargs)
-
-    def _decoded(self, response: Any) -> dict[str, Any]:
-        return calls.decode_object("Secret API call", response.data)
-
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The Secret as a dict, or None when it does not exist."""
         try:
-            return await self._call(
-                f"get secret {namespace}/{name}",
-                lambda: self._decoded(
-                    self.core.read_namespaced_secret(name, namespace, _preload_content=False)
-                ),
+            return await self.rest.get(
+                f"get secret {namespace}/{name}", rest.core(namespace, "secrets", name)
             )
         except NotFound:
             return None
@@ -80,24 +66,19 @@ class SecretApi:
     async def create_secret(self, body: dict[str, Any]) -> None:
         """POST a Secret (AlreadyExists when it exists)."""
         meta = body["metadata"]
-        await self._call(
+        await self.rest.create(
             f"create secret {meta['namespace']}/{meta['name']}",
-            self.core.create_namespaced_secret,
-            meta["namespace"],
+            rest.core(meta["namespace"], "secrets"),
             body,
-            _preload_content=False,
         )
 
     async def replace_secret(self, body: dict[str, Any]) -> None:
         """PUT a Secret with its resourceVersion (Conflict when someone wrote first)."""
         meta = body["metadata"]
-        await self._call(
+        await self.rest.replace(
             f"replace secret {meta['namespace']}/{meta['name']}",
-            self.core.replace_namespaced_secret,
-            meta["name"],
-            meta["namespace"],
+            rest.core(meta["namespace"], "secrets", meta["name"]),
             body,
-            _preload_content=False,
         )
 
     async def ensure_task_master(self, namespace: str) -> bytes:
