@@ -49,19 +49,18 @@ class KubeClient:
         """The shared ``ApiClient`` (one connection pool for every k8s/ client)."""
         return self._api
 
-    async def _get(self, what: str, path: str, **query: Any) -> dict[str, Any]:
-        return await self.rest.get(what, path, **query)
-
     # --- AgentSession ------------------------------------------------------------------------
     async def get_session(self, namespace: str, name: str) -> dict[str, Any]:
         """GET the AgentSession (fresh from the apiserver, not a cache)."""
-        return await self._get(f"get agentsession {namespace}/{name}", _sessions(namespace, name))
+        return await self.rest.get(
+            f"get agentsession {namespace}/{name}", session_path(namespace, name)
+        )
 
     async def list_sessions(self, namespace: str | None = None) -> list[dict[str, Any]]:
         """LIST AgentSessions of ``namespace`` (None = every namespace), straight from the
         apiserver: the raw items (metadata, spec, status)."""
         what = "list agentsessions" + (f" {namespace}" if namespace is not None else "")
-        obj = await self._get(what, _sessions(namespace))
+        obj = await self.rest.get(what, session_path(namespace))
         return list(obj.get("items") or [])
 
     async def list_sessions_in(self, namespaces: Sequence[str]) -> list[dict[str, Any]]:
@@ -79,25 +78,25 @@ class KubeClient:
         """Set one annotation of an AgentSession (a merge patch of ``metadata.annotations``)."""
         what = f"annotate agentsession {namespace}/{name}"
         patch = {"metadata": {"annotations": {key: value}}}
-        return await self.rest.patch(what, _sessions(namespace, name), patch)
+        return await self.rest.patch(what, session_path(namespace, name), patch)
 
     async def replace_session_status(self, body: dict[str, Any]) -> dict[str, Any]:
         """PUT the status subresource. ``body`` carries metadata.resourceVersion: a stale
         writer gets Conflict instead of overwriting a newer status."""
         meta = body["metadata"]
         what = f"update status of agentsession {meta['namespace']}/{meta['name']}"
-        path = _sessions(meta["namespace"], meta["name"], "status")
+        path = session_path(meta["namespace"], meta["name"], "status")
         return await self.rest.replace(what, path, body)
 
     async def get_laneworker(self, namespace: str, name: str) -> dict[str, Any]:
         """GET a LaneWorker."""
         path = rest.group(GROUP, VERSION, namespace, LANEWORKER_PLURAL, name)
-        return await self._get(f"get laneworker {namespace}/{name}", path)
+        return await self.rest.get(f"get laneworker {namespace}/{name}", path)
 
     # --- Pods --------------------------------------------------------------------------------
     async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         """LIST pods by label selector, straight from the apiserver (not a cache)."""
-        obj = await self._get(
+        obj = await self.rest.get(
             f"list pods {namespace} {selector}",
             rest.core(namespace, "pods"),
             labelSelector=selector,
@@ -107,7 +106,7 @@ class KubeClient:
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """GET a pod, straight from the apiserver (not a cache); None when it does not exist."""
         try:
-            return await self._get(
+            return await self.rest.get(
                 f"get pod {namespace}/{name}", rest.core(namespace, "pods", name)
             )
         except NotFound:
@@ -148,7 +147,7 @@ class KubeClient:
     async def get_node(self, name: str) -> dict[str, Any] | None:
         """GET a node; None when it does not exist."""
         try:
-            return await self._get(f"get node {name}", rest.cluster("nodes", name))
+            return await self.rest.get(f"get node {name}", rest.cluster("nodes", name))
         except NotFound:
             return None
 
@@ -164,7 +163,7 @@ class KubeClient:
     async def get_pvc(self, namespace: str, name: str) -> dict[str, Any] | None:
         """GET a PersistentVolumeClaim; None when it does not exist."""
         try:
-            return await self._get(
+            return await self.rest.get(
                 f"get persistentvolumeclaim {namespace}/{name}",
                 rest.core(namespace, "persistentvolumeclaims", name),
             )
@@ -197,7 +196,7 @@ class KubeClient:
     async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         """GET a Lease; None when absent."""
         try:
-            return await self._get(f"get lease {namespace}/{name}", _leases(namespace, name))
+            return await self.rest.get(f"get lease {namespace}/{name}", lease_path(namespace, name))
         except NotFound:
             return None
 
@@ -205,13 +204,13 @@ class KubeClient:
         """POST a Lease (AlreadyExists when another replica won)."""
         meta = body["metadata"]
         what = f"create lease {meta['namespace']}/{meta['name']}"
-        return await self.rest.create(what, _leases(meta["namespace"]), body)
+        return await self.rest.create(what, lease_path(meta["namespace"]), body)
 
     async def replace_lease(self, body: dict[str, Any]) -> dict[str, Any]:
         """PUT a Lease with its resourceVersion (Conflict when another replica wrote first)."""
         meta = body["metadata"]
         what = f"replace lease {meta['namespace']}/{meta['name']}"
-        path = _leases(meta["namespace"], meta["name"])
+        path = lease_path(meta["namespace"], meta["name"])
         return await self.rest.replace(what, path, body)
 
     def close(self) -> None:
@@ -219,9 +218,11 @@ class KubeClient:
         self._api.close()
 
 
-def _sessions(namespace: str | None, name: str = "", sub: str = "") -> str:
+def session_path(namespace: str | None, name: str = "", sub: str = "") -> str:
+    """API path of AgentSessions (``rest.group`` of berth.dev); ``namespace`` None = all."""
     return rest.group(GROUP, VERSION, namespace, SESSION_PLURAL, name, sub)
 
 
-def _leases(namespace: str, name: str = "") -> str:
+def lease_path(namespace: str, name: str = "") -> str:
+    """API path of coordination.k8s.io/v1 Leases of ``namespace``."""
     return rest.group("coordination.k8s.io", "v1", namespace, "leases", name)

@@ -30,13 +30,11 @@ from kubernetes.config.config_exception import ConfigException
 
 from berth_operator.api.constants import (
     API_TOKEN_HEADER,
-    GROUP,
     SECRET_API_TOKEN_KEY,
-    SESSION_PLURAL,
-    VERSION,
 )
 from berth_operator.errors import KubeError, NotFound
 from berth_operator.k8s import calls, rest
+from berth_operator.k8s.client import lease_path, session_path
 
 # The config loaders are untyped in the kubernetes package; give them a typed seam.
 _new_client_from_config: Callable[..., Any] = config.new_client_from_config
@@ -62,7 +60,7 @@ class PluginClient:
         """Return the AgentSession ``name`` as a dict. Raises NotFound or KubeError."""
         what = f"get agentsession {self.namespace}/{name}"
         try:
-            return calls.call_sync(what, self.rest.get, what, _session(self.namespace, name))
+            return calls.call_sync(what, self.rest.get, what, session_path(self.namespace, name))
         except NotFound:
             raise NotFound(f"agentsession {self.namespace}/{name} not found", status=404) from None
 
@@ -142,14 +140,18 @@ class PluginClient:
         NotFound or KubeError (e.g. 403 without ``patch`` on agentsessions)."""
         what = f"patch agentsession {self.namespace}/{name}"
         patch = {"spec": {"suspend": suspend}}
-        return calls.call_sync(what, self.rest.patch, what, _session(self.namespace, name), patch)
+        return calls.call_sync(
+            what, self.rest.patch, what, session_path(self.namespace, name), patch
+        )
 
     def annotate(self, name: str, key: str, value: str) -> dict[str, Any]:
         """Merge-patch the annotation ``key`` of AgentSession ``name`` to ``value``; returns the
         object. Raises NotFound or KubeError (e.g. 403 without ``patch`` on agentsessions)."""
         what = f"annotate agentsession {self.namespace}/{name}"
         patch = {"metadata": {"annotations": {key: value}}}
-        return calls.call_sync(what, self.rest.patch, what, _session(self.namespace, name), patch)
+        return calls.call_sync(
+            what, self.rest.patch, what, session_path(self.namespace, name), patch
+        )
 
     def events_of(self, kind: str, name: str) -> list[dict[str, Any]]:
         """Events of the ``kind`` object ``name`` (core/v1 Events, involvedObject field
@@ -192,16 +194,12 @@ class PluginClient:
     def delete_lease(self, name: str) -> bool:
         """Delete the Lease ``name``; False when it did not exist. Raises KubeError."""
         what = f"delete lease {self.namespace}/{name}"
-        path = rest.group("coordination.k8s.io", "v1", self.namespace, "leases", name)
+        path = lease_path(self.namespace, name)
         try:
             calls.call_sync(what, self.rest.delete, what, path)
         except NotFound:
             return False
         return True
-
-
-def _session(namespace: str, name: str) -> str:
-    return rest.group(GROUP, VERSION, namespace, SESSION_PLURAL, name)
 
 
 def connect(

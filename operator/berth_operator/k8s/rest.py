@@ -70,8 +70,8 @@ def _segment(value: str) -> str:
 
 class Rest:
     """Synchronous requests by path; every method raises ``ApiException`` for a non-2xx answer
-    and ``OSError`` (urllib3) when the apiserver cannot be reached — ``calls.call``/``call_sync``
-    translate both."""
+    and urllib3's ``HTTPError`` (e.g. ``MaxRetryError``) or ``OSError`` when the apiserver cannot
+    be reached — ``calls.call``/``call_sync`` translate all of them."""
 
     def __init__(self, api_client: Any) -> None:
         self.api_client = api_client
