@@ -19,7 +19,6 @@ import logging
 import os
 import signal
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
@@ -32,7 +31,7 @@ from berth_operator.errors import KubeError, SettingsError
 from berth_operator.handlers import budgetpolicy as _budgetpolicy  # registers; prime, tokens
 from berth_operator.handlers import gateway as _gateway  # registers handlers; waker, Events
 from berth_operator.handlers import laneworker as _laneworker  # noqa: F401  (registers handlers)
-from berth_operator.handlers import login as _login  # noqa: F401  (kopf's bounded session)
+from berth_operator.handlers import login as _login  # kopf's bounded session; credentials
 from berth_operator.handlers import nodes as _nodes  # noqa: F401  (registers handlers)
 from berth_operator.handlers import sessionwarmpool as _warm  # noqa: F401  (registers handlers)
 from berth_operator.handlers import webhook
@@ -42,7 +41,8 @@ from berth_operator.handlers.context import (
     LaneClients,
     OperatorContext,
 )
-from berth_operator.k8s.client import KubeClient, make_api_client
+from berth_operator.k8s.client import KubeClient
+from berth_operator.k8s.connection import ApiSession
 from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.lease import LeaderElector
 from berth_operator.k8s.secrets import SecretApi
@@ -105,7 +105,7 @@ async def _serve(settings: OperatorSettings, health: _Health) -> web.AppRunner:
 
 def _context(settings: OperatorSettings) -> OperatorContext:
     """The clients every handler shares, built once (one connection pool to the apiserver)."""
-    kube = KubeClient(make_api_client(settings.server.kube_connection_pool))
+    kube = KubeClient(ApiSession(_login.credentials, limit=settings.server.kube_connection_pool))
     ctx = OperatorContext(
         settings=settings,
         kube=kube,
@@ -238,12 +238,7 @@ async def _mark_leader(kube: KubeClient, leading: bool) -> None:
 
 async def run(settings: OperatorSettings) -> int:
     """Run until stopped; returns the process exit status (1 when the Lease was lost)."""
-    # The kubernetes client is synchronous: its calls run in the default executor, so size it
-    # like the connection pool (the stock min(32, cpus + 4) is 6 threads on a 2-CPU node).
     loop = asyncio.get_running_loop()
-    loop.set_default_executor(
-        ThreadPoolExecutor(settings.server.kube_connection_pool, thread_name_prefix="kube")
-    )
     ctx = _context(settings)
     webhook.register(settings)
     health = _Health()
@@ -296,7 +291,7 @@ async def run(settings: OperatorSettings) -> int:
             await gateway_runner.cleanup()
         if ctx.gateway is not None:
             await ctx.gateway.close()
-        ctx.kube.close()
+        await ctx.kube.close()
     return code
 
 

@@ -70,7 +70,7 @@ API_REQUESTS = Counter(
 API_REQUEST_SECONDS = Histogram(
     "berth_operator_api_request_duration_seconds",
     "Duration of one Kubernetes API request of Berth's own client, including the wait for a "
-    "worker thread, by verb.",
+    "free connection, by verb.",
     ["verb"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )

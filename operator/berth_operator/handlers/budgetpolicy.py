@@ -137,7 +137,7 @@ async def prime(ctx: OperatorContext, attempt_for_seconds: float = 60) -> tuple[
     if budget is None:
         return 0, 0
     namespaces = list(ctx.settings.scope.namespaces)
-    api = BudgetPolicyApi(ctx.kube.api_client)
+    api = BudgetPolicyApi(ctx.kube.session)
     policies = await with_backoff(lambda: api.list_in(namespaces), attempt_for_seconds)
     sessions = await with_backoff(
         lambda: ctx.kube.list_sessions_in(namespaces), attempt_for_seconds
@@ -185,7 +185,7 @@ async def budgetpolicy_status(
     ctx: OperatorContext = memo.ctx
     if budget is None or namespace is None:
         return
-    api = BudgetPolicyApi(ctx.kube.api_client)
+    api = BudgetPolicyApi(ctx.kube.session)
     try:
         before = BudgetPolicyStatus.model_validate(dict(status or {}))
     except ValidationError:

@@ -81,7 +81,7 @@ class LaneClients:
         return cls(
             settings=settings,
             kube=kube,
-            api=LaneWorkerApi(kube.api_client),
+            api=LaneWorkerApi(kube.session),
             secrets=SecretApi.from_kube(kube),
             redis=Redis.from_url(settings.redis.for_operator),
             http=aiohttp.ClientSession(),

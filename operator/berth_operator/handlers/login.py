@@ -8,9 +8,9 @@ once) leaves as many connections in the pool as requests overlapped, each holdin
 256 KiB TLS read buffer and OpenSSL's state until it idles out (measured with
 ``bench/placement.py --memory``: 82 of them, 10 MiB of buffers, after 100 sessions).
 
-``login`` (a kopf login handler) takes the credentials kopf's own default login finds
-(``kopf.login_via_client``: the in-cluster service account, else the kubeconfig) and returns
-them as a ``kopf.AiohttpSession`` whose connector is bounded by :func:`connection_limit`: room
+``login`` (a kopf login handler) takes the operator's credentials
+(``k8s.connection.credentials``: the order kopf's own default login uses) and returns them as a
+``kopf.AiohttpSession`` whose connector is bounded by :func:`connection_limit`: room
 for every watch stream kopf keeps open (each holds a connection for its lifetime) plus
 ``server.kube_connection_pool`` connections for requests, which wait their turn beyond that.
 kopf closes the session when it logs in again (e.g. after a 401), and calls ``login`` for a new one.
@@ -21,9 +21,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import aiohttp
 import kopf
 
+from berth_operator.k8s.connection import client_session
 from berth_operator.settings import OperatorSettings
 
 WATCHED_NAMESPACED_KINDS = 5
@@ -43,17 +43,34 @@ def connection_limit(settings: OperatorSettings) -> int:
     return streams + settings.server.kube_connection_pool
 
 
+def credentials(
+    settings: kopf.OperatorSettings | None = None,
+    logger: logging.Logger | logging.LoggerAdapter[Any] | None = None,
+) -> kopf.ConnectionInfo:
+    """The operator's credentials, found in the order kopf's own default login uses: the
+    ``kubernetes`` package's loaders when it is installed (they also run kubeconfig ``exec``
+    plugins and auth providers), else kopf's own readers of the in-cluster service account and
+    of the kubeconfig's current context — so the operator needs no client library in its image.
+    Raises ``kopf.LoginError`` when there is neither a service account nor a kubeconfig."""
+    settings = settings or kopf.OperatorSettings()
+    logger = logger or logging.getLogger(__name__)
+    info = (
+        kopf.login_via_client(logger=logger, settings=settings)
+        or kopf.login_with_service_account(settings=settings)
+        or kopf.login_with_kubeconfig(settings=settings)
+    )
+    if info is None:
+        raise kopf.LoginError(
+            "no Kubernetes credentials: neither a service account nor a kubeconfig"
+        )
+    return info
+
+
 def bounded_session(info: kopf.ConnectionInfo, limit: int) -> kopf.AiohttpSession:
     """A kopf session for ``info`` (server, TLS, credentials as kopf's built-in session uses
     them) over at most ``limit`` connections."""
-    session = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=limit, ssl=info.as_ssl_context()),
-        headers=info.as_http_headers(),
-        proxy=info.proxy_url,
-        trust_env=info.trust_env,
-    )
     return kopf.AiohttpSession(
-        aiohttp_session=session,
+        aiohttp_session=client_session(info, limit),
         server=info.server,
         default_namespace=info.default_namespace,
         priority=info.priority,
@@ -68,14 +85,10 @@ async def login(
     memo: kopf.Memo,
     **_: Any,
 ) -> kopf.AiohttpSession:
-    """kopf's default credentials over a bounded session (module docstring).
+    """The operator's credentials over a bounded session (module docstring).
 
     Raises ``kopf.LoginError`` when neither the service account nor a kubeconfig is found."""
-    info = kopf.login_via_client(logger=logger, settings=settings)
-    if info is None:
-        raise kopf.LoginError(
-            "no Kubernetes credentials: neither a service account nor a kubeconfig"
-        )
+    info = credentials(settings, logger)
     ctx = getattr(memo, "ctx", None)
     ours = ctx.settings if ctx is not None else OperatorSettings()
     return bounded_session(info, connection_limit(ours))

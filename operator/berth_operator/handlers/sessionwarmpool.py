@@ -143,7 +143,7 @@ async def warmpool_daemon(
 
 
 def _api(ctx: OperatorContext) -> WarmPoolApi:
-    return WarmPoolApi(ctx.kube.api_client)
+    return WarmPoolApi(ctx.kube.session)
 
 
 async def _ensure_token(ctx: OperatorContext, key: PoolKey, uid: str) -> None:

@@ -1,11 +1,12 @@
 """The only package that calls the Kubernetes API (import-linter contract).
 
-- ``rest``          requests by path over the ``kubernetes`` client's ``ApiClient`` (auth, TLS,
-                    pool); the generated API classes are never built.
+- ``connection``    credentials (kopf's) and ``ApiSession``, the operator's aiohttp session.
+- ``rest``          API paths, and ``AsyncRest``: the operator's requests by path over it.
+- ``sync_rest``     the plugin's synchronous requests over the ``kubernetes`` client.
 - ``client``        ``KubeClient``: typed async calls of the operator (sessions, pods, nodes,
                     claims, Jobs, Leases, LaneWorkers).
 - ``lease``         ``LeaderElector``: a coordination.k8s.io Lease so one of two replicas is active.
 - ``plugin_client`` reads of the kubectl-berth plugin.
 
-``kubernetes.client.ApiException`` is translated to ``berth_operator.errors`` here.
+Error answers become ``berth_operator.errors`` here (``calls``).
 """

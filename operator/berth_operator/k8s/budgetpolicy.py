@@ -8,19 +8,20 @@ from typing import Any
 
 from berth_operator.api.constants import BUDGETPOLICY_PLURAL, GROUP, VERSION
 from berth_operator.k8s import rest
+from berth_operator.k8s.connection import ApiSession
 
 
 @dataclass(frozen=True)
 class BudgetPolicyApi:
-    """Calls of the BudgetPolicy handlers, each ``async`` (requests run in a worker thread).
-    ``api`` is the operator's ``ApiClient``."""
+    """Calls of the BudgetPolicy handlers, each ``async``. ``session`` is the operator's
+    connection to the apiserver."""
 
-    api: Any
+    session: ApiSession
 
     @property
     def rest(self) -> rest.AsyncRest:
-        """Requests over ``api`` (a light wrapper, built per call)."""
-        return rest.AsyncRest(self.api)
+        """Requests over ``session`` (a light wrapper, built per call)."""
+        return rest.AsyncRest(self.session)
 
     async def list_in(self, namespaces: Sequence[str]) -> list[dict[str, Any]]:
         """LIST the BudgetPolicies of the watched ``namespaces`` (empty = every namespace): the

@@ -1,46 +1,43 @@
-"""The one place where ``kubernetes`` client errors become :mod:`berth_operator.errors`.
+"""The one place where Kubernetes API error answers become :mod:`berth_operator.errors`.
 
-Every module of ``berth_operator.k8s`` makes its API calls through :func:`call_sync` (the
-short-lived plugin) or :func:`call` (the operator: the synchronous client in a worker thread), so
-the rest of the operator never sees ``ApiException`` and every error reads the same way:
+Every call of ``berth_operator.k8s`` reads its errors through :func:`error_for` (the
+operator's ``rest.AsyncRest``; the plugin's synchronous client through its own thin wrapper),
+so the rest of the operator sees one set of errors and every one reads the same way:
 
 - 404 → ``NotFound``; 409 with reason ``AlreadyExists`` → ``AlreadyExists``; other 409 →
   ``Conflict``; any other status → ``KubeError`` (``status`` and ``reason`` set from the
   apiserver's ``Status`` body, as in the Kubernetes API conventions);
-- connection failures (urllib3's ``HTTPError`` family, e.g. ``MaxRetryError`` after a refused
-  connection, and ``OSError``) → ``KubeError`` "cannot reach the Kubernetes API".
+- no answer at all (refused, reset, timed out, TLS) → ``KubeError`` "cannot reach the
+  Kubernetes API" (:func:`unreachable`).
 
-``secret=True`` drops the exception chain: an apiserver answer about a Secret may echo its data.
+Callers raise them ``from None`` for Secret calls: an apiserver answer about a Secret may echo
+its data.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from kubernetes.client.exceptions import ApiException
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
-from urllib3.exceptions import HTTPError
 
 from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound
-from berth_operator.metrics import API_REQUEST_SECONDS, API_REQUESTS
 
 T = TypeVar("T")
 
 
-def translate(exc: ApiException, what: str) -> KubeError:
-    """The ``berth_operator.errors`` exception for ``exc``; ``what`` names the call
-    (e.g. ``"create pod ns/name"``) and starts the message."""
-    status = int(exc.status or 0)
+def error_for(what: str, status: int, body: bytes | str | None, phrase: str = "") -> KubeError:
+    """The ``berth_operator.errors`` exception for an answer of HTTP ``status`` with ``body``
+    (the apiserver's ``Status`` object, when it sent one; its ``reason`` and ``message`` are
+    used, else ``phrase``, the HTTP reason phrase). ``what`` names the call (e.g.
+    ``"create pod ns/name"``) and starts the message."""
     reason = ""
-    message = str(exc.reason or "")
+    message = phrase
     try:
-        body = json.loads(exc.body or "{}")
-        reason = str(body.get("reason") or "")
-        message = str(body.get("message") or message)
+        decoded = json.loads(body or b"{}")
+        reason = str(decoded.get("reason") or "")
+        message = str(decoded.get("message") or message)
     except (ValueError, TypeError, AttributeError):
         pass
     text = f"{what}: {status} {reason} {message}".strip()
@@ -53,21 +50,9 @@ def translate(exc: ApiException, what: str) -> KubeError:
     return KubeError(text, status=status, reason=reason)
 
 
-def call_sync(
-    what: str, fn: Callable[..., T], *args: Any, secret: bool = False, **kwargs: Any
-) -> T:
-    """``fn(*args, **kwargs)`` with its errors translated (module docstring)."""
-    try:
-        return fn(*args, **kwargs)
-    except ApiException as exc:
-        if secret:
-            raise translate(exc, what) from None
-        raise translate(exc, what) from exc
-    except (HTTPError, OSError) as exc:  # urllib3: refused, reset, timed out, TLS
-        error = KubeError(f"{what}: cannot reach the Kubernetes API: {exc}")
-        if secret:
-            raise error from None
-        raise error from exc
+def unreachable(what: str, why: object) -> KubeError:
+    """The error of a call that got no answer (``why``: the transport's exception or text)."""
+    return KubeError(f"{what}: cannot reach the Kubernetes API: {why}")
 
 
 def request_kind(what: str) -> tuple[str, str]:
@@ -90,25 +75,6 @@ def request_kind(what: str) -> tuple[str, str]:
 
 def _plural(kind: str) -> str:
     return kind if kind.endswith("s") else f"{kind}s"
-
-
-async def call(
-    what: str, fn: Callable[..., T], *args: Any, secret: bool = False, **kwargs: Any
-) -> T:
-    """:func:`call_sync` in a worker thread (the default executor, sized like the pool),
-    counted in ``berth_operator_api_requests_total`` and timed (thread wait included) in
-    ``berth_operator_api_request_duration_seconds``."""
-
-    def run() -> T:
-        return call_sync(what, fn, *args, secret=secret, **kwargs)
-
-    verb, resource = request_kind(what)
-    API_REQUESTS.labels(verb=verb, resource=resource).inc()
-    started = time.perf_counter()
-    try:
-        return await asyncio.to_thread(run)
-    finally:
-        API_REQUEST_SECONDS.labels(verb=verb).observe(time.perf_counter() - started)
 
 
 async def with_backoff(fn: Callable[[], Awaitable[T]], attempt_for_seconds: float) -> T:

@@ -1,53 +1,30 @@
-"""Async access to the Kubernetes API for the operator: requests by path (``k8s.rest``) over the
-``kubernetes`` client's ``ApiClient`` in worker threads; one shared connection pool.
+"""Async access to the Kubernetes API for the operator: requests by path (``k8s.rest``) over
+one aiohttp session (``k8s.connection.ApiSession``) shared by every ``berth_operator.k8s`` client.
 
-Every method translates ``ApiException`` into ``berth_operator.errors``: 404 → NotFound,
-409 AlreadyExists → AlreadyExists, other 409 → Conflict, anything else → KubeError. Bodies in and
-out are plain JSON dicts, never client model objects.
+Every method raises ``berth_operator.errors``: 404 → NotFound, 409 AlreadyExists →
+AlreadyExists, other 409 → Conflict, anything else → KubeError. Bodies in and out are plain JSON
+dicts.
 Called by ``berth_operator.handlers`` and ``berth_operator.main``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
-
-from kubernetes import client, config
-from kubernetes.config.config_exception import ConfigException
+from collections.abc import Sequence
+from typing import Any
 
 from berth_operator.api.constants import GROUP, LANEWORKER_PLURAL, SESSION_PLURAL, VERSION
 from berth_operator.errors import AlreadyExists, Conflict, NotFound
 from berth_operator.k8s import rest
-
-T = TypeVar("T")
-
-_load_kube_config: Callable[..., None] = config.load_kube_config
-_load_incluster_config: Callable[[], None] = config.load_incluster_config
-
-
-def make_api_client(pool_size: int = 32) -> Any:
-    """An ApiClient from $KUBECONFIG / ~/.kube/config, else in-cluster config."""
-    cfg = client.Configuration()
-    try:
-        _load_kube_config(client_configuration=cfg)
-    except (ConfigException, FileNotFoundError, OSError):
-        _load_incluster_config()
-        cfg = client.Configuration.get_default_copy()
-    cfg.connection_pool_maxsize = pool_size
-    return client.ApiClient(cfg)
+from berth_operator.k8s.connection import ApiSession
 
 
 class KubeClient:
     """The operator's API calls. All methods are coroutines; errors as in the module docstring."""
 
-    def __init__(self, api_client: Any) -> None:
-        self._api = api_client
-        self.rest = rest.AsyncRest(api_client)
-
-    @property
-    def api_client(self) -> Any:
-        """The shared ``ApiClient`` (one connection pool for every k8s/ client)."""
-        return self._api
+    def __init__(self, session: ApiSession) -> None:
+        self.session = session
+        """The shared connection (one pool for every ``berth_operator.k8s`` client)."""
+        self.rest = rest.AsyncRest(session)
 
     # --- AgentSession ------------------------------------------------------------------------
     async def get_session(self, namespace: str, name: str) -> dict[str, Any]:
@@ -213,9 +190,9 @@ class KubeClient:
         path = lease_path(meta["namespace"], meta["name"])
         return await self.rest.replace(what, path, body)
 
-    def close(self) -> None:
-        """Release the connection pool."""
-        self._api.close()
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self.session.close()
 
 
 def session_path(namespace: str | None, name: str = "", sub: str = "") -> str:

@@ -1,7 +1,7 @@
 """API calls of passivation before eviction (ARCHITECTURE.md §8): session PodDisruptionBudgets.
 
-``DisruptionClient`` shares the operator's ``ApiClient`` (one connection pool); errors are
-translated by :mod:`.calls`.
+``DisruptionClient`` shares the operator's session (one connection pool); errors are
+:mod:`berth_operator.errors` (:mod:`.calls`).
 Called by ``handlers.agentsession`` before a pod create. Pod deletes with a grace period go through
 ``KubeClient.delete_pod(grace_seconds=...)``.
 """
@@ -13,18 +13,19 @@ from typing import Any
 from berth_operator.errors import AlreadyExists, NotFound
 from berth_operator.k8s import rest
 from berth_operator.k8s.client import KubeClient
+from berth_operator.k8s.connection import ApiSession
 
 
 class DisruptionClient:
     """PodDisruptionBudget calls (policy/v1). All methods are coroutines."""
 
-    def __init__(self, api_client: Any) -> None:
-        self.rest = rest.AsyncRest(api_client)
+    def __init__(self, session: ApiSession) -> None:
+        self.rest = rest.AsyncRest(session)
 
     @classmethod
     def from_kube(cls, kube: KubeClient) -> DisruptionClient:
-        """Share ``kube``'s ApiClient."""
-        return cls(kube.api_client)
+        """Share ``kube``'s session."""
+        return cls(kube.session)
 
     async def ensure_pdb(self, body: dict[str, Any]) -> bool:
         """Create the PDB unless it exists (its spec never changes). True when created.

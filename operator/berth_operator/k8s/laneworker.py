@@ -2,10 +2,10 @@
 
 The only module of the LaneWorker code that talks to the API (CONVENTIONS: only
 ``berth_operator.k8s`` does). Called by ``berth_operator.handlers.laneworker``. Requests by
-path (:mod:`berth_operator.k8s.rest`) run in a worker thread (``asyncio.to_thread``), so the kopf
-event loop never blocks; answers are plain dicts in the API's own camelCase shape, which is what
-the pure builders and decisions read. The ApiClient is the operator's
-(:func:`berth_operator.k8s.client.make_api_client`).
+path (:mod:`berth_operator.k8s.rest`) over the operator's aiohttp session, on kopf's event loop;
+answers are plain dicts in the API's own camelCase shape, which is what
+the pure builders and decisions read. The session is the operator's
+(:class:`berth_operator.k8s.connection.ApiSession`).
 
 Writes, and why they are shaped so:
 
@@ -18,8 +18,8 @@ Writes, and why they are shaped so:
 - LaneWorker status: a merge patch on the ``status`` subresource (lists such as ``conditions`` are
   replaced whole, as the conventions ask).
 
-Errors: the client's ``ApiException`` and connection errors are translated to
-:mod:`berth_operator.errors` (NotFound on 404, AlreadyExists/Conflict on 409, KubeError else).
+Errors are :mod:`berth_operator.errors` (NotFound on 404, AlreadyExists/Conflict on 409,
+KubeError else).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 from berth_operator.api.constants import GROUP, LANEWORKER_PLURAL, VERSION
 from berth_operator.errors import NotFound
 from berth_operator.k8s import rest
+from berth_operator.k8s.connection import ApiSession
 
 MANAGER = {"fieldManager": "berth-operator"}
 
@@ -40,15 +41,15 @@ def _deployments(namespace: str, name: str = "", sub: str = "") -> str:
 
 @dataclass(frozen=True)
 class LaneWorkerApi:
-    """API calls of the autoscaler, each an ``async`` method running the request in a thread.
-    ``api`` is the operator's ``ApiClient``."""
+    """API calls of the autoscaler, each an ``async`` method. ``session`` is the operator's
+    connection to the apiserver."""
 
-    api: Any
+    session: ApiSession
 
     @property
     def rest(self) -> rest.AsyncRest:
-        """Requests over ``api`` (a light wrapper, built per call)."""
-        return rest.AsyncRest(self.api)
+        """Requests over ``session`` (a light wrapper, built per call)."""
+        return rest.AsyncRest(self.session)
 
     # -- Deployments ---------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Kubernetes calls of the ``kubectl-berth`` plugin (``berth_operator.plugin``).
 
 The plugin is a short-lived CLI, so this makes synchronous requests by path
-(:mod:`berth_operator.k8s.rest`) over the ``kubernetes`` client's ``ApiClient``, with the
+(:mod:`berth_operator.k8s.sync_rest`) over the ``kubernetes`` client's ``ApiClient``, with the
 caller's kubeconfig (``KUBECONFIG`` or ``~/.kube/config``; in-cluster config as a fallback), not
 the operator's credentials. For users it reads the AgentSession object (spec and status) and the
 session's API token from its Secret ``<name>-berth``; everything the plugin changes on a session
@@ -13,8 +13,8 @@ credentials to the apiserver). So the caller needs ``get`` on ``secrets`` and ``
 The chart's post-delete hook (``kubectl-berth cleanup-lease``) also lists
 the operator's pods and deletes its leader-election Lease.
 
-API errors are translated to :mod:`berth_operator.errors` by :mod:`.calls`, so the plugin never
-sees ``kubernetes.client.ApiException``.
+API errors are translated to :mod:`berth_operator.errors` by ``sync_rest.call_sync``, so the
+plugin never sees ``kubernetes.client.ApiException``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from berth_operator.api.constants import (
     SECRET_API_TOKEN_KEY,
 )
 from berth_operator.errors import KubeError, NotFound
-from berth_operator.k8s import calls, rest
+from berth_operator.k8s import rest, sync_rest
 from berth_operator.k8s.client import lease_path, session_path
 
 # The config loaders are untyped in the kubernetes package; give them a typed seam.
@@ -52,15 +52,17 @@ class PluginClient:
     namespace: str
 
     @property
-    def rest(self) -> rest.Rest:
+    def rest(self) -> sync_rest.Rest:
         """Requests by path over ``api``."""
-        return rest.Rest(self.api)
+        return sync_rest.Rest(self.api)
 
     def get_session(self, name: str) -> dict[str, Any]:
         """Return the AgentSession ``name`` as a dict. Raises NotFound or KubeError."""
         what = f"get agentsession {self.namespace}/{name}"
         try:
-            return calls.call_sync(what, self.rest.get, what, session_path(self.namespace, name))
+            return sync_rest.call_sync(
+                what, self.rest.get, what, session_path(self.namespace, name)
+            )
         except NotFound:
             raise NotFound(f"agentsession {self.namespace}/{name} not found", status=404) from None
 
@@ -73,7 +75,7 @@ class PluginClient:
         what = f"get secret {self.namespace}/{secret_name}"
         path = rest.core(self.namespace, "secrets", secret_name)
         try:
-            secret = calls.call_sync(what, self.rest.get, what, path, secret=True)
+            secret = sync_rest.call_sync(what, self.rest.get, what, path, secret=True)
         except NotFound as exc:
             raise NotFound(f"{exc} (the session has no API token yet)", status=404) from None
         except KubeError as exc:
@@ -140,7 +142,7 @@ class PluginClient:
         NotFound or KubeError (e.g. 403 without ``patch`` on agentsessions)."""
         what = f"patch agentsession {self.namespace}/{name}"
         patch = {"spec": {"suspend": suspend}}
-        return calls.call_sync(
+        return sync_rest.call_sync(
             what, self.rest.patch, what, session_path(self.namespace, name), patch
         )
 
@@ -149,7 +151,7 @@ class PluginClient:
         object. Raises NotFound or KubeError (e.g. 403 without ``patch`` on agentsessions)."""
         what = f"annotate agentsession {self.namespace}/{name}"
         patch = {"metadata": {"annotations": {key: value}}}
-        return calls.call_sync(
+        return sync_rest.call_sync(
             what, self.rest.patch, what, session_path(self.namespace, name), patch
         )
 
@@ -157,7 +159,7 @@ class PluginClient:
         """Events of the ``kind`` object ``name`` (core/v1 Events, involvedObject field
         selector), as dicts, oldest first. Raises KubeError."""
         what = f"list events of {kind} {self.namespace}/{name}"
-        listed = calls.call_sync(
+        listed = sync_rest.call_sync(
             what,
             self.rest.get,
             what,
@@ -170,7 +172,7 @@ class PluginClient:
     def pod_log_lines(self, pod: str, container: str, follow: bool) -> Any:
         """An iterator over the log lines (bytes) of ``container`` in ``pod``; with ``follow``
         it lasts until the container stops. Raises NotFound or KubeError."""
-        response: Any = calls.call_sync(
+        response: Any = sync_rest.call_sync(
             f"read log of pod {self.namespace}/{pod}",
             self.rest.open,
             "GET",
@@ -186,7 +188,7 @@ class PluginClient:
     def count_pods(self, selector: str) -> int:
         """Pods in the namespace matching the label ``selector``. Raises KubeError."""
         what = f"list pods {selector!r} in {self.namespace}"
-        pods = calls.call_sync(
+        pods = sync_rest.call_sync(
             what, self.rest.get, what, rest.core(self.namespace, "pods"), labelSelector=selector
         )
         return len(pods.get("items") or [])
@@ -196,7 +198,7 @@ class PluginClient:
         what = f"delete lease {self.namespace}/{name}"
         path = lease_path(self.namespace, name)
         try:
-            calls.call_sync(what, self.rest.delete, what, path)
+            sync_rest.call_sync(what, self.rest.delete, what, path)
         except NotFound:
             return False
         return True

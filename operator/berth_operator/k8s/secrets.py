@@ -1,8 +1,8 @@
 """Secret calls of the operator (the Berth security contract): the namespace's task master key
 ``berth-task-key``, each session's ``<name>-berth`` and the LLM key Secret a session names.
 
-Requests by path (:mod:`berth_operator.k8s.rest`) run in a worker thread; answers are plain
-dicts. Errors are translated like :mod:`berth_operator.k8s.client` (NotFound, AlreadyExists,
+Requests by path (:mod:`berth_operator.k8s.rest`) over the operator's shared session; answers
+are plain dicts. Errors as in :mod:`berth_operator.k8s.client` (NotFound, AlreadyExists,
 Conflict, KubeError).
 Values read or written here are never logged and never put in an error message: messages name
 the Secret, not its content.
@@ -40,19 +40,20 @@ from berth_operator.builders.secrets import (
 )
 from berth_operator.errors import AlreadyExists, KubeError, NotFound
 from berth_operator.k8s import rest
+from berth_operator.k8s.connection import ApiSession
 
 
 class SecretApi:
     """Secret reads and writes of the operator; every method is a coroutine."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, session: ApiSession) -> None:
         # secret=True: an answer about a Secret may echo its data, so errors are not chained.
-        self.rest = rest.AsyncRest(api_client, secret=True)
+        self.rest = rest.AsyncRest(session, secret=True)
 
     @classmethod
     def from_kube(cls, kube: Any) -> SecretApi:
-        """Share the ApiClient of a :class:`berth_operator.k8s.client.KubeClient`."""
-        return cls(kube.api_client)
+        """Share the session of a :class:`berth_operator.k8s.client.KubeClient`."""
+        return cls(kube.session)
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The Secret as a dict, or None when it does not exist."""

@@ -18,21 +18,22 @@ from berth_operator.api.constants import GROUP, VERSION
 from berth_operator.api.sessionwarmpool import WARMPOOL_PLURAL
 from berth_operator.errors import NotFound
 from berth_operator.k8s import rest
+from berth_operator.k8s.connection import ApiSession
 
 MANAGER = {"fieldManager": "berth-operator"}
 
 
 @dataclass(frozen=True)
 class WarmPoolApi:
-    """API calls of the warm-pool handlers, each running in a worker thread. ``api`` is the
-    operator's ``ApiClient``."""
+    """API calls of the warm-pool handlers, each an ``async`` method. ``session`` is the
+    operator's connection to the apiserver."""
 
-    api: Any
+    session: ApiSession
 
     @property
     def rest(self) -> rest.AsyncRest:
-        """Requests over ``api`` (a light wrapper, built per call)."""
-        return rest.AsyncRest(self.api)
+        """Requests over ``session`` (a light wrapper, built per call)."""
+        return rest.AsyncRest(self.session)
 
     async def get_pool(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The SessionWarmPool as a dict, or None when it does not exist."""

@@ -1,5 +1,6 @@
-"""``berth_operator.k8s.rest``: API paths, and requests by path over a real ``ApiClient`` to a
-local HTTP server that records what it was sent and answers like an apiserver."""
+"""``berth_operator.k8s.rest``: API paths, and requests by path — the operator's over its aiohttp
+``ApiSession``, the plugin's over a real ``kubernetes`` ``ApiClient`` — to a local HTTP server
+that records what it was sent and answers like an apiserver."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs
 
+import kopf
 import pytest
 from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound
-from berth_operator.k8s import calls, rest
+from berth_operator.k8s import rest, sync_rest
+from berth_operator.k8s.connection import ApiSession
 from kubernetes import client
 
 
@@ -62,7 +66,8 @@ class _Apiserver(BaseHTTPRequestHandler):
                 "body": json.loads(raw) if raw else None,
             }
         )
-        status, body = self.server.answer  # type: ignore[attr-defined]
+        answers = self.server.answers  # type: ignore[attr-defined]
+        status, body = answers.pop(0) if answers else self.server.answer  # type: ignore[attr-defined]
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -81,6 +86,7 @@ def server() -> Iterator[Any]:
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Apiserver)
     srv.seen = []  # type: ignore[attr-defined]
     srv.answer = (200, {"kind": "Pod", "metadata": {"name": "p"}})  # type: ignore[attr-defined]
+    srv.answers = []  # type: ignore[attr-defined]  (answered first, in order)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     try:
@@ -90,28 +96,51 @@ def server() -> Iterator[Any]:
         srv.server_close()
 
 
-def _api(srv: Any) -> Any:
-    cfg = client.Configuration(host=f"http://127.0.0.1:{srv.server_address[1]}")
-    cfg.api_key = {"BearerToken": "t0ken"}
-    cfg.api_key_prefix = {"BearerToken": "Bearer"}
-    return client.ApiClient(cfg)
+def _url(srv: Any) -> str:
+    return f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+def _session(url: str, tokens: list[str] | None = None) -> ApiSession:
+    """An ApiSession logging in with kopf's ConnectionInfo; each login takes the next token."""
+    left = list(tokens or ["t0ken"])
+
+    def login() -> kopf.ConnectionInfo:
+        return kopf.ConnectionInfo(server=url, token=left.pop(0) if len(left) > 1 else left[0])
+
+    return ApiSession(login, limit=4)
+
+
+def _run(session: ApiSession, call: Any) -> Any:
+    async def go() -> Any:
+        try:
+            return await call(rest.AsyncRest(session))
+        finally:
+            await session.close()
+
+    return asyncio.run(go())
 
 
 def test_requests_carry_the_query_the_body_its_content_type_and_the_token(server: Any) -> None:
-    r = rest.Rest(_api(server))
-    assert r.get("get pod", rest.core("ns", "pods", "p")) == {
-        "kind": "Pod",
-        "metadata": {"name": "p"},
-    }
-    r.get("list pods", rest.core("ns", "pods"), labelSelector="a=b,c", watch=False)
-    r.create("create pod", rest.core("ns", "pods"), {"metadata": {"name": "p"}}, dryRun="All")
-    r.patch("label pod", rest.core("ns", "pods", "p"), {"metadata": {"labels": {"k": None}}})
-    r.patch("patch deploy", "/apis/apps/v1/namespaces/ns/deployments/d", [{"op": "test"}])
-    r.replace("put status", rest.core("ns", "pods", "p", "status"), {"status": {}})
-    r.delete("delete pod", rest.core("ns", "pods", "p"), {"gracePeriodSeconds": 0})
+    async def calls(r: rest.AsyncRest) -> Any:
+        got = await r.get("get pod", rest.core("ns", "pods", "p"))
+        await r.get("list pods", rest.core("ns", "pods"), labelSelector="a=b,c", watch=False)
+        await r.create(
+            "create pod", rest.core("ns", "pods"), {"metadata": {"name": "p"}}, dryRun="All"
+        )
+        await r.patch(
+            "label pod", rest.core("ns", "pods", "p"), {"metadata": {"labels": {"k": None}}}
+        )
+        await r.patch("patch deploy", "/apis/apps/v1/namespaces/ns/deployments/d", [{"op": "test"}])
+        await r.replace("put status", rest.core("ns", "pods", "p", "status"), {"status": {}})
+        await r.delete("delete pod", rest.core("ns", "pods", "p"), {"gracePeriodSeconds": 0})
+        return got
+
+    assert _run(_session(_url(server)), calls) == {"kind": "Pod", "metadata": {"name": "p"}}
     seen = server.seen
     assert [s["method"] for s in seen] == ["GET", "GET", "POST", "PATCH", "PATCH", "PUT", "DELETE"]
-    assert seen[1]["path"] == "/api/v1/namespaces/ns/pods?labelSelector=a%3Db%2Cc&watch=false"
+    path, _, query = seen[1]["path"].partition("?")
+    assert path == "/api/v1/namespaces/ns/pods"
+    assert parse_qs(query) == {"labelSelector": ["a=b,c"], "watch": ["false"]}
     assert seen[2]["path"] == "/api/v1/namespaces/ns/pods?dryRun=All"
     assert seen[2]["body"] == {"metadata": {"name": "p"}}
     assert seen[3]["content_type"] == "application/merge-patch+json"
@@ -120,6 +149,26 @@ def test_requests_carry_the_query_the_body_its_content_type_and_the_token(server
     assert seen[5]["content_type"] == "application/json"
     assert seen[6]["body"] == {"gracePeriodSeconds": 0}
     assert all(s["authorization"] == "Bearer t0ken" for s in seen)
+
+
+def test_an_encoded_name_reaches_the_server_encoded(server: Any) -> None:
+    _run(_session(_url(server)), lambda r: r.get("get pod", rest.core("ns", "pods", "a/../b")))
+    assert server.seen[0]["path"] == "/api/v1/namespaces/ns/pods/a%2F..%2Fb"
+
+
+def test_a_401_logs_in_again_and_sends_the_request_once_more(server: Any) -> None:
+    server.answers = [(401, {"kind": "Status", "reason": "Unauthorized", "message": "expired"})]
+    session = _session(_url(server), tokens=["old", "new"])
+    got = _run(session, lambda r: r.get("get pod ns/p", rest.core("ns", "pods", "p")))
+    assert got["kind"] == "Pod"
+    assert [s["authorization"] for s in server.seen] == ["Bearer old", "Bearer new"]
+
+
+def test_a_second_401_is_the_callers_error(server: Any) -> None:
+    server.answer = (401, {"kind": "Status", "reason": "Unauthorized", "message": "no"})
+    with pytest.raises(KubeError, match="get pod ns/p: 401 Unauthorized no") as caught:
+        _run(_session(_url(server)), lambda r: r.get("get pod ns/p", rest.core("ns", "pods", "p")))
+    assert caught.value.status == 401 and len(server.seen) == 2
 
 
 @pytest.mark.parametrize(
@@ -139,9 +188,8 @@ def test_an_error_answer_becomes_the_berth_error_with_the_apiservers_message(
         status,
         {"kind": "Status", "status": "Failure", "reason": reason, "message": f"said {reason}"},
     )
-    r = rest.AsyncRest(_api(server))
     with pytest.raises(error) as caught:
-        asyncio.run(r.get("get pod ns/p", rest.core("ns", "pods", "p")))
+        _run(_session(_url(server)), lambda r: r.get("get pod ns/p", rest.core("ns", "pods", "p")))
     assert caught.value.status == status and caught.value.reason == reason
     assert str(caught.value).startswith(f"get pod ns/p: {status} {reason} said {reason}")
 
@@ -149,29 +197,77 @@ def test_an_error_answer_becomes_the_berth_error_with_the_apiservers_message(
 def test_an_answer_that_is_not_a_json_object_is_a_kube_error(server: Any) -> None:
     server.answer = (200, b"[1, 2]")
     with pytest.raises(KubeError, match="non-object"):
-        rest.Rest(_api(server)).get("get pod ns/p", rest.core("ns", "pods", "p"))
+        _run(_session(_url(server)), lambda r: r.get("get pod ns/p", rest.core("ns", "pods", "p")))
 
 
 def test_a_secret_call_error_keeps_no_chain(server: Any) -> None:
     server.answer = (500, {"kind": "Status", "message": "data: c2VjcmV0"})
+    session = _session(_url(server))
+
+    async def go() -> Any:
+        try:
+            return await rest.AsyncRest(session, secret=True).get("get secret ns/s", "/api/v1/x")
+        finally:
+            await session.close()
+
     with pytest.raises(KubeError) as caught:
-        asyncio.run(rest.AsyncRest(_api(server), secret=True).get("get secret ns/s", "/api/v1/x"))
+        asyncio.run(go())
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def test_an_apiserver_that_cannot_be_reached_is_a_kube_error() -> None:
+    session = _session(f"http://127.0.0.1:{_closed_port()}")
+    with pytest.raises(KubeError, match="get pod ns/p: cannot reach the Kubernetes API"):
+        _run(session, lambda r: r.get("get pod ns/p", rest.core("ns", "pods", "p")))
+
+
+# --- the plugin's synchronous requests (sync_rest over the kubernetes client) ---------------
+
+
+def _api(srv: Any) -> Any:
+    cfg = client.Configuration(host=_url(srv))
+    cfg.api_key = {"BearerToken": "t0ken"}
+    cfg.api_key_prefix = {"BearerToken": "Bearer"}
+    return client.ApiClient(cfg)
+
+
+def test_sync_requests_carry_the_body_its_content_type_and_the_token(server: Any) -> None:
+    r = sync_rest.Rest(_api(server))
+    assert r.get("get pod", rest.core("ns", "pods", "p"))["kind"] == "Pod"
+    r.patch("label pod", rest.core("ns", "pods", "p"), {"metadata": {"labels": {"k": None}}})
+    r.delete("delete lease", rest.group("coordination.k8s.io", "v1", "ns", "leases", "l"))
+    seen = server.seen
+    assert [s["method"] for s in seen] == ["GET", "PATCH", "DELETE"]
+    assert seen[1]["content_type"] == "application/merge-patch+json"
+    assert seen[2]["path"] == "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"
+    assert all(s["authorization"] == "Bearer t0ken" for s in seen)
+
+
+def test_a_sync_error_answer_is_translated_like_the_operators(server: Any) -> None:
+    server.answer = (409, {"kind": "Status", "reason": "AlreadyExists", "message": "taken"})
+    r = sync_rest.Rest(_api(server))
+    with pytest.raises(AlreadyExists, match="create pod ns/p: 409 AlreadyExists taken"):
+        sync_rest.call_sync("create pod ns/p", r.create, "x", rest.core("ns", "pods"), {})
 
 
 def test_open_returns_the_unread_response_for_streaming(server: Any) -> None:
     server.answer = (200, b"line 1\nline 2\n")
-    response = calls.call_sync(
-        "read log", rest.Rest(_api(server)).open, "GET", rest.core("ns", "pods", "p", "log")
+    response = sync_rest.call_sync(
+        "read log", sync_rest.Rest(_api(server)).open, "GET", rest.core("ns", "pods", "p", "log")
     )
     assert b"".join(response.response.stream()) == b"line 1\nline 2\n"
 
 
-def test_an_apiserver_that_cannot_be_reached_is_a_kube_error() -> None:
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    api = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{port}"))
+def test_a_sync_call_to_an_apiserver_that_cannot_be_reached_is_a_kube_error() -> None:
+    api = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{_closed_port()}"))
     api.configuration.retries = 0
+    r = sync_rest.Rest(api)
     with pytest.raises(KubeError, match="get pod ns/p: cannot reach the Kubernetes API"):
-        asyncio.run(rest.AsyncRest(api).get("get pod ns/p", rest.core("ns", "pods", "p")))
+        sync_rest.call_sync("get pod ns/p", r.get, "get pod ns/p", rest.core("ns", "pods", "p"))
