@@ -31,7 +31,7 @@ from berth_operator.errors import KubeError, SettingsError
 from berth_operator.handlers import budgetpolicy as _budgetpolicy  # registers; prime, tokens
 from berth_operator.handlers import gateway as _gateway  # registers handlers; waker, Events
 from berth_operator.handlers import laneworker as _laneworker  # noqa: F401  (registers handlers)
-from berth_operator.handlers import login as _login  # kopf's bounded session; credentials
+from berth_operator.handlers import login as _login  # kopf's session over the operator's pool
 from berth_operator.handlers import nodes as _nodes  # noqa: F401  (registers handlers)
 from berth_operator.handlers import sessionwarmpool as _warm  # noqa: F401  (registers handlers)
 from berth_operator.handlers import webhook
@@ -105,7 +105,7 @@ async def _serve(settings: OperatorSettings, health: _Health) -> web.AppRunner:
 
 def _context(settings: OperatorSettings) -> OperatorContext:
     """The clients every handler shares, built once (one connection pool to the apiserver)."""
-    kube = KubeClient(ApiSession(_login.credentials, limit=settings.server.kube_connection_pool))
+    kube = KubeClient(ApiSession(_login.credentials, limit=_login.connection_limit(settings)))
     ctx = OperatorContext(
         settings=settings,
         kube=kube,

@@ -324,8 +324,8 @@ class ServerSettings(SettingsGroup):
     http_port: Annotated[int, Field(ge=0, le=65535)] = 8081
     """Port serving /healthz, /readyz and /metrics. Default 8081."""
     kube_connection_pool: Annotated[int, Field(ge=1)] = 32
-    """HTTP connections to the apiserver for requests: the operator's own client's pool, and
-    kopf's beyond its watch streams (``handlers.login``). Default 32."""
+    """HTTP connections to the apiserver for requests, kopf's and the operator's own together,
+    beyond kopf's watch streams: one pool (``handlers.login``). Default 32."""
     max_concurrent_reconciles: Annotated[int, Field(ge=1)] = 32
     """AgentSession reconciles running at once (controller-runtime's MaxConcurrentReconciles);
     the others wait their turn, first come first served. Default 32."""

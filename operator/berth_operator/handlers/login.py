@@ -1,4 +1,4 @@
-"""kopf's own connection to the apiserver, with a bounded connection pool.
+"""kopf's own connection to the apiserver: the operator's credentials over its one bounded pool.
 
 kopf talks to the apiserver over its own aiohttp session (its watch streams, the finalizer it
 adds to each new object, its progress annotations). Its built-in session has no bound on
@@ -8,12 +8,13 @@ once) leaves as many connections in the pool as requests overlapped, each holdin
 256 KiB TLS read buffer and OpenSSL's state until it idles out (measured with
 ``bench/placement.py --memory``: 82 of them, 10 MiB of buffers, after 100 sessions).
 
-``login`` (a kopf login handler) takes the operator's credentials
-(``k8s.connection.credentials``: the order kopf's own default login uses) and returns them as a
-``kopf.AiohttpSession`` whose connector is bounded by :func:`connection_limit`: room
-for every watch stream kopf keeps open (each holds a connection for its lifetime) plus
-``server.kube_connection_pool`` connections for requests, which wait their turn beyond that.
-kopf closes the session when it logs in again (e.g. after a 401), and calls ``login`` for a new one.
+``login`` (a kopf login handler) takes the operator's credentials (:func:`credentials`: the order
+kopf's own default login uses) and returns them as a ``kopf.AiohttpSession`` over the operator's
+connection pool (``k8s.connection.ApiSession``, which Berth's own requests use too), bounded by
+:func:`connection_limit`: room for every watch stream kopf keeps open (each holds a connection
+for its lifetime) plus ``server.kube_connection_pool`` connections for requests — kopf's and
+Berth's — which wait their turn beyond that. kopf closes its session when it logs in again (e.g.
+after a 401) and calls ``login`` for a new one; the pool stays.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import kopf
 
-from berth_operator.k8s.connection import client_session
+from berth_operator.k8s.connection import ApiSession
 from berth_operator.settings import OperatorSettings
 
 WATCHED_NAMESPACED_KINDS = 5
@@ -34,8 +35,9 @@ CLUSTER_STREAMS = 4
 
 
 def connection_limit(settings: OperatorSettings) -> int:
-    """Connections kopf's session may open: its watch streams (one per namespaced kind and
-    watched namespace — one per kind when cluster-wide — plus ``CLUSTER_STREAMS``) plus
+    """Connections of the operator's pool (kopf's session and Berth's): kopf's watch streams
+    (one per namespaced kind and watched namespace — one per kind when cluster-wide — plus
+    ``CLUSTER_STREAMS``) plus
     ``server.kube_connection_pool`` for requests. The streams' share is never below what they
     hold, so a request always gets a connection eventually."""
     namespaces = max(1, len(settings.scope.namespaces))
@@ -66,11 +68,11 @@ def credentials(
     return info
 
 
-def bounded_session(info: kopf.ConnectionInfo, limit: int) -> kopf.AiohttpSession:
-    """A kopf session for ``info`` (server, TLS, credentials as kopf's built-in session uses
-    them) over at most ``limit`` connections."""
+def kopf_session(info: kopf.ConnectionInfo, pool: ApiSession) -> kopf.AiohttpSession:
+    """A kopf session for ``info`` (server, credentials as kopf's built-in session uses them)
+    over ``pool``'s connections."""
     return kopf.AiohttpSession(
-        aiohttp_session=client_session(info, limit),
+        aiohttp_session=pool.client_session(info),
         server=info.server,
         default_namespace=info.default_namespace,
         priority=info.priority,
@@ -85,10 +87,11 @@ async def login(
     memo: kopf.Memo,
     **_: Any,
 ) -> kopf.AiohttpSession:
-    """The operator's credentials over a bounded session (module docstring).
+    """The operator's credentials over its connection pool (module docstring).
 
     Raises ``kopf.LoginError`` when neither the service account nor a kubeconfig is found."""
     info = credentials(settings, logger)
     ctx = getattr(memo, "ctx", None)
-    ours = ctx.settings if ctx is not None else OperatorSettings()
-    return bounded_session(info, connection_limit(ours))
+    if ctx is None:
+        raise kopf.LoginError("the operator's context (its connection pool) is not in kopf's memo")
+    return kopf_session(info, ctx.kube.session)

@@ -1,13 +1,18 @@
 """The operator's connection to the Kubernetes API: one aiohttp session for its own requests.
 
-:class:`ApiSession` sends the operator's requests (``k8s.rest.AsyncRest``) over one aiohttp
-session on the event loop — no worker threads — with at most ``limit`` connections. Its
-credentials come from a ``login`` callable returning :class:`Credentials` (kopf's
-``ConnectionInfo``: ``handlers.login.credentials`` finds them the way kopf's default login does,
-so in a pod it is the service account and no client library is needed). The session is opened
-on first use (aiohttp sessions belong to a running loop). A 401 answer logs in again (a
-projected service-account token is rotated on disk by the kubelet) and sends the request once
-more; the replaced session is closed with this one.
+:class:`ApiSession` sends the operator's requests (``k8s.rest.AsyncRest``) over aiohttp on the
+event loop — no worker threads. Its credentials come from a ``login`` callable returning
+:class:`Credentials` (kopf's ``ConnectionInfo``: ``handlers.login.credentials`` finds them the way
+kopf's default login does, so in a pod it is the service account and no client library is
+needed). A 401 answer logs in again (a projected service-account token is rotated on disk by the
+kubelet) and sends the request once more.
+
+One connection pool to the apiserver: the session's ``TCPConnector`` (at most ``limit``
+connections in use) also carries kopf's own session (``handlers.login`` asks
+:meth:`ApiSession.client_session` for it): kopf's watch streams and requests and Berth's requests
+share one bound. Each TLS connection holds asyncio's 256 KiB read buffer, so two pools
+(kopf's and Berth's) cost a quarter MiB for every connection the second one opened
+(bench/README.md). Sessions and the pool are opened on first use (they belong to a running loop).
 """
 
 from __future__ import annotations
@@ -63,24 +68,12 @@ class Unreachable(Exception):
     """The request got no HTTP answer: refused, reset, timed out, TLS failure. ``str`` says why."""
 
 
-def client_session(info: Credentials, limit: int) -> aiohttp.ClientSession:
-    """An aiohttp session for ``info`` (its TLS, bearer token or basic auth, proxy) over at most
-    ``limit`` connections; call from a running event loop."""
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=limit, ssl=info.as_ssl_context()),
-        headers=info.as_http_headers(),
-        auth=info.as_aiohttp_basic_auth(),
-        proxy=info.proxy_url,
-        trust_env=info.trust_env,
-    )
-
-
 class ApiSession:
     """Requests to the apiserver over one aiohttp session (module docstring).
 
-    ``login`` returns the credentials; it is called on first use and after a 401, and may raise
-    (e.g. ``kopf.LoginError``). ``limit`` bounds the open connections (requests beyond it wait
-    their turn).
+    ``login`` returns the credentials; it is called on first use and after a 401 (its errors,
+    e.g. ``kopf.LoginError``, become ``KubeError``). ``limit`` bounds the connections in use by
+    every session over the pool, kopf's included (requests beyond it wait their turn).
     """
 
     def __init__(self, login: Callable[[], Credentials], *, limit: int = 32) -> None:
@@ -89,14 +82,34 @@ class ApiSession:
         self._server: URL | None = None
         self._session: aiohttp.ClientSession | None = None
         self._retired: list[aiohttp.ClientSession] = []
+        self._pool: aiohttp.TCPConnector | None = None
+
+    def client_session(self, info: Credentials) -> aiohttp.ClientSession:
+        """An aiohttp session for ``info`` (its bearer token or basic auth, proxy) over the shared
+        pool, which does not close with it. The pool's TLS settings are those of the first
+        credentials (the cluster's CA and client certificate; a new token keeps them); call from
+        a running event loop."""
+        if self._pool is None or self._pool.closed:
+            self._pool = aiohttp.TCPConnector(limit=self._limit, ssl=info.as_ssl_context())
+        return aiohttp.ClientSession(
+            connector=self._pool,
+            connector_owner=False,
+            headers=info.as_http_headers(),
+            auth=info.as_aiohttp_basic_auth(),
+            proxy=info.proxy_url,
+            trust_env=info.trust_env,
+        )
 
     def _current(self) -> tuple[URL, aiohttp.ClientSession]:
         if self._session is None or self._server is None:
-            info = self._login()
+            try:
+                info = self._login()
+            except Exception as exc:  # the login callable's own errors (kopf.LoginError, I/O)
+                raise KubeError(f"cannot log in to the Kubernetes API: {exc}") from exc
             if not info.server:
                 raise KubeError("the Kubernetes credentials name no API server")
             self._server = URL(info.server.rstrip("/"))
-            self._session = client_session(info, self._limit)
+            self._session = self.client_session(info)
         return self._server, self._session
 
     def _log_in_again(self, stale: aiohttp.ClientSession) -> None:
@@ -115,7 +128,7 @@ class ApiSession:
     ) -> tuple[int, bytes]:
         """Send ``method path?query`` (``path`` already percent-encoded, as ``k8s.rest`` builds
         it) with ``body`` as JSON; return (HTTP status, answer body) whatever the status.
-        Raises ``Unreachable`` when no answer came, and what ``login`` raises."""
+        Raises ``Unreachable`` when no answer came, ``KubeError`` when ``login`` fails."""
         data = None if body is None else json.dumps(body).encode()
         sent = {"Accept": JSON}
         if data is not None:
@@ -141,11 +154,13 @@ class ApiSession:
         raise AssertionError("unreachable: the second attempt returns")
 
     async def close(self) -> None:
-        """Close the session and any replaced after a 401."""
+        """Close the session, any replaced after a 401, and the pool (kopf's session too)."""
         sessions = [*self._retired, *([self._session] if self._session else [])]
         self._session, self._retired = None, []
         for session in sessions:
             await session.close()
+        if self._pool is not None:
+            await self._pool.close()
 
 
 def query_value(value: str | int | bool) -> str:

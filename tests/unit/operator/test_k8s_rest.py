@@ -271,3 +271,11 @@ def test_a_sync_call_to_an_apiserver_that_cannot_be_reached_is_a_kube_error() ->
     r = sync_rest.Rest(api)
     with pytest.raises(KubeError, match="get pod ns/p: cannot reach the Kubernetes API"):
         sync_rest.call_sync("get pod ns/p", r.get, "get pod ns/p", rest.core("ns", "pods", "p"))
+
+
+def test_a_failed_login_is_a_kube_error_naming_it() -> None:
+    def login() -> kopf.ConnectionInfo:
+        raise kopf.LoginError("no service account, no kubeconfig")
+
+    with pytest.raises(KubeError, match="cannot log in to the Kubernetes API: no service account"):
+        _run(ApiSession(login), lambda r: r.get("get pod ns/p", rest.core("ns", "pods", "p")))

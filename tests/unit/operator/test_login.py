@@ -1,4 +1,4 @@
-"""kopf's login handler: kopf's default credentials over a session with a bounded pool."""
+"""kopf's login handler: the operator's credentials over its one bounded connection pool."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import kopf
 import pytest
 from berth_operator.handlers import login
 from berth_operator.handlers.context import OperatorContext
+from berth_operator.k8s.client import KubeClient
+from berth_operator.k8s.connection import ApiSession
 from berth_operator.settings import OperatorSettings, ScopeSettings, ServerSettings
 
 
@@ -29,7 +31,15 @@ def test_the_limit_leaves_the_request_pool_beside_every_watch_stream(
     assert login.connection_limit(settings(namespaces, pool)) == limit
 
 
-async def test_login_returns_kopfs_credentials_over_a_bounded_session(
+def _only_login(monkeypatch: pytest.MonkeyPatch, found: Any) -> None:
+    """kopf's three credential sources: the client library's loaders answer ``found``, the
+    service-account and kubeconfig readers find nothing (whatever this machine has)."""
+    monkeypatch.setattr(kopf, "login_via_client", found)
+    monkeypatch.setattr(kopf, "login_with_service_account", lambda **_: None)
+    monkeypatch.setattr(kopf, "login_with_kubeconfig", lambda **_: None)
+
+
+async def test_login_returns_kopfs_session_over_the_operators_own_pool(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     info = kopf.ConnectionInfo(
@@ -41,9 +51,10 @@ async def test_login_returns_kopfs_credentials_over_a_bounded_session(
         seen.update(kwargs)
         return info
 
-    monkeypatch.setattr(kopf, "login_via_client", default_login)
+    _only_login(monkeypatch, default_login)
     ours = settings(["a", "b"], pool=7)
-    ctx = OperatorContext(settings=ours, kube=None, runtime=None)  # type: ignore[arg-type]
+    pool = ApiSession(lambda: info, limit=login.connection_limit(ours))
+    ctx = OperatorContext(settings=ours, kube=KubeClient(pool), runtime=None)  # type: ignore[arg-type]
     result = await login.login(
         logger=logging.getLogger("test"),
         settings=kopf.OperatorSettings(),
@@ -57,15 +68,34 @@ async def test_login_returns_kopfs_credentials_over_a_bounded_session(
         assert session.connector.limit == login.connection_limit(ours) == 10 + 4 + 7
         assert session.headers["Authorization"] == "Bearer secret-token"
         assert "settings" in seen and "logger" in seen
+        # One pool: Berth's own requests go over the very connector kopf's session uses,
+        # and kopf closing its session (as it does on a new login) leaves the pool open.
+        connector = session.connector
+        berths = pool.client_session(info)
+        assert berths.connector is connector
+        await berths.close()
+        await session.close()
+        assert not connector.closed
     finally:
         await result.aiohttp_session.close()
+        await pool.close()
+    assert connector.closed
 
 
 async def test_no_credentials_is_a_login_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kopf, "login_via_client", lambda **_: None)
+    _only_login(monkeypatch, lambda **_: None)
     with pytest.raises(kopf.LoginError, match="no Kubernetes credentials"):
         await login.login(
             logger=logging.getLogger("test"),
             settings=kopf.OperatorSettings(),
             memo=SimpleNamespace(),  # type: ignore[arg-type]
         )
+
+
+async def test_credentials_fall_back_to_kopfs_own_readers_without_the_client_library(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    info = kopf.ConnectionInfo(server="https://kubernetes.default.svc", token="sa-token")
+    _only_login(monkeypatch, lambda **_: None)  # as when `kubernetes` is not installed
+    monkeypatch.setattr(kopf, "login_with_service_account", lambda **_: info)
+    assert login.credentials() is info
