@@ -89,7 +89,7 @@ MOD
   step "etcd: go build"
   (cd "$mod" && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null 2>&1 || true)
   (cd "$mod" && go build -mod=mod -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3)
-  "$out/etcd" --version | head -1
+  "$out/etcd" --version | sed -n 1p
   touch "$out/.done"
 }
 

@@ -20,8 +20,7 @@ bash "$ROOT/hack/host-packages.sh"
   && -f $KWOK_BIN/.done && -f $HELM_BIN/.done && -f $CRICTL_BIN/.done ]] \
   || bash "$ROOT/hack/build-binaries.sh" all
 KUBECTL=$KUBE_BIN/kubectl
-ip -4 addr show dev lo | grep -qF " $HOST_IP/32 " || ip addr add "$HOST_IP/32" dev lo 2>/dev/null \
-  || ip -4 addr show dev lo | grep -qF " $HOST_IP/32 "
+ensure_address "$HOST_IP"
 export KUBECONFIG=$DEV/kubeconfig
 
 # --- control plane ----------------------------------------------------------------------------
@@ -36,7 +35,7 @@ components_alive() {
 }
 if [[ -f $KUBECONFIG ]] && "$KUBECTL" get --raw /readyz >/dev/null 2>&1 && components_alive; then
   log "control plane already up ($("$KUBECTL" config view -o jsonpath='{.clusters[0].cluster.server}'))"
-elif [[ -f $KUBECONFIG ]] && "$KWOK_BIN/kwokctl" get clusters 2>/dev/null | grep -qx "$CLUSTER_NAME"; then
+elif [[ -f $KUBECONFIG ]] && has_line "$CLUSTER_NAME" "$KWOK_BIN/kwokctl" get clusters; then
   log "a control-plane component had stopped: restarting the cluster's components (state kept)"
   "$KWOK_BIN/kwokctl" stop cluster --name "$CLUSTER_NAME" >/dev/null 2>&1 || true
   "$KWOK_BIN/kwokctl" start cluster --name "$CLUSTER_NAME" --wait 3m 2>&1 | sed 's/^/  /'

@@ -114,7 +114,7 @@ prune_builds() {
 # load_into SOCKET NAME ARCHIVE IMAGE: import ARCHIVE into one node's containerd unless present.
 load_into() {
   local sock=$1 node=$2 archive=$3 image=$4
-  if ctr -a "$sock" -n k8s.io images ls -q 2>/dev/null | grep -qxF "$image"; then return; fi
+  if has_line "$image" ctr -a "$sock" -n k8s.io images ls -q; then return; fi
   log "loading $image into $node"
   ctr -a "$sock" -n k8s.io images import --no-unpack=false "$archive" >/dev/null
   # Older builds of the same repository are not needed by this cluster any more.

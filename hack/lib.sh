@@ -40,3 +40,11 @@ stop_pidfile() {
   fi
   rm -f "$f"
 }
+
+# Checks read a command's whole output instead of piping it into `grep -q`: grep quits at the
+# first match, the command then dies of SIGPIPE, and under pipefail the check fails (exit 141).
+# has_line LINE CMD...: CMD's output (stderr dropped) has LINE as a whole line.
+has_line() { local out; out=$("${@:2}" 2>/dev/null) || true; [[ $'\n'$out$'\n' == *$'\n'"$1"$'\n'* ]]; }
+# ensure_address IP: loopback carries IP/32 (tolerates a concurrent add of the same address).
+has_address() { local out; out=$(ip -4 addr show dev lo); [[ $out == *" $1/32 "* ]]; }
+ensure_address() { has_address "$1" || ip addr add "$1/32" dev lo 2>/dev/null || has_address "$1"; }

@@ -36,11 +36,6 @@ node_dir() { echo "$DEV/nodes/$1"; }
 node_sock() { echo "$(node_dir "$1")/containerd.sock"; }
 node_bridge() { echo "berthbr-${1#node-}"; }
 
-ensure_address() { # tolerate a concurrent add of the same address
-  ip -4 addr show dev lo | grep -qF " $1/32 " || ip addr add "$1/32" dev lo 2>/dev/null \
-    || ip -4 addr show dev lo | grep -qF " $1/32 "
-}
-
 # kill_tree PID...: SIGKILL processes and all their descendants.
 kill_tree() {
   local pids=("$@") all=() p
@@ -302,7 +297,7 @@ down() {
   # Network namespaces of pods whose sandbox could not be removed through the CRI.
   for ns in /var/run/netns/cni-*; do
     [[ -e $ns ]] || continue
-    if ! ip netns pids "$(basename "$ns")" 2>/dev/null | grep -q .; then
+    if [[ -z $(ip netns pids "$(basename "$ns")" 2>/dev/null) ]]; then
       umount "$ns" 2>/dev/null || true; rm -f "$ns"
     fi
   done
