@@ -30,9 +30,9 @@ external lanes, the ``<name>-berth`` Secret with options.json, the PDB) is writt
 concurrently with the status. A Conflict restarts the iteration on
 a fresh GET; other API errors back off. Secret values never reach logs, status or Events.
 
-The daemon's first iteration waits (briefly) for kopf's own first write to a new object (its
-finalizer; AgentSessions carry no kopf diff-base: ``berth_operator.persistence``), so the first
-status write does not race it.
+The daemon's first status write waits (briefly) for kopf's own first write to a new object (its
+finalizer; AgentSessions carry no kopf diff-base: ``berth_operator.persistence``), so that the
+write does not race it; the observation's reads and the pod's Secrets and PDB go ahead meanwhile.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ from berth_operator.errors import (
     RuntimeUnreachable,
 )
 from berth_operator.handlers.context import OperatorContext
-from berth_operator.handlers.session_body import SessionBody
+from berth_operator.handlers.session_body import SessionBody, rebase
 from berth_operator.handlers.sessionwarmpool import adopt_for_session
 from berth_operator.handlers.status_writes import write_status
 from berth_operator.metrics import (
@@ -103,7 +103,8 @@ T = TypeVar("T")
 POD_LABELS = {LABEL_SESSION_UID: kopf.PRESENT, LABEL_COMPONENT: COMPONENT_SESSION}
 ERROR_RETRY_SECONDS = 5.0
 KOPF_SETTLE_SECONDS = 3.0
-"""Longest wait for kopf's first writes to a new AgentSession before the first reconcile."""
+"""Longest wait for kopf's first write to a new AgentSession before the first status write."""
+KOPF_SETTLE_POLL_SECONDS = 0.01
 CLAIM_READY_TTL_SECONDS = 10.0
 """How long a Bound shared claim is taken as still Bound without reading it again."""
 UNPARSEABLE_RETRY_SECONDS = 60.0
@@ -176,7 +177,6 @@ async def agentsession_daemon(
     ns = namespace or ""
     wake = ctx.wakeup(uid)
     view = LiveSession(SessionBody(), body, node_states, migrating)
-    await _kopf_settled(body, wake, stopped)
     while not stopped:
         async with ctx.reconcile_slot():
             wake.clear()
@@ -190,18 +190,19 @@ async def agentsession_daemon(
                 await asyncio.wait_for(wake.wait(), timeout=delay)
 
 
-async def _kopf_settled(body: kopf.Body, wake: asyncio.Event, stopped: kopf.DaemonStopped) -> None:
+async def _kopf_settled(view: Mapping[str, Any]) -> None:
     """Wait (at most ``KOPF_SETTLE_SECONDS``) until kopf's own first write to a new object — the
-    PATCH adding its finalizer — shows in the live view: a status write racing it would lose
-    (Conflict) and cost a failed PUT and a GET."""
+    PATCH adding its finalizer — shows in the live view ``view`` (kopf replaces its content on
+    every watch event, so it is looked at every ``KOPF_SETTLE_POLL_SECONDS``; the daemon's
+    wake-up event is left to the reconcile loop)."""
     deadline = time.monotonic() + KOPF_SETTLE_SECONDS
-    while not stopped and time.monotonic() < deadline:
-        meta = body.get("metadata") or {}
-        if FINALIZER in (meta.get("finalizers") or []):
-            return
-        wake.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait(), timeout=deadline - time.monotonic())
+    # kopf offers no change notification of the view other than the daemon's wake-up event
+    while not _has_finalizer(view) and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(KOPF_SETTLE_POLL_SECONDS)
+
+
+def _has_finalizer(obj: Mapping[str, Any]) -> bool:
+    return FINALIZER in ((obj.get("metadata") or {}).get("finalizers") or [])
 
 
 @kopf.on.delete(GROUP, VERSION, SESSION_PLURAL)
@@ -256,6 +257,8 @@ class LiveSession:
     last_write: float | None = None
     """Monotonic time of this daemon's last status write (informational changes wait for
     ``status_coalesce_seconds`` after it, reconcile.coalesce)."""
+    kopf_settled: bool = False
+    """kopf's finalizer was seen (or waited for) before a status write of this daemon."""
 
 
 async def _node(ctx: OperatorContext, name: str, live: LiveSession | None) -> ObservedNode:
@@ -562,13 +565,14 @@ async def _apply(
         if wait is not None:  # information only: goes out with the next write (coalesce.py)
             return wait
     creating = plan.create is not None and may_create
+    status_write = _write_settled(ctx, body, obs, plan, live)
     if creating:
         # The objects the new pod needs do not depend on the epoch: written alongside the status.
-        stored = await _concurrently(
-            write_status(ctx.kube, body, obs.status, plan.status), _prepare_pod(ctx, obs)
-        )
+        stored = await _concurrently(status_write, _prepare_pod(ctx, obs))
     else:
-        stored = await write_status(ctx.kube, body, obs.status, plan.status)
+        stored = await status_write
+    if stored is None:  # more than kopf's finalizer changed while it settled
+        return 0.0
     if live is not None and stored is not body:
         live.body.written(stored, time.monotonic())
         live.last_write = time.monotonic()
@@ -599,6 +603,34 @@ async def _apply(
     if plan.requeue_after is not None:
         return plan.requeue_after
     return ctx.settings.session_api.status_refresh_seconds
+
+
+async def _write_settled(
+    ctx: OperatorContext,
+    body: dict[str, Any],
+    obs: Observation,
+    plan: Plan,
+    live: LiveSession | None,
+) -> dict[str, Any] | None:
+    """``write_status``; before a daemon's first write, wait for kopf's finalizer PATCH of a new
+    object (``_kopf_settled``), which would otherwise win the race and cost a Conflict, a GET
+    and a second PUT. The wait runs after the observation's reads and beside the pod's
+    Secrets and PDB, not before them; the decision stands when the object only gained the
+    finalizer (``session_body.rebase``). Returns the stored object (``body`` when nothing was
+    written), or None when the object changed otherwise meanwhile (decide again)."""
+    if (
+        live is not None
+        and not live.kopf_settled
+        and not _has_finalizer(body)
+        and plan.status.wire() != obs.status.wire()
+    ):
+        live.kopf_settled = True
+        await _kopf_settled(live.live)
+        rebased = rebase(body, live.live)
+        if rebased is None:
+            return None
+        body = rebased
+    return await write_status(ctx.kube, body, obs.status, plan.status)
 
 
 async def _passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall) -> None:

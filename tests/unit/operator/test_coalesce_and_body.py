@@ -1,12 +1,19 @@
-"""Status-write coalescing (reconcile.coalesce) and the daemon's newest-object choice
-(handlers.session_body), on plans made by the real ``decide``."""
+"""Status-write coalescing (reconcile.coalesce), the daemon's newest-object choice
+(handlers.session_body) on plans made by the real ``decide``, and the first write's wait for
+kopf's finalizer."""
 
 from __future__ import annotations
 
+import asyncio
+import copy
+import time
 from typing import Any
 
 import pytest
-from berth_operator.handlers.session_body import SessionBody
+from berth_operator.api.constants import FINALIZER
+from berth_operator.handlers import agentsession
+from berth_operator.handlers.agentsession import KOPF_SETTLE_SECONDS, _kopf_settled
+from berth_operator.handlers.session_body import SessionBody, rebase
 from berth_operator.reconcile.coalesce import informational_only, write_delay
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings
@@ -156,3 +163,55 @@ def test_a_window_of_zero_writes_information_at_once() -> None:
     assert write_delay(session.status(), plan, since_last_write=0.01, window=30.0) == (
         pytest.approx(29.99)
     )
+
+
+def _with_finalizer(body: dict[str, Any], rv: str) -> dict[str, Any]:
+    meta = {**body["metadata"], "resourceVersion": rv, "finalizers": [FINALIZER]}
+    return {**body, "metadata": meta}
+
+
+def test_a_decision_stands_when_the_object_only_gained_kopfs_finalizer() -> None:
+    decided = {**obj("1"), "spec": {"prompt": "p"}}
+    live = _with_finalizer(decided, "2")
+    rebased = rebase(decided, live)
+    assert rebased == live and rebased is not live
+    assert rebased["metadata"]["resourceVersion"] == "2"  # the write carries the newer version
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda o: o["spec"].update(prompt="other"),
+        lambda o: o.update(status={"epoch": 1}),
+        lambda o: o["metadata"].update(annotations={"berth.dev/wake": "now"}),
+        lambda o: o["metadata"].update(deletionTimestamp="2026-11-28T09:00:00Z"),
+    ],
+    ids=["spec", "status", "annotations", "deleted"],
+)
+def test_any_other_change_means_deciding_again(change: Any) -> None:
+    decided = {**obj("1"), "spec": {"prompt": "p"}}
+    live = copy.deepcopy(_with_finalizer(decided, "2"))
+    change(live)
+    assert rebase(decided, live) is None
+
+
+async def test_the_first_write_waits_for_kopfs_finalizer_in_the_live_view() -> None:
+    view: dict[str, Any] = obj("1")
+
+    async def kopf_patches() -> None:
+        await asyncio.sleep(0.05)
+        view["metadata"] = {**view["metadata"], "finalizers": [FINALIZER]}
+
+    patch = asyncio.create_task(kopf_patches())
+    started = time.monotonic()
+    await _kopf_settled(view)
+    assert FINALIZER in view["metadata"].get("finalizers", [])  # returned once it showed
+    await patch
+    assert time.monotonic() - started < KOPF_SETTLE_SECONDS
+
+
+async def test_the_wait_for_kopf_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(agentsession, "KOPF_SETTLE_SECONDS", 0.05)
+    started = time.monotonic()
+    await _kopf_settled(obj("1"))  # kopf never patches: give up, the write may then conflict
+    assert time.monotonic() - started >= 0.05
