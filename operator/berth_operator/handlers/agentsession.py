@@ -32,7 +32,8 @@ a fresh GET; other API errors back off. Secret values never reach logs, status o
 
 The daemon's first status write waits (briefly) for kopf's own first write to a new object (its
 finalizer; AgentSessions carry no kopf diff-base: ``berth_operator.persistence``), so that the
-write does not race it; the observation's reads and the pod's Secrets and PDB go ahead meanwhile.
+write does not race it; the observation's reads and the pod's Secrets and PDB go ahead meanwhile
+— unless every reconcile slot is taken, and then the daemon waits before it queues for one.
 """
 
 from __future__ import annotations
@@ -178,6 +179,10 @@ async def agentsession_daemon(
     wake = ctx.wakeup(uid)
     view = LiveSession(SessionBody(), body, node_states, migrating)
     while not stopped:
+        if not view.kopf_settled and ctx.slots_busy():
+            # Sessions queue for a slot: never hold one waiting for kopf (see _write_settled).
+            view.kopf_settled = True
+            await _kopf_settled(body)
         async with ctx.reconcile_slot():
             wake.clear()
             delay = await reconcile_session(
@@ -614,10 +619,13 @@ async def _write_settled(
 ) -> dict[str, Any] | None:
     """``write_status``; before a daemon's first write, wait for kopf's finalizer PATCH of a new
     object (``_kopf_settled``), which would otherwise win the race and cost a Conflict, a GET
-    and a second PUT. The wait runs after the observation's reads and beside the pod's
-    Secrets and PDB, not before them; the decision stands when the object only gained the
-    finalizer (``session_body.rebase``). Returns the stored object (``body`` when nothing was
-    written), or None when the object changed otherwise meanwhile (decide again)."""
+    and a second PUT. When a reconcile slot was free, the wait runs here, after the
+    observation's reads and beside the pod's Secrets and PDB, not before them; the decision
+    stands when the object only gained the finalizer (``session_body.rebase``). When sessions
+    queued for slots, the daemon waited before taking one instead (``agentsession_daemon``): a
+    slot held waiting would slow the whole burst. Returns the stored object (``body`` when
+    nothing was written), or None when the object changed otherwise meanwhile (decide
+    again)."""
     if (
         live is not None
         and not live.kopf_settled

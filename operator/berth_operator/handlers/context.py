@@ -239,6 +239,10 @@ class OperatorContext:
         finally:
             self.reconciles.release()
 
+    def slots_busy(self) -> bool:
+        """No reconcile slot is free right now (a reconcile would have to wait for one)."""
+        return self.reconciles.locked()
+
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""
         pods = self.evictions.setdefault(uid, set())

@@ -60,3 +60,13 @@ async def test_a_reconcile_that_fails_gives_its_slot_back() -> None:
     async with asyncio.timeout(1):
         async with ctx.reconcile_slot():
             pass
+
+
+async def test_busy_once_every_slot_is_taken() -> None:
+    ctx = _ctx(2)
+    assert not ctx.slots_busy()
+    async with ctx.reconcile_slot():
+        assert not ctx.slots_busy()  # one left
+        async with ctx.reconcile_slot():
+            assert ctx.slots_busy()
+    assert not ctx.slots_busy()
