@@ -45,6 +45,7 @@ stop_pidfile() {
 # first match, the command then dies of SIGPIPE, and under pipefail the check fails (exit 141).
 # has_line LINE CMD...: CMD's output (stderr dropped) has LINE as a whole line.
 has_line() { local out; out=$("${@:2}" 2>/dev/null) || true; [[ $'\n'$out$'\n' == *$'\n'"$1"$'\n'* ]]; }
-# ensure_address IP: loopback carries IP/32 (tolerates a concurrent add of the same address).
+# has_address IP: loopback carries IP/32. ensure_address IP: add it unless it is there
+# (tolerates a concurrent add of the same address).
 has_address() { local out; out=$(ip -4 addr show dev lo); [[ $out == *" $1/32 "* ]]; }
 ensure_address() { has_address "$1" || ip addr add "$1/32" dev lo 2>/dev/null || has_address "$1"; }

@@ -106,6 +106,7 @@ ERROR_RETRY_SECONDS = 5.0
 KOPF_SETTLE_SECONDS = 3.0
 """Longest wait for kopf's first write to a new AgentSession before the first status write."""
 KOPF_SETTLE_POLL_SECONDS = 0.01
+"""How often that wait looks at kopf's live view."""
 CLAIM_READY_TTL_SECONDS = 10.0
 """How long a Bound shared claim is taken as still Bound without reading it again."""
 UNPARSEABLE_RETRY_SECONDS = 60.0
