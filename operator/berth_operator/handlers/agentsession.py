@@ -310,11 +310,12 @@ async def _missing_laneworkers(ctx: OperatorContext, ns: str, spec: AgentSession
 async def _credentials_problem(
     ctx: OperatorContext, ns: str, spec: AgentSessionSpec
 ) -> tuple[str, str] | None:
-    """(reason, message) when the session's LLM Secret or baseURL must not be used."""
+    """(reason, message) when the session's LLM Secret or baseURL must not be used. The Secret
+    is read once for all the sessions placed at the same moment (``read_secret_shared``)."""
     ref = spec.llm.api_key_secret_ref if spec.llm is not None else None
     secret = None
     if ref is not None and ctx.secrets is not None:
-        secret = await ctx.secrets.read_secret(ns, ref.name)
+        secret = await ctx.secrets.read_secret_shared(ns, ref.name)
     elif ref is not None:
         return None  # no Secret access configured (unit tests): nothing to check against
     return llm_credentials_problem(spec, secret, ctx.settings.llm.allowed_base_urls)

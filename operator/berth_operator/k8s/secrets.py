@@ -14,6 +14,8 @@ the Secret, not its content.
   following the operator's setting); returns the API token.
 - :meth:`SecretApi.ensure_worker_redis`: ``berth-worker-redis`` holds the workers' Redis URL.
 - :meth:`SecretApi.read_secret`: a Secret or None.
+- :meth:`SecretApi.read_secret_shared`: the same, one GET shared by concurrent readers of one
+  Secret (the LLM key Secret a burst of sessions names).
 
 Needs RBAC ``secrets: get, create, update`` (config/rbac).
 """
@@ -41,6 +43,7 @@ from berth_operator.builders.secrets import (
 from berth_operator.errors import AlreadyExists, KubeError, NotFound
 from berth_operator.k8s import rest
 from berth_operator.k8s.connection import ApiSession
+from berth_operator.k8s.singleflight import SingleFlight
 
 
 class SecretApi:
@@ -49,6 +52,7 @@ class SecretApi:
     def __init__(self, session: ApiSession) -> None:
         # secret=True: an answer about a Secret may echo its data, so errors are not chained.
         self.rest = rest.AsyncRest(session, secret=True)
+        self._shared_reads: SingleFlight[tuple[str, str], dict[str, Any] | None] = SingleFlight()
 
     @classmethod
     def from_kube(cls, kube: Any) -> SecretApi:
@@ -63,6 +67,14 @@ class SecretApi:
             )
         except NotFound:
             return None
+
+    async def read_secret_shared(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """:meth:`read_secret`, with callers that ask while a GET of the same Secret is in
+        flight given that GET's answer (:class:`~berth_operator.k8s.singleflight.SingleFlight`):
+        the dict is shared, so it is for reading only. Nothing is cached after the GET."""
+        return await self._shared_reads.do(
+            (namespace, name), lambda: self.read_secret(namespace, name)
+        )
 
     async def create_secret(self, body: dict[str, Any]) -> None:
         """POST a Secret (AlreadyExists when it exists)."""

@@ -18,6 +18,7 @@ import pytest
 from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound
 from berth_operator.k8s import rest, sync_rest
 from berth_operator.k8s.connection import ApiSession
+from berth_operator.k8s.secrets import SecretApi
 from kubernetes import client
 
 
@@ -279,3 +280,24 @@ def test_a_failed_login_is_a_kube_error_naming_it() -> None:
 
     with pytest.raises(KubeError, match="cannot log in to the Kubernetes API: no service account"):
         _run(ApiSession(login), lambda r: r.get("get pod ns/p", rest.core("ns", "pods", "p")))
+
+
+def test_concurrent_shared_secret_reads_make_one_get(server: Any) -> None:
+    server.answer = (200, {"kind": "Secret", "metadata": {"name": "llm"}, "data": {}})
+    session = _session(_url(server))
+
+    async def go() -> list[Any]:
+        secrets = SecretApi(session)
+        try:
+            together = await asyncio.gather(
+                *(secrets.read_secret_shared("ns", "llm") for _ in range(5))
+            )
+            after = await secrets.read_secret_shared("ns", "llm")
+            return [*together, after]
+        finally:
+            await session.close()
+
+    answers = asyncio.run(go())
+    assert all(a["metadata"]["name"] == "llm" for a in answers)
+    gets = [s for s in server.seen if s["path"] == "/api/v1/namespaces/ns/secrets/llm"]
+    assert len(gets) == 2  # one for the five concurrent readers, one for the later reader
