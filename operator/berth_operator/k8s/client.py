@@ -1,6 +1,10 @@
 """Async access to the Kubernetes API for the operator: requests by path (``k8s.rest``) over
 one aiohttp session (``k8s.connection.ApiSession``) shared by every ``berth_operator.k8s`` client.
 
+AgentSessions are read and written without ``metadata.managedFields``
+(:func:`without_managed_fields`): no decision reads them, and they are half of a session's JSON,
+kept once per session between reconciles.
+
 Every method raises ``berth_operator.errors``: 404 → NotFound, 409 AlreadyExists →
 AlreadyExists, other 409 → Conflict, anything else → KubeError. Bodies in and out are plain JSON
 dicts.
@@ -18,6 +22,17 @@ from berth_operator.k8s import rest
 from berth_operator.k8s.connection import ApiSession
 
 
+def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` without ``metadata.managedFields``: ``obj`` itself when it has none, else a
+    top-level copy with a copy of ``metadata`` (``obj`` is never changed; other nested values
+    are shared). Server-side apply's field ownership, which the operator never reads; an update
+    that omits it leaves the stored managedFields as they are (Kubernetes API conventions)."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or "managedFields" not in meta:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+
+
 class KubeClient:
     """The operator's API calls. All methods are coroutines; errors as in the module docstring."""
 
@@ -28,9 +43,12 @@ class KubeClient:
 
     # --- AgentSession ------------------------------------------------------------------------
     async def get_session(self, namespace: str, name: str) -> dict[str, Any]:
-        """GET the AgentSession (fresh from the apiserver, not a cache)."""
-        return await self.rest.get(
-            f"get agentsession {namespace}/{name}", session_path(namespace, name)
+        """GET the AgentSession (fresh from the apiserver, not a cache), without
+        ``metadata.managedFields``."""
+        return without_managed_fields(
+            await self.rest.get(
+                f"get agentsession {namespace}/{name}", session_path(namespace, name)
+            )
         )
 
     async def list_sessions(self, namespace: str | None = None) -> list[dict[str, Any]]:
@@ -58,12 +76,16 @@ class KubeClient:
         return await self.rest.patch(what, session_path(namespace, name), patch)
 
     async def replace_session_status(self, body: dict[str, Any]) -> dict[str, Any]:
-        """PUT the status subresource. ``body`` carries metadata.resourceVersion: a stale
-        writer gets Conflict instead of overwriting a newer status."""
+        """PUT the status subresource; the stored object, without ``metadata.managedFields``.
+        ``body`` carries metadata.resourceVersion: a stale writer gets Conflict instead of
+        overwriting a newer status. Its managedFields are not sent (the apiserver keeps an
+        object's managedFields when an update omits them)."""
         meta = body["metadata"]
         what = f"update status of agentsession {meta['namespace']}/{meta['name']}"
         path = session_path(meta["namespace"], meta["name"], "status")
-        return await self.rest.replace(what, path, body)
+        return without_managed_fields(
+            await self.rest.replace(what, path, without_managed_fields(body))
+        )
 
     async def get_laneworker(self, namespace: str, name: str) -> dict[str, Any]:
         """GET a LaneWorker."""

@@ -17,6 +17,7 @@ import kopf
 import pytest
 from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound
 from berth_operator.k8s import rest, sync_rest
+from berth_operator.k8s.client import KubeClient, without_managed_fields
 from berth_operator.k8s.connection import ApiSession
 from berth_operator.k8s.secrets import SecretApi
 from kubernetes import client
@@ -301,3 +302,67 @@ def test_concurrent_shared_secret_reads_make_one_get(server: Any) -> None:
     assert all(a["metadata"]["name"] == "llm" for a in answers)
     gets = [s for s in server.seen if s["path"] == "/api/v1/namespaces/ns/secrets/llm"]
     assert len(gets) == 2  # one for the five concurrent readers, one for the later reader
+
+
+_MANAGED = [{"manager": "kopf", "operation": "Update", "fieldsV1": {"f:metadata": {}}}]
+
+
+def _stored_session() -> dict[str, Any]:
+    return {
+        "apiVersion": "berth.dev/v1alpha1",
+        "kind": "AgentSession",
+        "metadata": {
+            "name": "s",
+            "namespace": "ns",
+            "resourceVersion": "7",
+            "finalizers": ["berth.dev/finalizer"],
+            "managedFields": _MANAGED,
+        },
+        "spec": {"prompt": "hi"},
+        "status": {"phase": "Running"},
+    }
+
+
+def test_a_session_is_read_without_managed_fields(server: Any) -> None:
+    server.answer = (200, _stored_session())
+    session = _session(_url(server))
+
+    async def go() -> dict[str, Any]:
+        try:
+            return await KubeClient(session).get_session("ns", "s")
+        finally:
+            await session.close()
+
+    got = asyncio.run(go())
+    assert "managedFields" not in got["metadata"]
+    assert got["metadata"]["finalizers"] == ["berth.dev/finalizer"]
+    assert got["metadata"]["resourceVersion"] == "7"
+
+
+def test_a_status_write_sends_and_keeps_no_managed_fields_and_leaves_the_body_alone(
+    server: Any,
+) -> None:
+    server.answer = (200, _stored_session())
+    session = _session(_url(server))
+    body = _stored_session()
+
+    async def go() -> dict[str, Any]:
+        try:
+            return await KubeClient(session).replace_session_status(body)
+        finally:
+            await session.close()
+
+    stored = asyncio.run(go())
+    sent = server.seen[-1]
+    assert sent["method"] == "PUT"
+    assert sent["path"] == "/apis/berth.dev/v1alpha1/namespaces/ns/agentsessions/s/status"
+    assert "managedFields" not in sent["body"]["metadata"]
+    assert sent["body"]["metadata"]["resourceVersion"] == "7"  # optimistic concurrency kept
+    assert "managedFields" not in stored["metadata"]
+    assert body["metadata"]["managedFields"] == _MANAGED  # the caller's (kopf's) object
+
+
+def test_an_object_without_managed_fields_is_returned_as_is() -> None:
+    obj = {"metadata": {"name": "s"}, "spec": {}}
+    assert without_managed_fields(obj) is obj
+    assert without_managed_fields({"kind": "Status"}) == {"kind": "Status"}
