@@ -151,11 +151,16 @@ def run_batch(
     }
 
 
-def peak_rss_mib(pid: int) -> float:
+def status_mib(pid: int, field: str) -> float:
+    """A size field of ``/proc/<pid>/status`` (``VmHWM``: peak RSS, ``VmRSS``: RSS now) in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def peak_rss_mib(pid: int) -> float:
+    return status_mib(pid, "VmHWM")
 
 
 class SocketPeak(threading.Thread):
@@ -387,7 +392,8 @@ def bench_sessions(
         rss = peak_rss_mib(proc.pid)
         print(
             f"operator ({'baseline' if source else 'this checkout'}): peak open sockets "
-            f"{sockets.peak}",
+            f"{sockets.peak}; RSS peak {rss:.1f} MiB, once all Running "
+            f"{status_mib(proc.pid, 'VmRSS'):.1f} MiB",
             flush=True,
         )
         requests = operator_requests(op.metrics())

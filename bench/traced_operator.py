@@ -4,15 +4,18 @@
 
 Runs ``berth_operator.main.main()`` with tracemalloc tracing (4 frames). On SIGUSR1 it writes
 ``OUT_DIR/snapshot-<k>.txt``: the traced total and the 25 largest allocation sites grouped by
-file and line, plus the traced memory grouped by the innermost frame inside a package (kopf,
-kubernetes, berth_operator/<subpackage>, ...): a block made by the standard library (``json``,
-``copy``) is counted to the package that called it. Tracing slows the operator several times
-over (importing the Kubernetes client's API classes alone takes minutes): figures of a traced run
-are for memory only, not time.
+file and line; the traced memory grouped by the innermost frame inside a package (kopf,
+kubernetes, berth_operator/<subpackage>, ...; a block made by the standard library, ``json`` or
+``copy``, is counted to the package that called it); the live objects the garbage collector
+tracks, counted by type; and the Kubernetes objects held, by kind and by what holds them (what
+grows with the number of sessions shows in the last two first). Tracing slows the operator
+several times over (importing the Kubernetes client's API classes alone takes minutes): figures
+of a traced run are for memory only, not time.
 """
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import tracemalloc
@@ -35,6 +38,56 @@ def _owner(trace: tracemalloc.Trace) -> str:
     return "?"
 
 
+def _by_type() -> list[str]:
+    """The ``TOP`` types with the most live gc-tracked objects: count and shallow MiB."""
+    counts: dict[str, list[int]] = {}
+    for obj in gc.get_objects():
+        kind = type(obj)
+        entry = counts.setdefault(f"{kind.__module__}.{kind.__qualname__}", [0, 0])
+        entry[0] += 1
+        entry[1] += sys.getsizeof(obj, 0)
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1][0])[:TOP]
+    return [f"{count:8d} {size / 2**20:8.2f} MiB  {name}" for name, (count, size) in ranked]
+
+
+def _holder(obj: object) -> str:
+    """A name for a referrer: an instance's ``__dict__`` is named by nothing here, so dicts are
+    described by a few of their keys."""
+    if isinstance(obj, dict):
+        keys = sorted(str(k) for k in list(obj)[:4])
+        return "dict{" + ",".join(keys) + "}"
+    kind = type(obj)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _k8s_objects() -> list[str]:
+    """Count the live top-level Kubernetes objects by kind and by the types that refer to them."""
+    everything = gc.get_objects()
+    wanted = {
+        id(o): str(o.get("kind"))
+        for o in everything
+        if isinstance(o, dict) and "apiVersion" in o and "metadata" in o and "kind" in o
+    }
+    holders: dict[tuple[str, str], int] = {}
+    for obj in everything:
+        if isinstance(obj, dict) and id(obj) in wanted:
+            continue
+        for ref in gc.get_referents(obj):
+            kind = wanted.get(id(ref))
+            if kind is not None:
+                key = (kind, _holder(obj))
+                holders[key] = holders.get(key, 0) + 1
+    by_kind: dict[str, int] = {}
+    for kind in wanted.values():
+        by_kind[kind] = by_kind.get(kind, 0) + 1
+    lines = [
+        f"{count:8d}  {kind}" for kind, count in sorted(by_kind.items(), key=lambda kv: -kv[1])
+    ]
+    ranked = sorted(holders.items(), key=lambda kv: -kv[1])[:TOP]
+    lines += [f"{count:8d}  {kind} held by {holder}" for (kind, holder), count in ranked]
+    return lines
+
+
 def write_snapshot(out: Path, index: int) -> Path:
     """Write one report (module docstring) as ``out/snapshot-<index>.txt``; its path."""
     snapshot = tracemalloc.take_snapshot().filter_traces(
@@ -54,6 +107,14 @@ def write_snapshot(out: Path, index: int) -> Path:
     lines += ["", "by the innermost package on the allocating stack:"]
     for key, size in sorted(owners.items(), key=lambda kv: -kv[1])[:TOP]:
         lines.append(f"{size / 2**20:8.2f} MiB  {key}")
+    lines += ["", "objects the garbage collector tracks, by type (count, shallow size):"]
+    lines += _by_type()
+    lines += [
+        "",
+        "Kubernetes objects held (parsed JSON with apiVersion, kind, metadata), by kind and",
+    ]
+    lines += ["what holds them (the type of each referrer):"]
+    lines += _k8s_objects()
     path = out / f"snapshot-{index}.txt"
     path.write_text("\n".join(lines) + "\n")
     return path
