@@ -12,12 +12,16 @@ sessions were adopted, and the operator's ``berth_operator_warm_adoption_seconds
 asserted.
 
     .venv/bin/python bench/placement.py --warm      # N=20 (BERTH_BENCH_N to change)
+    .venv/bin/python bench/placement.py --warm --baseline-src /tmp/berth-base --rounds 3
+                                    # warm batches alternating with another checkout's operator
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -106,51 +110,106 @@ def _adopted(dc: DevCluster, ns: str) -> int:
     )
 
 
-def main() -> int:
+def warm_round(
+    dc: DevCluster, llm: Any, names: list[str], tag: str, source: str | None = None
+) -> tuple[list[float], int, list[str]]:
+    """Fill a fresh pool of N warm pods, then create N sessions naming it at once, with this
+    checkout's operator or (``source``) another checkout's. Returns create → run started
+    (seconds), how many were adopted, and the operator's adoption histogram lines."""
+    with (
+        dc.namespace(f"bench-warm-{tag}", shared_pvc=True) as ns,
+        operator(dc, ns, **IMAGE_ENV) as op,
+    ):
+        if source is not None:  # that checkout's operator instead, with this one's CRDs and RBAC
+            src = Path(source).resolve()
+            op.stop_all()
+            op.extra["PYTHONPATH"] = f"{src / 'operator'}:{src}"
+            op.command = [sys.executable, "-m", "berth_operator.main"]
+            op.start()
+        pool = {
+            "apiVersion": "berth.dev/v1alpha1",
+            "kind": "SessionWarmPool",
+            "metadata": {"name": "pool"},
+            "spec": {
+                "replicas": N,
+                "template": {
+                    "llm": {
+                        "baseURL": llm.base_url,
+                        "apiKeySecretRef": {"name": "llm-credentials", "key": "api-key"},
+                    }
+                },
+            },
+        }
+        apply_in(dc, ns, [SECRET, pool])
+        wait(f"{N} Ready warm pods", lambda: _ready_warm(dc, ns) >= N, cap=600)
+        warm = batch(dc, ns, llm, names, warmPoolRef={"name": "pool"})
+        adopted = _adopted(dc, ns)
+        hist = [
+            line
+            for line in op.metrics().splitlines()
+            if line.startswith("berth_operator_warm_adoption_seconds_")
+            and ("_sum" in line or "_count" in line)
+        ]
+    return warm, adopted, hist
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--warm", action="store_true", help="(how bench/placement.py calls this)")
+    parser.add_argument(
+        "--baseline-src",
+        help="also run the warm batch with the operator of this checkout (e.g. a git worktree "
+        "of an older commit), alternating with this one's, in the same run",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="warm batches per operator")
+    args = parser.parse_args(argv)
     dc = DevCluster.ensure()
     script = {"turns": [{"text": "done"}], "on_exhausted": "repeat_last"}
     names = [f"s{i:03d}" for i in range(N)]
     print(f"N={N} sessions at once, real nodes {dc.nodes}")
+    rounds: dict[str, list[tuple[list[float], int]]] = {"this": [], "baseline": []}
     with scripted_model(script) as llm:
         with dc.namespace("bench-cold", shared_pvc=True) as ns, operator(dc, ns, **IMAGE_ENV):
             apply_in(dc, ns, [SECRET])
             time.sleep(2)  # operator leading, watches established
             cold = batch(dc, ns, llm, names)
-        with dc.namespace("bench-warm", shared_pvc=True) as ns, operator(dc, ns, **IMAGE_ENV) as op:
-            pool = {
-                "apiVersion": "berth.dev/v1alpha1",
-                "kind": "SessionWarmPool",
-                "metadata": {"name": "pool"},
-                "spec": {
-                    "replicas": N,
-                    "template": {
-                        "llm": {
-                            "baseURL": llm.base_url,
-                            "apiKeySecretRef": {"name": "llm-credentials", "key": "api-key"},
-                        }
-                    },
-                },
-            }
-            apply_in(dc, ns, [SECRET, pool])
-            wait(f"{N} Ready warm pods", lambda: _ready_warm(dc, ns) >= N, cap=600)
-            warm = batch(dc, ns, llm, names, warmPoolRef={"name": "pool"})
-            adopted = _adopted(dc, ns)
-            hist = [
-                line
-                for line in op.metrics().splitlines()
-                if line.startswith("berth_operator_warm_adoption_seconds_")
-                and ("_sum" in line or "_count" in line)
-            ]
-    for label, values in (("cold (pod created)", cold), ("warm (adopted)    ", warm)):
-        print(
-            f"{label}: create→run started p50 {pct(values, 50) * 1000:.0f} ms, "
-            f"p99 {pct(values, 99) * 1000:.0f} ms, max {max(values) * 1000:.0f} ms"
-        )
+        for k in range(args.rounds):
+            sides = [("this", None)]
+            if args.baseline_src:
+                sides.append(("baseline", args.baseline_src))
+                if k % 2:
+                    sides.reverse()  # alternate which goes first: the machine drifts
+            for side, source in sides:
+                warm, adopted, hist = warm_round(dc, llm, names, f"{side}-{k}", source)
+                rounds[side].append((warm, adopted))
+                print(
+                    f"round {k + 1} {side}: warm p50 {pct(warm, 50) * 1000:.0f} ms, "
+                    f"p99 {pct(warm, 99) * 1000:.0f} ms; adopted {adopted}/{N}; " + "; ".join(hist),
+                    flush=True,
+                )
     print(
-        f"ratio warm/cold: p50 {pct(warm, 50) / pct(cold, 50):.3f}x, "
-        f"p99 {pct(warm, 99) / pct(cold, 99):.3f}x; adopted {adopted}/{N}"
+        f"cold (pod created): create→run started p50 {pct(cold, 50) * 1000:.0f} ms, "
+        f"p99 {pct(cold, 99) * 1000:.0f} ms, max {max(cold) * 1000:.0f} ms"
     )
-    print("operator adoption (claim + adopt call): " + "; ".join(hist))
+    for side, results in rounds.items():
+        if not results:
+            continue
+        p50s = [pct(w, 50) for w, _ in results]
+        p99s = [pct(w, 99) for w, _ in results]
+        print(
+            f"warm (adopted), {side}: create→run started p50 "
+            f"{', '.join(f'{v * 1000:.0f}' for v in p50s)} ms (median "
+            f"{statistics.median(p50s) * 1000:.0f}), p99 "
+            f"{', '.join(f'{v * 1000:.0f}' for v in p99s)} ms (median "
+            f"{statistics.median(p99s) * 1000:.0f}); adopted "
+            f"{', '.join(str(a) for _, a in results)} of {N}; warm/cold p50 "
+            f"{statistics.median(p50s) / pct(cold, 50):.3f}x, p99 "
+            f"{statistics.median(p99s) / pct(cold, 99):.3f}x"
+        )
+    if rounds["baseline"]:
+        mine = statistics.median(pct(w, 99) for w, _ in rounds["this"])
+        base = statistics.median(pct(w, 99) for w, _ in rounds["baseline"])
+        print(f"warm p99 median, this / baseline: {mine / base:.3f}x")
     return 0
 
 
