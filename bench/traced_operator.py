@@ -8,14 +8,19 @@ file and line; the traced memory grouped by the innermost frame inside a package
 kubernetes, berth_operator/<subpackage>, ...; a block made by the standard library, ``json`` or
 ``copy``, is counted to the package that called it); the live objects the garbage collector
 tracks, counted by type; and the Kubernetes objects held, by kind and by what holds them (what
-grows with the number of sessions shows in the last two first). Tracing slows the operator
-several times over (importing the Kubernetes client's API classes alone takes minutes): figures
-of a traced run are for memory only, not time.
+grows with the number of sessions shows in the last two first); then the RSS, after a full
+collection and after glibc's ``malloc_trim`` (the last two steps hand memory back, so a second
+report of one run reads lower). ``BERTH_BENCH_TRACE=0`` skips tracemalloc (and the first two
+parts): the RSS figures of an untraced operator. Tracing slows the operator several times
+over (importing the Kubernetes client's API classes alone takes minutes): figures of a traced
+run are for memory only, not time.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
+import os
 import signal
 import sys
 import tracemalloc
@@ -88,26 +93,51 @@ def _k8s_objects() -> list[str]:
     return lines
 
 
+def _rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _released() -> list[str]:
+    """RSS now, after a full ``gc.collect()``, and after glibc's ``malloc_trim(0)`` (freed heap
+    pages handed back): how much of the RSS is garbage or memory the allocator keeps."""
+    lines = [f"RSS {_rss_mib():.1f} MiB"]
+    gc.collect()
+    lines.append(f"RSS after gc.collect(): {_rss_mib():.1f} MiB")
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        lines.append(f"RSS after malloc_trim(0): {_rss_mib():.1f} MiB")
+    except OSError:
+        lines.append("no glibc: malloc_trim not tried")
+    return lines
+
+
 def write_snapshot(out: Path, index: int) -> Path:
     """Write one report (module docstring) as ``out/snapshot-<index>.txt``; its path."""
-    snapshot = tracemalloc.take_snapshot().filter_traces(
-        (tracemalloc.Filter(False, tracemalloc.__file__),)
-    )
-    total = sum(t.size for t in snapshot.traces)
-    lines = [f"traced: {total / 2**20:.1f} MiB in {len(snapshot.traces)} blocks", ""]
-    for stat in snapshot.statistics("lineno")[:TOP]:
-        frame = stat.traceback[0]
-        lines.append(
-            f"{stat.size / 2**20:8.2f} MiB {stat.count:8d}  {frame.filename}:{frame.lineno}"
+    released = _released()  # first: what follows allocates (a list of every object)
+    lines: list[str] = []
+    if tracemalloc.is_tracing():
+        snapshot = tracemalloc.take_snapshot().filter_traces(
+            (tracemalloc.Filter(False, tracemalloc.__file__),)
         )
-    owners: dict[str, int] = {}
-    for trace in snapshot.traces:
-        key = _owner(trace)
-        owners[key] = owners.get(key, 0) + trace.size
-    lines += ["", "by the innermost package on the allocating stack:"]
-    for key, size in sorted(owners.items(), key=lambda kv: -kv[1])[:TOP]:
-        lines.append(f"{size / 2**20:8.2f} MiB  {key}")
-    lines += ["", "objects the garbage collector tracks, by type (count, shallow size):"]
+        total = sum(t.size for t in snapshot.traces)
+        lines += [f"traced: {total / 2**20:.1f} MiB in {len(snapshot.traces)} blocks", ""]
+        for stat in snapshot.statistics("lineno")[:TOP]:
+            frame = stat.traceback[0]
+            lines.append(
+                f"{stat.size / 2**20:8.2f} MiB {stat.count:8d}  {frame.filename}:{frame.lineno}"
+            )
+        owners: dict[str, int] = {}
+        for trace in snapshot.traces:
+            key = _owner(trace)
+            owners[key] = owners.get(key, 0) + trace.size
+        lines += ["", "by the innermost package on the allocating stack:"]
+        for key, size in sorted(owners.items(), key=lambda kv: -kv[1])[:TOP]:
+            lines.append(f"{size / 2**20:8.2f} MiB  {key}")
+        lines.append("")
+    lines += ["objects the garbage collector tracks, by type (count, shallow size):"]
     lines += _by_type()
     lines += [
         "",
@@ -115,6 +145,7 @@ def write_snapshot(out: Path, index: int) -> Path:
     ]
     lines += ["what holds them (the type of each referrer):"]
     lines += _k8s_objects()
+    lines += ["", *released]
     path = out / f"snapshot-{index}.txt"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -123,7 +154,8 @@ def write_snapshot(out: Path, index: int) -> Path:
 def main() -> int:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    tracemalloc.start(FRAMES)
+    if os.environ.get("BERTH_BENCH_TRACE", "1") != "0":
+        tracemalloc.start(FRAMES)
     count = 0
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
