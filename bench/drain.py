@@ -33,6 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
 
+from bench.warm_placement import pool_manifest  # noqa: E402
 from tests.cluster import DevCluster  # noqa: E402
 from tests.e2e.passivation_support import (  # noqa: E402
     PrivateNodes,
@@ -102,21 +103,7 @@ def _warm_pool_on(dc: DevCluster, ns: str, base_url: str, nodes: PrivateNodes) -
     """A SessionWarmPool of N pods matching the sessions' template, all on B: A carries a
     ``NoSchedule`` taint of the bench's own while the pool fills. Not a cordon: a cordon is a
     drain signal, and the sessions on A would passivate before the pool exists."""
-    pool = {
-        "apiVersion": "berth.dev/v1alpha1",
-        "kind": "SessionWarmPool",
-        "metadata": {"name": "pool"},
-        "spec": {
-            "replicas": N,
-            "template": {
-                "llm": {
-                    "baseURL": base_url,
-                    "apiKeySecretRef": {"name": "llm-credentials", "key": "api-key"},
-                },
-                "placement": nodes.placement(),
-            },
-        },
-    }
+    pool = pool_manifest(base_url, placement=nodes.placement())
 
     def ready_on_b() -> bool:
         items = json.loads(

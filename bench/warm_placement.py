@@ -110,6 +110,26 @@ def _adopted(dc: DevCluster, ns: str) -> int:
     )
 
 
+def pool_manifest(base_url: str, **template: Any) -> dict[str, Any]:
+    """The SessionWarmPool ``pool`` of N pods for sessions of the scripted model at
+    ``base_url`` (its key in the ``llm-credentials`` Secret); ``template`` adds fields."""
+    return {
+        "apiVersion": "berth.dev/v1alpha1",
+        "kind": "SessionWarmPool",
+        "metadata": {"name": "pool"},
+        "spec": {
+            "replicas": N,
+            "template": {
+                "llm": {
+                    "baseURL": base_url,
+                    "apiKeySecretRef": {"name": "llm-credentials", "key": "api-key"},
+                },
+                **template,
+            },
+        },
+    }
+
+
 def warm_round(
     dc: DevCluster, llm: Any, names: list[str], tag: str, source: str | None = None
 ) -> tuple[list[float], int, list[str]]:
@@ -126,21 +146,7 @@ def warm_round(
             op.extra["PYTHONPATH"] = f"{src / 'operator'}:{src}"
             op.command = [sys.executable, "-m", "berth_operator.main"]
             op.start()
-        pool = {
-            "apiVersion": "berth.dev/v1alpha1",
-            "kind": "SessionWarmPool",
-            "metadata": {"name": "pool"},
-            "spec": {
-                "replicas": N,
-                "template": {
-                    "llm": {
-                        "baseURL": llm.base_url,
-                        "apiKeySecretRef": {"name": "llm-credentials", "key": "api-key"},
-                    }
-                },
-            },
-        }
-        apply_in(dc, ns, [SECRET, pool])
+        apply_in(dc, ns, [SECRET, pool_manifest(llm.base_url)])
         wait(f"{N} Ready warm pods", lambda: _ready_warm(dc, ns) >= N, cap=600)
         warm = batch(dc, ns, llm, names, warmPoolRef={"name": "pool"})
         adopted = _adopted(dc, ns)
