@@ -84,24 +84,41 @@ for _result in ("written", "unchanged", "conflict"):
 
 
 class PhaseTracker:
-    """Keeps the last phase per session uid and mirrors the counts into ``SESSIONS``."""
+    """Keeps the last phase per session uid and mirrors the counts into ``SESSIONS``.
+
+    Counts are kept alongside, so recording a phase costs the same with 10 sessions or
+    10,000 (every reconcile records one)."""
 
     def __init__(self) -> None:
         self._phases: dict[str, str] = {}
+        self._counts: _Counter[str] = _Counter()
         self.publish()
 
     def set(self, uid: str, phase: str | None) -> None:
         """Record ``phase`` for ``uid`` (None forgets the session)."""
-        if phase is None:
-            self._phases.pop(uid, None)
-        else:
+        before = self._phases.pop(uid, None) if phase is None else self._phases.get(uid)
+        if before == phase:
+            return
+        if before is not None:
+            self._counts[before] -= 1
+            self._publish_one(before)
+        if phase is not None:
             self._phases[uid] = phase
-        self.publish()
+            self._counts[phase] += 1
+            self._publish_one(phase)
+
+    def count(self, phase: str) -> int:
+        """Sessions last recorded in ``phase``."""
+        return self._counts[phase]
+
+    def _publish_one(self, phase: str) -> None:
+        if phase in PHASES:
+            SESSIONS.labels(phase=phase).set(self._counts[phase])
 
     def publish(self) -> None:
-        counts = _Counter(self._phases.values())
+        """Set every phase's ``SESSIONS`` series from the counts."""
         for phase in PHASES:
-            SESSIONS.labels(phase=phase).set(counts.get(phase, 0))
+            SESSIONS.labels(phase=phase).set(self._counts[phase])
 
 
 # --- LaneWorker autoscaling -----------------------------------------------------------
