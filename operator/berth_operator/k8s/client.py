@@ -25,8 +25,9 @@ from berth_operator.k8s.connection import ApiSession
 def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` without ``metadata.managedFields``: ``obj`` itself when it has none, else a
     top-level copy with a copy of ``metadata`` (``obj`` is never changed; other nested values
-    are shared). Server-side apply's field ownership, which the operator never reads; an update
-    that omits it leaves the stored managedFields as they are (Kubernetes API conventions)."""
+    are shared). managedFields are server-side apply's record of field ownership, which the
+    operator never reads; an update that omits them leaves the stored ones as they are (the
+    apiserver never lets a client unaware of the field strip it)."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict) or "managedFields" not in meta:
         return obj
