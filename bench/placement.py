@@ -327,8 +327,7 @@ def bench_sessions(
             # that checkout's RBAC (a rule this one dropped may be needed); the next
             # operator_kubeconfig() applies this checkout's again
             dc.kubectl("apply", "-k", str(src / "config" / "rbac"))
-            op.extra["PYTHONPATH"] = f"{src / 'operator'}:{src}"
-            op.command = [sys.executable, "-m", "berth_operator.main"]
+            op.use_checkout(src)
         elif memory is not None:
             op.command = [sys.executable, str(ROOT / "bench" / "traced_operator.py"), str(memory)]
         proc = op.start()

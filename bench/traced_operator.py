@@ -2,7 +2,8 @@
 
     python bench/traced_operator.py OUT_DIR
 
-Runs ``berth_operator.main.main()`` with tracemalloc tracing (4 frames). On SIGUSR1 it writes
+Runs the operator (``berth_operator.launch.main()``, as ``berth-operator`` does) with tracemalloc
+tracing (4 frames). On SIGUSR1 it writes
 ``OUT_DIR/snapshot-<k>.txt``: the traced total and the 25 largest allocation sites grouped by
 file and line; the traced memory grouped by the innermost frame inside a package (kopf,
 kubernetes, berth_operator/<subpackage>, ...; a block made by the standard library, ``json`` or
@@ -165,7 +166,7 @@ def main() -> int:
         write_snapshot(out, count)
 
     signal.signal(signal.SIGUSR1, on_signal)
-    from berth_operator.main import main as operator_main
+    from berth_operator.launch import main as operator_main
 
     return operator_main()
 

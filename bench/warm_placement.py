@@ -143,8 +143,7 @@ def warm_round(
         if source is not None:  # that checkout's operator instead, with this one's CRDs and RBAC
             src = Path(source).resolve()
             op.stop_all()
-            op.extra["PYTHONPATH"] = f"{src / 'operator'}:{src}"
-            op.command = [sys.executable, "-m", "berth_operator.main"]
+            op.use_checkout(src)
             op.start()
         apply_in(dc, ns, [SECRET, pool_manifest(llm.base_url)])
         wait(f"{N} Ready warm pods", lambda: _ready_warm(dc, ns) >= N, cap=600)

@@ -296,7 +296,9 @@ async def run(settings: OperatorSettings) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console script entry (``berth-operator``)."""
+    """Run the operator; returns its exit status (2: bad settings). The console script
+    (``berth-operator``) calls it through ``berth_operator.launch``, which first keeps the
+    unused ``kubernetes`` package out of the process."""
     del argv
     try:
         settings = OperatorSettings.from_env()

@@ -83,6 +83,14 @@ class OperatorProcess:
         self.command: list[str] = [str(Path(sys.executable).parent / "berth-operator")]
         """How a replica is started (a benchmark may run another checkout's operator)."""
 
+    def use_checkout(self, src: Path) -> None:
+        """Start replicas from the source checkout ``src`` (e.g. a ``git worktree`` of an older
+        commit) by its entry module: ``berth_operator.launch`` where it exists, else the older
+        ``berth_operator.main``."""
+        self.extra["PYTHONPATH"] = f"{src / 'operator'}:{src}"
+        entry = "launch" if (src / "operator" / "berth_operator" / "launch.py").exists() else "main"
+        self.command = [sys.executable, "-m", f"berth_operator.{entry}"]
+
     def env(self) -> dict[str, str]:
         self.port = free_port()
         return {
