@@ -192,8 +192,10 @@ async def agentsession_daemon(
         if delay is None:
             return
         if delay > 0:
+            # asyncio.timeout, not wait_for: no second task per sleeping daemon (≈2 KB each)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout=delay)
+                async with asyncio.timeout(delay):
+                    await wake.wait()
 
 
 async def _kopf_settled(view: Mapping[str, Any]) -> None:

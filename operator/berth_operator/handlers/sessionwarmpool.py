@@ -135,7 +135,8 @@ async def warmpool_daemon(
             if delay is None:
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout=delay)
+                async with asyncio.timeout(delay):
+                    await wake.wait()
     finally:
         if stopped:
             ctx.warm.forget(key)
