@@ -27,6 +27,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+from urllib3.exceptions import HTTPError
 
 from berth_operator.api.constants import (
     API_TOKEN_HEADER,
@@ -103,7 +104,7 @@ class PluginClient:
         """POST ``payload`` as JSON to ``path`` (an apiserver pod-proxy path) with the session's
         token in ``X-Berth-Token``; return (HTTP status, decoded body or text). Error statuses
         (the session's or the apiserver's) are returned, not raised; KubeError when the
-        apiserver cannot be reached."""
+        apiserver cannot be reached (refused, reset, timed out, TLS)."""
         try:
             method, url, headers, body, post = self.api.param_serialize(
                 "POST",
@@ -129,7 +130,7 @@ class PluginClient:
             status = int(response.status)
         except ApiException as exc:
             raw, status = exc.body or b"", int(exc.status or 0)
-        except OSError as exc:
+        except (HTTPError, OSError) as exc:  # urllib3: refused (MaxRetryError), reset, TLS
             raise KubeError(f"cannot reach the Kubernetes API: {exc}") from exc
         text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
         try:

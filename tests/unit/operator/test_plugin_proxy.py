@@ -5,6 +5,7 @@ A small HTTP server stands in for the apiserver and records what arrives."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from berth_operator import plugin
+from berth_operator.errors import KubeError
 from berth_operator.k8s.plugin_client import PluginClient
 from kubernetes import client
 
@@ -82,3 +84,17 @@ def test_proxy_post_sends_the_session_token_beside_the_callers_credential(
     assert seen["headers"]["authorization"] == "Bearer user-credential"
     status, answer = api.proxy_post(path, {"prompt": "hi"}, "wrong", 5.0)
     assert (status, answer) == (403, {"accepted": False})
+
+
+def test_proxy_post_to_an_apiserver_that_refuses_is_a_kube_error() -> None:
+    """urllib3 gives up on a refused connection with ``MaxRetryError`` (not an ``OSError``):
+    the caller gets the plugin's error, not a traceback."""
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cfg = client.Configuration(host=f"http://127.0.0.1:{port}")
+    cfg.retries = 0
+    refused = PluginClient(api=client.ApiClient(cfg), namespace="team-a")
+    path = plugin.pod_proxy_path(SESSION, "/v1/messages")
+    with pytest.raises(KubeError, match="cannot reach the Kubernetes API"):
+        refused.proxy_post(path, {"prompt": "hi"}, "tok", 5.0)
