@@ -13,7 +13,7 @@ Called by ``berth_operator.handlers`` and ``berth_operator.main``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from berth_operator.api.constants import GROUP, LANEWORKER_PLURAL, SESSION_PLURAL, VERSION
@@ -32,6 +32,25 @@ def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(meta, dict) or "managedFields" not in meta:
         return obj
     return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+
+
+def sharing_unchanged(answer: dict[str, Any], sent: Mapping[str, Any]) -> dict[str, Any]:
+    """``answer`` (what a write returned) with every top-level value, and every ``metadata``
+    value, that equals ``sent``'s (what was written) replaced by ``sent``'s own object: the
+    caller then holds one copy of the spec, labels, annotations and status it already had, not
+    two (a parsed AgentSession is ≈10 KB and a daemon keeps the answer of its last write until
+    kopf's view catches up; bench/README.md, operator memory). Values are compared, never
+    mutated; ``answer``'s top level and ``metadata`` are updated in place and ``answer`` is
+    returned. Callers never mutate nested values of an object they hold, so sharing is safe."""
+    for key, value in answer.items():
+        if key != "metadata" and key in sent and sent[key] == value:
+            answer[key] = sent[key]
+    meta, sent_meta = answer.get("metadata"), sent.get("metadata")
+    if isinstance(meta, dict) and isinstance(sent_meta, Mapping):
+        for key, value in meta.items():
+            if key in sent_meta and sent_meta[key] == value:
+                meta[key] = sent_meta[key]
+    return answer
 
 
 class KubeClient:
@@ -77,16 +96,16 @@ class KubeClient:
         return await self.rest.patch(what, session_path(namespace, name), patch)
 
     async def replace_session_status(self, body: dict[str, Any]) -> dict[str, Any]:
-        """PUT the status subresource; the stored object, without ``metadata.managedFields``.
+        """PUT the status subresource; the stored object, without ``metadata.managedFields``
+        and sharing with ``body`` every part the write left equal (:func:`sharing_unchanged`).
         ``body`` carries metadata.resourceVersion: a stale writer gets Conflict instead of
         overwriting a newer status. Its managedFields are not sent (the apiserver keeps an
         object's managedFields when an update omits them)."""
         meta = body["metadata"]
         what = f"update status of agentsession {meta['namespace']}/{meta['name']}"
         path = session_path(meta["namespace"], meta["name"], "status")
-        return without_managed_fields(
-            await self.rest.replace(what, path, without_managed_fields(body))
-        )
+        answer = await self.rest.replace(what, path, without_managed_fields(body))
+        return sharing_unchanged(without_managed_fields(answer), body)
 
     async def get_laneworker(self, namespace: str, name: str) -> dict[str, Any]:
         """GET a LaneWorker."""

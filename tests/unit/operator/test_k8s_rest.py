@@ -17,7 +17,7 @@ import kopf
 import pytest
 from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound
 from berth_operator.k8s import rest, sync_rest
-from berth_operator.k8s.client import KubeClient, without_managed_fields
+from berth_operator.k8s.client import KubeClient, sharing_unchanged, without_managed_fields
 from berth_operator.k8s.connection import ApiSession
 from berth_operator.k8s.secrets import SecretApi
 from kubernetes import client
@@ -366,3 +366,38 @@ def test_an_object_without_managed_fields_is_returned_as_is() -> None:
     obj = {"metadata": {"name": "s"}, "spec": {}}
     assert without_managed_fields(obj) is obj
     assert without_managed_fields({"kind": "Status"}) == {"kind": "Status"}
+
+
+def test_a_status_write_answer_shares_what_it_left_equal_with_the_body(server: Any) -> None:
+    body = _stored_session()
+    body["status"] = {"phase": "Placed", "conditions": [{"type": "Ready", "status": "False"}]}
+    answer = _stored_session()
+    answer["metadata"]["resourceVersion"] = "8"
+    answer["metadata"]["labels"] = {"changed": "by-a-webhook"}
+    answer["status"] = json.loads(json.dumps(body["status"]))
+    server.answer = (200, answer)
+    session = _session(_url(server))
+
+    async def go() -> dict[str, Any]:
+        try:
+            return await KubeClient(session).replace_session_status(body)
+        finally:
+            await session.close()
+
+    stored = asyncio.run(go())
+    assert stored["spec"] is body["spec"] and stored["status"] is body["status"]
+    assert stored["metadata"]["finalizers"] is body["metadata"]["finalizers"]
+    assert stored["metadata"]["resourceVersion"] == "8"  # the answer's, where it differs
+    assert stored["metadata"]["labels"] == {"changed": "by-a-webhook"}
+    assert stored["metadata"]["labels"] is not body["metadata"].get("labels")
+    assert "managedFields" not in stored["metadata"]
+
+
+def test_sharing_leaves_the_sent_object_unchanged() -> None:
+    sent = {"metadata": {"name": "s", "resourceVersion": "1"}, "spec": {"a": [1]}}
+    answer = {"metadata": {"name": "s", "resourceVersion": "2"}, "spec": {"a": [1]}, "x": 1}
+    before = json.loads(json.dumps(sent))
+    shared = sharing_unchanged(answer, sent)
+    assert shared is answer and shared["spec"] is sent["spec"]
+    assert shared["metadata"]["resourceVersion"] == "2" and shared["x"] == 1
+    assert sent == before
