@@ -339,12 +339,9 @@ def test_a_session_is_read_without_managed_fields(server: Any) -> None:
     assert got["metadata"]["resourceVersion"] == "7"
 
 
-def test_a_status_write_sends_and_keeps_no_managed_fields_and_leaves_the_body_alone(
-    server: Any,
-) -> None:
-    server.answer = (200, _stored_session())
+def _write_status(server: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """``replace_session_status(body)`` against the fake apiserver; what it returned."""
     session = _session(_url(server))
-    body = _stored_session()
 
     async def go() -> dict[str, Any]:
         try:
@@ -352,7 +349,15 @@ def test_a_status_write_sends_and_keeps_no_managed_fields_and_leaves_the_body_al
         finally:
             await session.close()
 
-    stored = asyncio.run(go())
+    return asyncio.run(go())
+
+
+def test_a_status_write_sends_and_keeps_no_managed_fields_and_leaves_the_body_alone(
+    server: Any,
+) -> None:
+    server.answer = (200, _stored_session())
+    body = _stored_session()
+    stored = _write_status(server, body)
     sent = server.seen[-1]
     assert sent["method"] == "PUT"
     assert sent["path"] == "/apis/berth.dev/v1alpha1/namespaces/ns/agentsessions/s/status"
@@ -376,15 +381,7 @@ def test_a_status_write_answer_shares_what_it_left_equal_with_the_body(server: A
     answer["metadata"]["labels"] = {"changed": "by-a-webhook"}
     answer["status"] = json.loads(json.dumps(body["status"]))
     server.answer = (200, answer)
-    session = _session(_url(server))
-
-    async def go() -> dict[str, Any]:
-        try:
-            return await KubeClient(session).replace_session_status(body)
-        finally:
-            await session.close()
-
-    stored = asyncio.run(go())
+    stored = _write_status(server, body)
     assert stored["spec"] is body["spec"] and stored["status"] is body["status"]
     assert stored["metadata"]["finalizers"] is body["metadata"]["finalizers"]
     assert stored["metadata"]["resourceVersion"] == "8"  # the answer's, where it differs
