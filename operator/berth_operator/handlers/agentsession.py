@@ -192,7 +192,7 @@ async def agentsession_daemon(
         if delay is None:
             return
         if delay > 0:
-            # asyncio.timeout, not wait_for: no second task per sleeping daemon (≈2 KB each)
+            # asyncio.timeout, not wait_for: no second task per sleeping daemon (≈1.2 KB each)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await wake.wait()

@@ -10,7 +10,7 @@ library's loaders.
 
 Yet kopf imports the library whenever it is installed (its third-party type helpers import
 ``kubernetes.client`` to recognise its model objects), and the image installs it for the
-``kubectl-berth`` plugin: ≈9 MiB of resident memory (1,000 modules) in a process that never uses
+``kubectl-berth`` plugin: ≈9 MiB of resident memory (270 modules) in a process that never uses
 it (bench/README.md, operator memory). :func:`keep_client_library_out` marks the package absent
 (a ``None`` entry in ``sys.modules``: Python's documented way to make an import raise
 ``ModuleNotFoundError``) before kopf is imported, unless the credentials need it.
