@@ -19,7 +19,9 @@ after a 401) and calls ``login`` for a new one; the pool stays.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 from typing import Any
 
 import kopf
@@ -50,15 +52,16 @@ def credentials(
     logger: logging.Logger | logging.LoggerAdapter[Any] | None = None,
 ) -> kopf.ConnectionInfo:
     """The operator's credentials, found in the order kopf's own default login uses: the
-    ``kubernetes`` package's loaders when it is installed (they also run kubeconfig ``exec``
-    plugins and auth providers), else kopf's own readers of the in-cluster service account and
-    of the kubeconfig's current context — so the operator needs no client library in its image.
+    ``kubernetes`` package's loaders when it is importable (they also run kubeconfig ``exec``
+    plugins and auth providers; ``k8s.client_library`` keeps the package out of the process
+    when nothing needs them), else the in-cluster service account (:func:`service_account`)
+    and kopf's reader of the kubeconfig's current context.
     Raises ``kopf.LoginError`` when there is neither a service account nor a kubeconfig."""
     settings = settings or kopf.OperatorSettings()
     logger = logger or logging.getLogger(__name__)
     info = (
         kopf.login_via_client(logger=logger, settings=settings)
-        or kopf.login_with_service_account(settings=settings)
+        or service_account(settings)
         or kopf.login_with_kubeconfig(settings=settings)
     )
     if info is None:
@@ -66,6 +69,21 @@ def credentials(
             "no Kubernetes credentials: neither a service account nor a kubeconfig"
         )
     return info
+
+
+def service_account(settings: kopf.OperatorSettings) -> kopf.ConnectionInfo | None:
+    """kopf's reader of the pod's service account (token, CA, namespace), or None outside a
+    pod, addressed as client-go's in-cluster config addresses the apiserver: at
+    ``KUBERNETES_SERVICE_HOST``:``KUBERNETES_SERVICE_PORT``, which the kubelet sets in every
+    container. kopf's reader names ``kubernetes.default.svc``, which only resolves where the
+    pod has cluster DNS (not with ``hostNetwork``, nor on a cluster without a DNS add-on)."""
+    info = kopf.login_with_service_account(settings=settings)
+    host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
+    port = os.environ.get("KUBERNETES_SERVICE_PORT", "")
+    if info is None or not host or not port:
+        return info
+    address = f"[{host}]" if ":" in host else host  # an IPv6 literal goes in brackets
+    return dataclasses.replace(info, server=f"https://{address}:{port}")
 
 
 def kopf_session(info: kopf.ConnectionInfo, pool: ApiSession) -> kopf.AiohttpSession:

@@ -96,6 +96,32 @@ async def test_credentials_fall_back_to_kopfs_own_readers_without_the_client_lib
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     info = kopf.ConnectionInfo(server="https://kubernetes.default.svc", token="sa-token")
-    _only_login(monkeypatch, lambda **_: None)  # as when `kubernetes` is not installed
+    _only_login(monkeypatch, lambda **_: None)  # as when `kubernetes` is not importable
     monkeypatch.setattr(kopf, "login_with_service_account", lambda **_: info)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
     assert login.credentials() is info
+
+
+@pytest.mark.parametrize(
+    ("host", "server"),
+    [("10.96.0.1", "https://10.96.0.1:443"), ("fd00:10:96::1", "https://[fd00:10:96::1]:443")],
+)
+def test_in_a_pod_the_apiserver_is_addressed_as_the_kubelet_names_it(
+    monkeypatch: pytest.MonkeyPatch, host: str, server: str
+) -> None:
+    """No cluster DNS needed: the address the kubelet sets in every container, as client-go's
+    in-cluster config uses it; the service account's token and CA are kept."""
+    info = kopf.ConnectionInfo(
+        server="https://kubernetes.default.svc", token="sa-token", ca_path="/sa/ca.crt"
+    )
+    _only_login(monkeypatch, lambda **_: None)
+    monkeypatch.setattr(kopf, "login_with_service_account", lambda **_: info)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", host)
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    found = login.credentials()
+    assert found.server == server
+    assert (found.token, found.ca_path) == ("sa-token", "/sa/ca.crt")
+    monkeypatch.setattr(kopf, "login_with_service_account", lambda **_: None)  # not in a pod
+    with pytest.raises(kopf.LoginError):
+        login.credentials()
