@@ -298,7 +298,7 @@ class Session(QueueApi):
 
         *Berth* keywords (recorded on the run, see ``RunRecord``): ``message_id`` of the front
         door's message that started the run, ``invoked_by`` the ``peer_invocation`` of a run
-        another session asked for.
+        another session asked for (emitted as the run starts, before its first model call).
 
         Raises SessionClosedError, SessionBusyError, BudgetExhaustedError, CircuitOpenError,
         LlmError, MaxToolRoundsError, ParseRetriesExceededError, RunCancelledError,
@@ -306,7 +306,16 @@ class Session(QueueApi):
         """
         self._slot.begin()
         start = self._driver.prompt_run(prompt, message_id, invoked_by)
-        return await self._driver.run_started(start)
+        if invoked_by is None:
+            return await self._driver.run_started(start)
+        peer = dict(invoked_by)
+
+        async def announce(_state: Any, _control: Any) -> None:
+            # inside the run, before its first model call: hooks and the run's own events see
+            # the peer_invocation however fast the run then ends
+            await self.emit_host_event_async({"type": "peer_invocation", **peer})
+
+        return await self._driver.run_started(start, announce)
 
     def send(self, prompt: str) -> AgentResult:
         """Synchronous twin of :meth:`send_async`."""

@@ -460,8 +460,8 @@ class SessionPod:
         a new run (exactly-once delivery by the front door). A new message on an idle keepAlive
         session answers 202 ``{"accepted", "messageId", "runId"}`` once its run record is in
         the store (so a retry after a lost answer finds it); with ``peer`` the run records the
-        caller (``invoked_by``) and the hooks get a ``peer_invocation`` event once the run is
-        recorded. Busy, passivating or finished pods answer 409."""
+        caller (``invoked_by``) and the hooks get a ``peer_invocation`` event as the run starts
+        (``Session.send_async``). Busy, passivating or finished pods answer 409."""
         if message_id is not None:
             known = self.message_runs(message_id)
             if known:
@@ -482,8 +482,6 @@ class SessionPod:
                 )
             )
             run_id = await self._recorded(message_id) if message_id is not None else None
-            if invoked_by is not None and run_id is not None:
-                await self.session.emit_host_event_async({"type": "peer_invocation", **invoked_by})
             return 202, {
                 "accepted": True,
                 "messageId": message_id,
