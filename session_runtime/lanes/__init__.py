@@ -5,6 +5,9 @@ Public names: :class:`LaneQueue` (a ``ToolExecutor``), :class:`SessionQueueConfi
 ``session_runtime.transport`` implements over Redis Streams.
 """
 
+from typing import TYPE_CHECKING
+
+from session_runtime import lazy
 from session_runtime.lanes.config import (
     LANE_PRIORITY,
     LANES,
@@ -16,7 +19,15 @@ from session_runtime.lanes.config import (
     SessionQueueConfig,
 )
 from session_runtime.lanes.external import ExternalReply, ExternalTask, ExternalTransport
-from session_runtime.lanes.queue import EXTERNAL_FAILED, LaneQueue
+
+if TYPE_CHECKING:
+    from session_runtime.lanes.queue import EXTERNAL_FAILED, LaneQueue
+
+# the queue (and the tools it runs) on first use: processes that need only lane names skip it
+__getattr__ = lazy.exports(
+    __name__,
+    {"EXTERNAL_FAILED": "session_runtime.lanes.queue", "LaneQueue": "session_runtime.lanes.queue"},
+)
 
 __all__ = [
     "EXTERNAL_FAILED",

@@ -8,7 +8,9 @@
 The worker side is ``session_runtime.worker`` (``berth-worker``).
 """
 
-from session_runtime.transport.client import RedisTaskTransport
+from typing import TYPE_CHECKING
+
+from session_runtime import lazy
 from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage
 from session_runtime.transport.names import (
     GROUP,
@@ -19,6 +21,13 @@ from session_runtime.transport.names import (
     task_stream,
 )
 from session_runtime.transport.pressure import stream_pressure
+
+if TYPE_CHECKING:
+    from session_runtime.transport.client import RedisTaskTransport
+
+# the session side's client on first use: it brings in the lane queue, which users of the names
+# and of stream_pressure alone (the operator) never need
+__getattr__ = lazy.exports(__name__, {"RedisTaskTransport": "session_runtime.transport.client"})
 
 __all__ = [
     "GROUP",
