@@ -5,16 +5,19 @@
                               a new image (``reconcile.migration.in_flight``); kopf fills every
                               index from its first listing before any handler runs, so a restarted
                               operator counts the migrations in flight before it admits more.
-- ``pod_event``               wakes the owning session's daemon on any pod change.
-- ``agentsession_event``      wakes the daemon on any AgentSession change (spec, annotations).
-- ``agentsession_daemon``     one loop per AgentSession: reconcile, then sleep until woken or until
-                              the plan's requeue time (status refresh from /v1/state on a timer).
+- ``pod_event``               queues the owning session on any pod change.
+- ``agentsession_event``      stores the object (without managedFields) and queues the session on
+                              any change (spec, annotations, status); starts the workers.
+- ``reconcile_queued``        one pass of a session, run by one of ``max_concurrent_reconciles``
+                              workers (``handlers.session_workers``); the session is queued again
+                              after the plan's requeue time (status refresh from /v1/state on a
+                              timer) or at its next event, whichever comes first.
 - ``agentsession_delete``     stops the session pods; with ``berth.dev/delete-store: "true"``
                               also runs the store-cleanup Job. Pods and Secrets are owned by the
                               session, so garbage collection removes whatever is left.
 
-One reconcile iteration (``reconcile_session``): take the newest known object — kopf's live view,
-or the answer of the daemon's last status write until the watch has caught up with it, or a fresh
+One reconcile pass (``reconcile_session``): take the newest known object — as the watch showed it,
+or the answer of the session's last status write until the watch has caught up with it, or a fresh
 GET after a lost race (``handlers.session_body``) — gather pods (cache + in-flight), nodes (the node
 watch cache), /v1/state (with the session's API token, read once from its ``<name>-berth`` Secret
 and cached) and — when a pod is to be placed — missing LaneWorkers, whether the LLM Secret may be
@@ -30,19 +33,19 @@ external lanes, the ``<name>-berth`` Secret with options.json, the PDB) is writt
 concurrently with the status. A Conflict restarts the iteration on
 a fresh GET; other API errors back off. Secret values never reach logs, status or Events.
 
-The daemon's first status write waits (briefly) for kopf's own first write to a new object (its
+A session's first status write waits (briefly) for kopf's own first write to a new object (its
 finalizer; AgentSessions carry no kopf diff-base: ``berth_operator.persistence``), so that the
 write does not race it; the observation's reads and the pod's Secrets and PDB go ahead meanwhile
-— unless every reconcile slot is taken, and then the daemon waits before it queues for one.
+— unless other sessions wait for a worker, and then the session steps aside until the
+finalizer's watch event queues it again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
@@ -147,65 +150,90 @@ async def pod_event(labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, SESSION_PLURAL)
-async def agentsession_event(uid: str, memo: kopf.Memo, **_: Any) -> None:
-    """Wake the session's daemon on any change of the object."""
-    ctx: OperatorContext = memo.ctx
-    ctx.wake(uid)
-
-
-@kopf.daemon(GROUP, VERSION, SESSION_PLURAL, cancellation_timeout=2.0)
-async def agentsession_daemon(
-    stopped: kopf.DaemonStopped,
-    name: str,
-    namespace: str | None,
+async def agentsession_event(
+    type: str | None,  # kopf's name for the watch event's type
     uid: str,
     body: kopf.Body,
     memo: kopf.Memo,
     **kwargs: Any,
 ) -> None:
-    """Reconcile one AgentSession until it is deleted or the operator stops.
+    """Store the object (without managedFields) and queue the session for a worker; drop it
+    once deleted. The first event starts the ``max_concurrent_reconciles`` workers in this
+    handler's context (``handlers.session_workers``).
 
-    ``body`` is kopf's live view of the object (``SessionBody`` decides when it may be used
-    instead of a GET); ``kwargs["session_pods"]`` is the pod index (kopf passes indices by
-    name); ``kwargs["node_disruptions"]`` the disrupted nodes and ``kwargs["node_states"]`` every
-    node's observed state (handlers.nodes); ``kwargs["migrating_sessions"]`` the sessions
-    migrating to a new image as the watch shows them.
-    """
+    kopf passes its indices by name: ``session_pods`` (the pod index), ``node_disruptions``
+    (the disrupted nodes), ``node_states`` (every node's observed state, handlers.nodes) and
+    ``migrating_sessions`` (the sessions migrating to a new image as the watch shows them);
+    the workers read them as the last event handed them (kopf's indices are live mappings)."""
     ctx: OperatorContext = memo.ctx
-    index = cast("kopf.Index[str, ObservedPod]", kwargs["session_pods"])
-    migrating = cast("kopf.Index[str, bool] | None", kwargs.get("migrating_sessions"))
-    disrupted = cast("kopf.Index[str, Trigger] | None", kwargs.get("node_disruptions"))
-    node_states = cast("kopf.Index[str, ObservedNode] | None", kwargs.get("node_states"))
-    ns = namespace or ""
-    wake = ctx.wakeup(uid)
-    view = LiveSession(SessionBody(), body, node_states, migrating)
-    while not stopped:
-        if not view.kopf_settled and ctx.slots_busy():
-            # Sessions queue for a slot: never hold one waiting for kopf (see _write_settled).
-            view.kopf_settled = True
-            await _kopf_settled(body)
-        async with ctx.reconcile_slot():
-            wake.clear()
-            delay = await reconcile_session(
-                ctx, ns, name, uid, index.get(uid, []), _disruptions(disrupted), view
-            )
-        if delay is None:
-            return
-        if delay > 0:
-            # asyncio.timeout, not wait_for: no second task per sleeping daemon (≈1.2 KB each)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await wake.wait()
+    workers = ctx.sessions
+    if type == "DELETED":
+        workers.gone(uid)
+        return
+    workers.indices = {k: kwargs.get(k) for k in INDICES}
+    workers.observe(uid, body)
+    if not workers.started:
+        workers.start(
+            ctx.settings.server.max_concurrent_reconciles,
+            lambda key: reconcile_queued(ctx, key),
+        )
 
 
-async def _kopf_settled(view: Mapping[str, Any]) -> None:
+INDICES = ("session_pods", "migrating_sessions", "node_disruptions", "node_states")
+"""The kopf indices a session's reconcile reads."""
+
+
+@kopf.on.cleanup()
+async def stop_session_workers(memo: kopf.Memo, **_: Any) -> None:
+    """Stop the AgentSession workers when kopf stops (a reconcile in progress gets 2 s)."""
+    ctx = getattr(memo, "ctx", None)
+    if isinstance(ctx, OperatorContext):
+        await ctx.sessions.stop(grace_seconds=2.0)
+
+
+async def reconcile_queued(ctx: OperatorContext, uid: str) -> float | None:
+    """One pass of session ``uid`` taken from the queue; seconds until its next pass, or None
+    when it needs none until its next event (deleted, being deleted, or unknown).
+
+    A new object whose kopf finalizer has not shown yet waits for it (``_write_settled``) —
+    but not while other sessions wait for a worker: then it steps aside, and the finalizer's
+    watch event (or ``KOPF_SETTLE_SECONDS``) queues it again."""
+    workers = ctx.sessions
+    known = workers.bodies.get(uid)
+    if known is None:
+        return None
+    live = workers.state.get(uid)
+    if live is None:
+        live = workers.state[uid] = LiveSession(
+            SessionBody(),
+            lambda: workers.bodies.get(uid) or known,
+            workers.indices.get("node_states"),
+            workers.indices.get("migrating_sessions"),
+        )
+    if not live.kopf_settled and workers.queue.backlog() and not _has_finalizer(known):
+        live.kopf_settled = True  # waited for by stepping aside
+        return KOPF_SETTLE_SECONDS
+    index = cast("kopf.Index[str, ObservedPod] | None", workers.indices.get("session_pods"))
+    disrupted = cast("kopf.Index[str, Trigger] | None", workers.indices.get("node_disruptions"))
+    meta = known.get("metadata") or {}
+    return await reconcile_session(
+        ctx,
+        meta.get("namespace") or "",
+        meta.get("name") or "",
+        uid,
+        index.get(uid, []) if index is not None else [],
+        _disruptions(disrupted),
+        live,
+    )
+
+
+async def _kopf_settled(view: Callable[[], Mapping[str, Any]]) -> None:
     """Wait (at most ``KOPF_SETTLE_SECONDS``) until kopf's own first write to a new object — the
-    PATCH adding its finalizer — shows in the live view ``view`` (kopf replaces its content on
-    every watch event, so it is looked at every ``KOPF_SETTLE_POLL_SECONDS``; the daemon's
-    wake-up event is left to the reconcile loop)."""
+    PATCH adding its finalizer — shows in the watched object ``view()`` (replaced on every
+    watch event, so it is looked at every ``KOPF_SETTLE_POLL_SECONDS``)."""
     deadline = time.monotonic() + KOPF_SETTLE_SECONDS
-    # kopf offers no change notification of the view other than the daemon's wake-up event
-    while not _has_finalizer(view) and time.monotonic() < deadline:  # noqa: ASYNC110
+    # the watch offers no change notification of one object other than its queue entry
+    while not _has_finalizer(view()) and time.monotonic() < deadline:  # noqa: ASYNC110
         await asyncio.sleep(KOPF_SETTLE_POLL_SECONDS)
 
 
@@ -253,25 +281,30 @@ async def agentsession_delete(
 
 @dataclass
 class LiveSession:
-    """What a session's daemon holds between iterations: the newest known object (``body``,
-    over kopf's live view ``live``), the node watch cache (``nodes``; None outside kopf) and
-    when it last wrote the status."""
+    """What a session's reconcile keeps between passes: the newest known object (``body``,
+    over the watched object ``view()``), the node watch cache (``nodes``; None outside kopf)
+    and when it last wrote the status."""
 
     body: SessionBody
-    live: Mapping[str, Any]
+    view: Callable[[], Mapping[str, Any]]
     nodes: kopf.Index[str, ObservedNode] | None = None
     migrating: kopf.Index[str, bool] | None = None
     """The ``migrating_sessions`` index (None outside kopf)."""
     last_write: float | None = None
-    """Monotonic time of this daemon's last status write (informational changes wait for
+    """Monotonic time of this session's last status write (informational changes wait for
     ``status_coalesce_seconds`` after it, reconcile.coalesce)."""
     kopf_settled: bool = False
-    """kopf's finalizer was seen (or waited for) before a status write of this daemon."""
+    """kopf's finalizer was seen (or waited for) before a status write of this session."""
+
+    @property
+    def live(self) -> Mapping[str, Any]:
+        """The object as the watch last showed it (without managedFields)."""
+        return self.view()
 
 
 async def _node(ctx: OperatorContext, name: str, live: LiveSession | None) -> ObservedNode:
     """Node ``name`` as the node watch last saw it, or read from the apiserver when the watch
-    has not shown it (or outside a daemon)."""
+    has not shown it (or outside a worker)."""
     if live is not None and live.nodes is not None:
         for node in live.nodes.get(name, []):
             return node
@@ -401,7 +434,7 @@ async def reconcile_session(
     live: LiveSession | None = None,
 ) -> float | None:
     """One iteration; returns seconds until the next one (None: the session is gone). Without
-    ``live`` (outside a daemon) the object and nodes are read from the apiserver."""
+    ``live`` (outside a worker) the object and nodes are read from the apiserver."""
     started = time.perf_counter()
     try:
         return await _reconcile(ctx, namespace, name, uid, list(cached), disruptions or {}, live)
@@ -621,15 +654,14 @@ async def _write_settled(
     plan: Plan,
     live: LiveSession | None,
 ) -> dict[str, Any] | None:
-    """``write_status``; before a daemon's first write, wait for kopf's finalizer PATCH of a new
-    object (``_kopf_settled``), which would otherwise win the race and cost a Conflict, a GET
-    and a second PUT. When a reconcile slot was free, the wait runs here, after the
-    observation's reads and beside the pod's Secrets and PDB, not before them; the decision
-    stands when the object only gained the finalizer (``session_body.rebase``). When sessions
-    queued for slots, the daemon waited before taking one instead (``agentsession_daemon``): a
-    slot held waiting would slow the whole burst. Returns the stored object (``body`` when
-    nothing was written), or None when the object changed otherwise meanwhile (decide
-    again)."""
+    """``write_status``; before a session's first write, wait for kopf's finalizer PATCH of a
+    new object (``_kopf_settled``), which would otherwise win the race and cost a Conflict, a
+    GET and a second PUT. The wait runs here, after the observation's reads and beside the
+    pod's Secrets and PDB, not before them; the decision stands when the object only gained the
+    finalizer (``session_body.rebase``). When other sessions waited for a worker, the session
+    stepped aside instead (``reconcile_queued``): a worker held waiting would slow the whole
+    burst. Returns the stored object (``body`` when nothing was written), or None when the
+    object changed otherwise meanwhile (decide again)."""
     if (
         live is not None
         and not live.kopf_settled
@@ -637,7 +669,7 @@ async def _write_settled(
         and plan.status.wire() != obs.status.wire()
     ):
         live.kopf_settled = True
-        await _kopf_settled(live.live)
+        await _kopf_settled(live.view)
         rebased = rebase(body, live.live)
         if rebased is None:
             return None

@@ -1,7 +1,9 @@
 """Process-wide state shared by the handlers (passed to kopf as ``memo.ctx``).
 
-- ``wakeups``: one asyncio.Event per session uid; pod and session events set it so the session's
-  daemon reconciles at once instead of at its next timer.
+- ``sessions``: the AgentSessions the watch shows and the workers that reconcile them
+  (``handlers.session_workers``); pod, node, eviction and gateway events queue a session so it
+  reconciles at once instead of at its next timer (:meth:`OperatorContext.wake`).
+- ``wakeups``: one asyncio.Event per SessionWarmPool key, set to wake that pool's daemon.
 - ``inflight``: pods this process created that the watch cache has not shown yet, with the
   monotonic time of the create. ``decide`` treats such a pod as existing, so a lagging cache never
   leads to a second create; entries expire after ``inflight_ttl_seconds`` (then the direct LIST
@@ -20,19 +22,19 @@
 - ``warm``: what is remembered about SessionWarmPools (``handlers.warm_state``).
 - ``migrations``: the sessions this process admitted to migrate to a new image and not yet seen
   done (``reconcile.migration.MigrationSlots``).
-- ``reconciles``: the ``max_concurrent_reconciles`` slots a session's reconcile holds while it
-  runs (:meth:`OperatorContext.reconcile_slot`). Without a bound, a burst of N new sessions
-  advances in lockstep — every session's first write before any session's pod — so the first
-  pods wait for the whole burst; in turn, each goes through and its pod is created early.
+
+AgentSession reconciles are bounded by the number of workers (``max_concurrent_reconciles``).
+Without a bound, a burst of N new sessions advances in lockstep — every session's first write
+before any session's pod — so the first pods wait for the whole burst; in turn, each goes
+through and its pod is created early.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,13 +48,14 @@ from berth_operator.gateway.directory import GatewayDirectory
 from berth_operator.gateway.inbox import Inbox, Message
 from berth_operator.gateway.routing import SessionView
 from berth_operator.gateway.service import GatewayService
+from berth_operator.handlers.session_workers import SessionWorkers
 from berth_operator.handlers.warm_state import WarmPoolState
 from berth_operator.k8s.calls import with_backoff
 from berth_operator.k8s.client import KubeClient
 from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.laneworker import LaneWorkerApi
 from berth_operator.k8s.secrets import SecretApi
-from berth_operator.metrics import INFLIGHT, RECONCILES_WAITING, PhaseTracker
+from berth_operator.metrics import INFLIGHT, PhaseTracker
 from berth_operator.reconcile.migration import MigrationSlots
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
@@ -219,29 +222,7 @@ class OperatorContext:
     gateway: GatewayClients | None = None
     warm: WarmPoolState = field(default_factory=WarmPoolState)
     migrations: MigrationSlots = field(default_factory=MigrationSlots)
-    reconciles: asyncio.Semaphore = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.reconciles = asyncio.Semaphore(self.settings.server.max_concurrent_reconciles)
-
-    @contextlib.asynccontextmanager
-    async def reconcile_slot(self) -> AsyncIterator[None]:
-        """Hold one of the ``max_concurrent_reconciles`` slots for the body of the ``with``;
-        waiters are served in order of arrival (asyncio.Semaphore is FIFO). Counted in
-        ``berth_operator_reconciles_waiting`` while waiting."""
-        RECONCILES_WAITING.inc()
-        try:
-            await self.reconciles.acquire()
-        finally:
-            RECONCILES_WAITING.dec()
-        try:
-            yield
-        finally:
-            self.reconciles.release()
-
-    def slots_busy(self) -> bool:
-        """No reconcile slot is free right now (a reconcile would have to wait for one)."""
-        return self.reconciles.locked()
+    sessions: SessionWorkers = field(default_factory=SessionWorkers)
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""
@@ -261,14 +242,16 @@ class OperatorContext:
         return self.tokens.get(uid)
 
     def wakeup(self, uid: str) -> asyncio.Event:
-        """The wake-up event of session ``uid`` (created on first use)."""
+        """The wake-up event of key ``uid`` (a SessionWarmPool's; created on first use)."""
         event = self.wakeups.get(uid)
         if event is None:
             event = self.wakeups[uid] = asyncio.Event()
         return event
 
     def wake(self, uid: str) -> None:
-        """Make the daemon of session ``uid`` reconcile now."""
+        """Make session ``uid`` reconcile now (queued for a worker), or the daemon waiting on
+        the wake-up event of key ``uid`` run now."""
+        self.sessions.wake(uid)
         event = self.wakeups.get(uid)
         if event is not None:
             event.set()

@@ -90,7 +90,7 @@ def token_reader(ctx: OperatorContext) -> Callable[[SessionView], Awaitable[str 
 
 def waker(ctx: OperatorContext) -> Callable[[SessionView], Awaitable[None]]:
     """The gateway's wake: stamp ``berth.dev/wake-requested-at`` on the session (then its
-    daemon places a pod, through a warm pool when it has one) and wake its daemon now."""
+    reconcile places a pod, through a warm pool when it has one) and queue it now."""
 
     async def wake(view: SessionView) -> None:
         stamp = datetime.now(UTC).isoformat(timespec="milliseconds")

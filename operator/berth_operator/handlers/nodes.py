@@ -2,16 +2,16 @@
 
 - ``node_disruptions``        index: node name → ``reconcile.passivation.Trigger`` for nodes that
                               are cordoned or carry a disruption taint (empty for healthy nodes).
-                              The session daemon reads it (kopf passes indices by name) and
+                              A session's reconcile reads it (kopf passes indices by name) and
                               ``reconcile.session.decide`` requests passivation of a pod on such a
                               node with reason ``node_drain``. kopf fills indices before any
                               handler runs, so a cordon is seen again after an operator restart.
 - ``node_states``             index: node name → ``reconcile.observe.ObservedNode`` of every node
-                              (the watch cache the session daemons read instead of a GET per
-                              node and iteration).
+                              (the watch cache a session's reconcile reads instead of a GET
+                              per node and pass).
 - ``session_pods_on_node``    index: node name → (namespace, pod, session uid) of session pods.
 - ``session_pods_by_name``    index: (namespace, pod) → session uid (used by ``handlers.webhook``).
-- ``node_event``              on any event of a disrupted node, wakes the daemons of the sessions
+- ``node_event``              on any event of a disrupted node, queues the sessions
                               whose pods run there, so passivation starts at once rather than at
                               the next status refresh.
 

@@ -1,6 +1,7 @@
-"""The newest AgentSession a daemon knows, without a GET per reconcile.
+"""The newest AgentSession a session's reconcile knows, without a GET per pass.
 
-kopf hands each daemon a live view of its object, replaced on every watch event. That view lags
+The AgentSession watch stores each session's object, replaced on every event
+(``handlers.session_workers``): the live view. That view lags
 behind the operator's own writes: right after a status PUT it may still show the object as it was
 before, and a decision made on it would undo the write (an epoch bumped by the last iteration
 would look unbumped). The operator is the only writer of ``status`` (ARCHITECTURE.md §2), so the
@@ -46,7 +47,7 @@ def rebase(decided: Mapping[str, Any], live: Mapping[str, Any]) -> dict[str, Any
 
 
 class SessionBody:
-    """One daemon's newest known AgentSession (one per daemon task; not shared)."""
+    """One session's newest known AgentSession (one per session; not shared)."""
 
     def __init__(self, settle_seconds: float = SETTLE_SECONDS) -> None:
         self.settle_seconds = settle_seconds
@@ -60,7 +61,7 @@ class SessionBody:
         """The newest object, or None when the caller must GET it. A top-level copy: the caller
         may set its keys (``status``) but must not mutate nested values, which are shared.
 
-        ``live`` is kopf's view, ``now`` a monotonic time in seconds."""
+        ``live`` is the watch's view, ``now`` a monotonic time in seconds."""
         if self._fresh:
             return None
         known = self._known

@@ -4,7 +4,7 @@ An eviction request (``kubectl drain``, the cluster autoscaler, ``POST .../pods/
 for a session pod that has not finished is denied with HTTP 429 (Too Many Requests — what the
 Eviction API itself answers when a PodDisruptionBudget forbids it, so every evicting client already
 retries) and the session is asked to passivate with reason ``eviction``: the handler records the
-pod in ``OperatorContext.evictions`` and wakes the session's daemon, which writes
+pod in ``OperatorContext.evictions`` and queues the session for a worker, which writes
 ``status.passivation`` and POSTs ``/v1/passivate``. Once the pod has passivated the operator
 deletes it; the client's next retry finds the pod gone (404), which ``kubectl drain`` treats as
 done.

@@ -1,4 +1,4 @@
-"""Status-write coalescing (reconcile.coalesce), the daemon's newest-object choice
+"""Status-write coalescing (reconcile.coalesce), the newest-object choice
 (handlers.session_body) on plans made by the real ``decide``, and the first write's wait for
 kopf's finalizer."""
 
@@ -14,6 +14,7 @@ from berth_operator.api.constants import FINALIZER
 from berth_operator.handlers import agentsession
 from berth_operator.handlers.agentsession import KOPF_SETTLE_SECONDS, _kopf_settled
 from berth_operator.handlers.session_body import SessionBody, rebase
+from berth_operator.handlers.session_workers import SessionWorkers
 from berth_operator.reconcile.coalesce import informational_only, write_delay
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings
@@ -195,17 +196,24 @@ def test_any_other_change_means_deciding_again(change: Any) -> None:
     assert rebase(decided, live) is None
 
 
-async def test_the_first_write_waits_for_kopfs_finalizer_in_the_live_view() -> None:
-    view: dict[str, Any] = obj("1")
+async def test_the_first_write_waits_for_kopfs_finalizer_in_the_watched_object() -> None:
+    """The watch replaces the stored object on each event; the wait sees the replacement."""
+    workers = SessionWorkers()
+    workers.observe("u1", obj("1"))
 
     async def kopf_patches() -> None:
         await asyncio.sleep(0.05)
-        view["metadata"] = {**view["metadata"], "finalizers": [FINALIZER]}
+        later = obj("2")
+        workers.observe(
+            "u1", {**later, "metadata": {**later["metadata"], "finalizers": [FINALIZER]}}
+        )
 
     patch = asyncio.create_task(kopf_patches())
     started = time.monotonic()
-    await _kopf_settled(view)
-    assert FINALIZER in view["metadata"].get("finalizers", [])  # returned once it showed
+    await _kopf_settled(lambda: workers.bodies["u1"])
+    assert FINALIZER in workers.bodies["u1"]["metadata"].get(
+        "finalizers", []
+    )  # returned once it showed
     await patch
     assert time.monotonic() - started < KOPF_SETTLE_SECONDS
 
@@ -213,5 +221,5 @@ async def test_the_first_write_waits_for_kopfs_finalizer_in_the_live_view() -> N
 async def test_the_wait_for_kopf_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(agentsession, "KOPF_SETTLE_SECONDS", 0.05)
     started = time.monotonic()
-    await _kopf_settled(obj("1"))  # kopf never patches: give up, the write may then conflict
+    await _kopf_settled(lambda: obj("1"))  # kopf never patches: give up, the write may conflict
     assert time.monotonic() - started >= 0.05

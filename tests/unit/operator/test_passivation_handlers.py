@@ -62,15 +62,30 @@ async def call(
     )
 
 
+def known(c: OperatorContext, uid: str) -> None:
+    """Session ``uid`` as the AgentSession watch has shown it (served, so not queued)."""
+    c.sessions.bodies[uid] = {"metadata": {"uid": uid}}
+
+
+async def queued(c: OperatorContext) -> list[str]:
+    """The sessions queued since the last call (served and done, as by a worker)."""
+    out = []
+    while c.sessions.queue.backlog():
+        key = await c.sessions.queue.get()
+        c.sessions.queue.done(key)
+        out.append(key)
+    return out
+
+
 async def test_eviction_of_a_running_session_pod_is_denied_429_and_recorded() -> None:
     c = ctx()
-    event = c.wakeup("uid-1")
+    known(c, "uid-1")
     with pytest.raises(kopf.AdmissionError) as err:
         await call(c, "demo-e1")
     assert err.value.code == 429
     assert "passivating" in str(err.value)
     assert c.evictions == {"uid-1": {"demo-e1"}}
-    assert event.is_set()
+    assert c.sessions.queue.queued("uid-1")
 
 
 async def test_dry_run_is_denied_without_side_effects() -> None:
@@ -104,11 +119,11 @@ async def test_a_session_pod_missing_from_the_index_is_read_and_denied() -> None
     apiserver and an unfinished session pod is still denied and passivated."""
     kube = Pods({("ns", "demo-e1"): session_pod_body()})
     c = ctx(kube)
-    event = c.wakeup("uid-9")
+    known(c, "uid-9")
     with pytest.raises(kopf.AdmissionError) as err:
         await evict_unindexed(c)
     assert err.value.code == 429
-    assert c.evictions == {"uid-9": {"demo-e1"}} and event.is_set()
+    assert c.evictions == {"uid-9": {"demo-e1"}} and c.sessions.queue.queued("uid-9")
     assert kube.reads == [("ns", "demo-e1")]
 
 
@@ -139,8 +154,8 @@ async def test_node_index_and_wakeups() -> None:
     assert list(index) == ["proc-a"] and index["proc-a"].reason == "node_drain"
     assert await nodes.node_disruptions(name="proc-b", body={"spec": {}, "status": {}}) == {}
     c = ctx()
-    woken = c.wakeup("uid-1")
-    other = c.wakeup("uid-2")
+    known(c, "uid-1")
+    known(c, "uid-2")
     on_node = {"proc-a": [nodes.PodOnNode("ns", "demo-e1", "uid-1")]}
     await nodes.node_event(
         name="proc-a",
@@ -148,12 +163,11 @@ async def test_node_index_and_wakeups() -> None:
         node_disruptions={"proc-a": [Trigger("node_drain", "cordoned", "proc-a")]},
         session_pods_on_node=on_node,
     )
-    assert woken.is_set() and not other.is_set()
-    woken.clear()
+    assert await queued(c) == ["uid-1"]
     await nodes.node_event(
         name="proc-a",
         memo=SimpleNamespace(ctx=c),  # type: ignore[arg-type]
         node_disruptions={},
         session_pods_on_node=on_node,
     )
-    assert not woken.is_set()
+    assert await queued(c) == []

@@ -1,0 +1,177 @@
+"""AgentSessions served by a fixed pool of workers (handlers.workqueue, handlers.session_workers):
+a key waits at most once, one worker per key, a key added while served runs again after, one
+timer per key, never more than the bound at once and in order of arrival, the waiting counted,
+the stored object without managedFields, and stopping."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from berth_operator.handlers.session_workers import SessionWorkers, slim
+from berth_operator.handlers.workqueue import WorkQueue
+from prometheus_client import REGISTRY
+
+
+def body(uid: str, **meta: Any) -> dict[str, Any]:
+    return {"metadata": {"uid": uid, "name": uid, "namespace": "ns", **meta}, "spec": {"a": 1}}
+
+
+async def test_a_key_waits_once_however_often_it_is_added() -> None:
+    q = WorkQueue()
+    for key in ("a", "b", "a", "a", "b", "c"):
+        q.add(key)
+    assert q.backlog() == 3
+    assert [await q.get() for _ in range(3)] == ["a", "b", "c"]
+    assert q.backlog() == 0
+
+
+async def test_a_key_added_while_served_is_served_again_after_done_not_before() -> None:
+    q = WorkQueue()
+    q.add("a")
+    assert await q.get() == "a"
+    q.add("a")  # an event while a worker serves it
+    assert q.backlog() == 0  # not to a second worker
+    assert q.queued("a")
+    q.done("a")
+    assert q.backlog() == 1 and await q.get() == "a"
+    q.done("a")
+    assert q.backlog() == 0 and not q.queued("a")
+
+
+async def test_one_timer_per_key_the_latest_wins_and_taking_the_key_cancels_it() -> None:
+    q = WorkQueue()
+    q.add_after("a", 0.05)
+    q.add_after("a", 10)  # replaces the earlier timer
+    await asyncio.sleep(0.1)
+    assert q.backlog() == 0 and q.scheduled("a")
+    q.add_after("a", 0.02)
+    await asyncio.sleep(0.05)
+    assert q.backlog() == 1 and not q.scheduled("a")
+    assert await q.get() == "a"
+    q.add_after("b", 10)
+    q.add("b")  # an event before the timer
+    assert await q.get() == "b" and not q.scheduled("b")  # the pass sets the next one
+    q.add_after("c", 0)
+    assert q.backlog() == 1
+    q.add_after("d", 0.02)
+    q.forget("d")
+    await asyncio.sleep(0.05)
+    assert not q.queued("d")
+
+
+async def test_at_most_the_bound_run_at_once_in_order_and_the_waiting_are_counted() -> None:
+    workers = SessionWorkers()
+    release = asyncio.Event()
+    entered: list[str] = []
+    inside: set[str] = set()
+    most = 0
+
+    async def reconcile(uid: str) -> float | None:
+        nonlocal most
+        entered.append(uid)
+        inside.add(uid)
+        most = max(most, len(inside))
+        await release.wait()
+        inside.discard(uid)
+        return None
+
+    for i in range(6):
+        workers.observe(f"u{i}", body(f"u{i}"))
+    workers.start(2, reconcile)
+    await asyncio.sleep(0.01)
+    assert entered == ["u0", "u1"]
+    assert REGISTRY.get_sample_value("berth_operator_reconciles_waiting") == 4
+    release.set()
+    await asyncio.sleep(0.01)
+    assert most == 2
+    assert entered == [f"u{i}" for i in range(6)]
+    assert REGISTRY.get_sample_value("berth_operator_reconciles_waiting") == 0
+    await workers.stop()
+
+
+async def test_a_pass_is_queued_again_after_its_delay_and_dropped_when_done() -> None:
+    workers = SessionWorkers()
+    passes: list[str] = []
+    answers = {"u1": [0.02, None], "u2": [None]}
+
+    async def reconcile(uid: str) -> float | None:
+        passes.append(uid)
+        workers.state[uid] = "kept"
+        return answers[uid].pop(0)
+
+    workers.observe("u1", body("u1"))
+    workers.observe("u2", body("u2"))
+    workers.start(1, reconcile)
+    await asyncio.sleep(0.1)
+    assert passes == ["u1", "u2", "u1"]
+    assert workers.state == {}  # None: nothing kept, no timer
+    assert not workers.queue.scheduled("u1")
+    assert set(workers.bodies) == {"u1", "u2"}  # the watch still shows them
+    workers.gone("u1")
+    assert set(workers.bodies) == {"u2"}
+    workers.wake("u1")  # unknown: not queued
+    assert not workers.queue.queued("u1")
+    await workers.stop()
+
+
+async def test_a_failing_reconcile_keeps_its_worker_and_is_retried() -> None:
+    workers = SessionWorkers()
+    calls = 0
+
+    async def reconcile(uid: str) -> float | None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("boom")
+        return None
+
+    workers.observe("u1", body("u1"))
+    workers.start(1, reconcile)
+    await asyncio.sleep(0.01)
+    assert calls == 1 and workers.queue.scheduled("u1")  # retried later
+    workers.wake("u1")
+    await asyncio.sleep(0.01)
+    assert calls == 2
+    await workers.stop()
+
+
+async def test_stop_cancels_idle_workers_and_gives_a_pass_in_progress_its_grace() -> None:
+    workers = SessionWorkers()
+    finished: list[str] = []
+
+    async def reconcile(uid: str) -> float | None:
+        await asyncio.sleep(0.05 if uid == "quick" else 10)
+        finished.append(uid)
+        return 1.0
+
+    workers.observe("quick", body("quick"))
+    workers.start(3, reconcile)
+    await asyncio.sleep(0.01)
+    await workers.stop(grace_seconds=1)
+    assert finished == ["quick"]
+    workers.observe("slow", body("slow"))
+    workers.start(1, reconcile)
+    await asyncio.sleep(0.01)
+    async with asyncio.timeout(1):
+        await workers.stop(grace_seconds=0.05)  # cancelled after its grace
+    assert finished == ["quick"]
+    assert not workers.started
+
+
+def test_the_stored_object_leaves_out_managed_fields_and_copies_nothing_else() -> None:
+    spec = {"prompt": "p"}
+    full = {"metadata": {"uid": "u", "managedFields": [{"manager": "kopf"}]}, "spec": spec}
+    kept = slim(full)
+    assert kept["metadata"] == {"uid": "u"}
+    assert kept["spec"] is spec
+    assert "managedFields" in full["metadata"]  # the event's object is left as it was
+    assert slim({"spec": spec}) == {"spec": spec}
+
+
+async def test_the_watch_replaces_the_stored_object_and_queues_it_once() -> None:
+    workers = SessionWorkers()
+    workers.observe("u1", body("u1", resourceVersion="1"))
+    workers.observe("u1", body("u1", resourceVersion="2"))
+    assert workers.bodies["u1"]["metadata"]["resourceVersion"] == "2"
+    assert workers.queue.backlog() == 1
