@@ -44,7 +44,7 @@ RECONCILE_SECONDS = Histogram(
 )
 RECONCILES_WAITING = Gauge(
     "berth_operator_reconciles_waiting",
-    "AgentSession reconciles waiting for one of the max_concurrent_reconciles slots.",
+    "AgentSessions queued for one of the max_concurrent_reconciles reconcile workers.",
 )
 SESSIONS = Gauge("berth_operator_sessions", "AgentSessions by status.phase.", ["phase"])
 INFLIGHT = Gauge(

@@ -327,8 +327,9 @@ class ServerSettings(SettingsGroup):
     """HTTP connections to the apiserver for requests, kopf's and the operator's own together,
     beyond kopf's watch streams: one pool (``handlers.login``). Default 32."""
     max_concurrent_reconciles: Annotated[int, Field(ge=1)] = 32
-    """AgentSession reconciles running at once (controller-runtime's MaxConcurrentReconciles);
-    the others wait their turn, first come first served. Default 32."""
+    """Workers reconciling AgentSessions (controller-runtime's MaxConcurrentReconciles): at most
+    this many reconciles run at once; queued sessions wait their turn, first come first served.
+    Default 32."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Level of the operator's log (Python logging level names). DEBUG adds kopf's per-object
     handler log and every apiserver request; it is verbose at hundreds of sessions. Default

@@ -206,7 +206,7 @@ async def reconcile_queued(ctx: OperatorContext, uid: str) -> float | None:
     if live is None:
         live = workers.state[uid] = LiveSession(
             SessionBody(),
-            lambda: workers.bodies.get(uid) or known,
+            lambda: workers.bodies.get(uid) or {},  # looked up each time: holds no object
             workers.indices.get("node_states"),
             workers.indices.get("migrating_sessions"),
         )

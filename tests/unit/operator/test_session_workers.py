@@ -8,8 +8,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from berth_operator.api.constants import FINALIZER
+from berth_operator.handlers import agentsession
+from berth_operator.handlers.context import OperatorContext
 from berth_operator.handlers.session_workers import SessionWorkers, slim
 from berth_operator.handlers.workqueue import WorkQueue
+from berth_operator.settings import OperatorSettings
 from prometheus_client import REGISTRY
 
 
@@ -175,3 +179,26 @@ async def test_the_watch_replaces_the_stored_object_and_queues_it_once() -> None
     workers.observe("u1", body("u1", resourceVersion="2"))
     assert workers.bodies["u1"]["metadata"]["resourceVersion"] == "2"
     assert workers.queue.backlog() == 1
+
+
+def _ctx() -> OperatorContext:
+    return OperatorContext(settings=OperatorSettings(), kube=None, runtime=None)  # type: ignore[arg-type]
+
+
+async def test_an_unknown_session_needs_no_pass() -> None:
+    assert await agentsession.reconcile_queued(_ctx(), "nobody") is None
+
+
+async def test_a_new_session_steps_aside_for_kopfs_finalizer_while_others_wait() -> None:
+    ctx = _ctx()
+    ctx.sessions.observe("new", body("new"))
+    ctx.sessions.observe("other", body("other"))  # waits for a worker
+    assert await ctx.sessions.queue.get() == "new"
+    delay = await agentsession.reconcile_queued(ctx, "new")
+    assert delay == agentsession.KOPF_SETTLE_SECONDS  # no API call was made (kube is None)
+    live = ctx.sessions.state["new"]
+    assert live.kopf_settled
+    later = body("new", resourceVersion="2", finalizers=[FINALIZER])
+    ctx.sessions.observe("new", later)  # the finalizer's watch event
+    assert live.live["metadata"]["finalizers"] == [FINALIZER]  # the pass sees the newest object
+    assert ctx.sessions.queue.queued("new")
