@@ -172,6 +172,9 @@ async def agentsession_event(
         return
     workers.indices = {k: kwargs.get(k) for k in INDICES}
     workers.observe(uid, body)
+    live: LiveSession | None = workers.state.get(uid)
+    if live is not None:
+        live.body.seen(live.live)  # drop the last write's answer once the watch shows it
     if not workers.started:
         workers.start(
             ctx.settings.server.max_concurrent_reconciles,

@@ -64,17 +64,23 @@ class SessionBody:
         ``live`` is the watch's view, ``now`` a monotonic time in seconds."""
         if self._fresh:
             return None
+        self.seen(live)
         known = self._known
-        if known is not None:
-            if (live.get("status") or {}) == (known.get("status") or {}):
-                self._known = None
-            elif now - self._known_at > self.settle_seconds:
-                self._fresh = True
-                self._known = None
-                return None
-            else:
-                return dict(known)
-        return dict(live)
+        if known is None:
+            return dict(live)
+        if now - self._known_at > self.settle_seconds:  # someone else wrote the status
+            self._fresh = True
+            self._known = None
+            return None
+        return dict(known)
+
+    def seen(self, live: Mapping[str, Any]) -> None:
+        """The watch shows ``live``: once its status is the one last written or read, the
+        object kept from that write or read is dropped (the live view has caught up), so a
+        session at rest holds one object, not two."""
+        known = self._known
+        if known is not None and (live.get("status") or {}) == (known.get("status") or {}):
+            self._known = None
 
     def seen_fresh(self, body: dict[str, Any], now: float) -> None:
         """Record the object a GET returned (``now``: monotonic seconds)."""

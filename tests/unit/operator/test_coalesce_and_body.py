@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from berth_operator.api.constants import FINALIZER
 from berth_operator.handlers import agentsession
 from berth_operator.handlers.agentsession import KOPF_SETTLE_SECONDS, _kopf_settled
+from berth_operator.handlers.context import OperatorContext
 from berth_operator.handlers.session_body import SessionBody, rebase
 from berth_operator.handlers.session_workers import SessionWorkers
 from berth_operator.reconcile.coalesce import informational_only, write_delay
@@ -136,6 +138,41 @@ def test_written_object_stands_in_until_the_watch_shows_that_status() -> None:
         ]
         == "4"
     )  # once caught up, the live view is used as it moves on
+
+
+def test_the_watch_showing_the_written_status_drops_the_kept_answer() -> None:
+    body = SessionBody(settle_seconds=5)
+    answer = obj("2", {"epoch": 1})
+    body.written(answer, now=0.0)
+    body.seen(obj("1"))  # the watch lags: the answer is still the newest known
+    assert body.current(obj("1"), now=0.1) == answer
+    body.seen(obj("2", {"epoch": 1}))  # the watch caught up, no pass since
+    assert body._known is None  # a session at rest holds one object
+    assert body.current(obj("1"), now=9.0) == obj("1")  # the live view is used, no GET
+
+
+async def test_a_watch_event_drops_the_answer_its_session_kept() -> None:
+    ctx = OperatorContext(settings=OperatorSettings(), kube=None, runtime=None)  # type: ignore[arg-type]
+    served: list[str] = []
+
+    async def serve(uid: str) -> float | None:
+        served.append(uid)
+        return None
+
+    ctx.sessions.start(1, serve)  # the handler then only stores and queues
+    live = agentsession.LiveSession(SessionBody(), lambda: ctx.sessions.bodies.get("u1") or {})
+    ctx.sessions.state["u1"] = live
+    live.body.written(obj("2", {"epoch": 1}), now=time.monotonic())
+    event = {
+        **obj("2", {"epoch": 1}),
+        "metadata": {"name": "s", "uid": "u1", "resourceVersion": "2"},
+    }
+    memo: Any = SimpleNamespace(ctx=ctx)
+    await agentsession.agentsession_event(type="MODIFIED", uid="u1", body=event, memo=memo)
+    assert live.body._known is None
+    await agentsession.agentsession_event(type="DELETED", uid="u1", body=event, memo=memo)
+    assert "u1" not in ctx.sessions.bodies and "u1" not in ctx.sessions.state
+    await ctx.sessions.stop()
 
 
 def test_a_live_view_that_never_agrees_leads_to_a_get() -> None:
