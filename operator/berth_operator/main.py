@@ -53,6 +53,12 @@ from berth_operator.settings import OperatorSettings
 
 log = logging.getLogger("berth.main")
 
+KOPF_IDLE_TIMEOUT_SECONDS = 1.0
+"""How long kopf keeps an object's watch worker (a task, its queue and contexts) after the
+object's last event (kopf's default: 5 s). In a burst most sessions and their pods had one:
+at N=1000 the operator's peak RSS was 113 MiB with 1 s against 128 MiB with 5 s, placement
+time level. An event after that only starts a new worker."""
+
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
@@ -68,6 +74,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
+    settings.batching.idle_timeout = KOPF_IDLE_TIMEOUT_SECONDS
     ctx = getattr(memo, "ctx", None)
     if isinstance(ctx, OperatorContext):
         webhook.configure(settings, ctx.settings)

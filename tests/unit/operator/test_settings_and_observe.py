@@ -205,3 +205,17 @@ def test_log_level_configures_the_root_logger_and_kopfs_object_log(
     configure_logging(level)
     assert logging.getLevelName(root.level) == level
     assert logging.getLevelName(objects.getEffectiveLevel()) == kopf_objects
+
+
+def test_kopf_is_configured_for_berth() -> None:
+    """The finalizer name, no scanning, and watch workers that end soon after an object's last
+    event (the operator's memory in a burst)."""
+    import kopf
+    from berth_operator.api.constants import FINALIZER
+    from berth_operator.main import KOPF_IDLE_TIMEOUT_SECONDS, configure
+
+    settings = kopf.OperatorSettings()
+    configure(settings=settings, memo=kopf.Memo())
+    assert settings.persistence.finalizer == FINALIZER
+    assert settings.scanning.disabled
+    assert settings.batching.idle_timeout == KOPF_IDLE_TIMEOUT_SECONDS < 5.0
