@@ -4,7 +4,7 @@ kopf keeps a diff-base — the last handled spec, as the ``berth.dev/last-handle
 annotation — to tell creations from updates for ``on.create`` / ``on.update`` handlers. It
 writes it on the first sight of every object whose kind has any resource-changing handler,
 ``on.delete`` included: one PATCH per AgentSession that nothing ever reads, since AgentSessions
-are reconciled by a daemon that compares spec and status itself (``observedGeneration``), and
+are reconciled by workers that compare spec and status themselves (``observedGeneration``), and
 their only changing handler is ``on.delete``, which kopf runs on the deletion timestamp whatever
 the diff-base says. :class:`SelectiveDiffBaseStorage` leaves the diff-base out for such kinds;
 LaneWorkers keep theirs (their ``on.create`` / ``on.update(field="spec")`` handlers need it).

@@ -229,3 +229,17 @@ def llm_credentials_problem(
             f"Secret {ref.name!r} has no key {ref.key!r} (spec.llm.apiKeySecretRef.key)",
         )
     return None
+
+
+def credentials_view(secret: Mapping[str, Any]) -> dict[str, Any]:
+    """What :func:`llm_credentials_problem` reads of a Secret — its labels and the names of
+    its keys — without any value, so it may be remembered: ``{"metadata": {"labels": ...},
+    "data": {key: ""}}``."""
+    labels = dict((secret.get("metadata") or {}).get("labels") or {})
+    return {"metadata": {"labels": labels}, "data": dict.fromkeys(secret.get("data") or {}, "")}
+
+
+def credentials_allowed(secret: Mapping[str, Any] | None) -> bool:
+    """Whether ``secret`` exists and carries the label ``berth.dev/llm-credentials: "true"``."""
+    labels = ((secret or {}).get("metadata") or {}).get("labels") or {}
+    return secret is not None and labels.get(LABEL_LLM_CREDENTIALS) == "true"

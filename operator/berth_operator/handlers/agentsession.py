@@ -7,14 +7,19 @@
                               operator counts the migrations in flight before it admits more.
 - ``pod_event``               queues the owning session on any pod change.
 - ``agentsession_event``      stores the object (without managedFields) and queues the session on
-                              any change (spec, annotations, status); starts the workers.
+                              any change (spec, annotations, status); starts the workers. On
+                              deletion it drops all kept for the session and makes sure a store
+                              to be deleted is (``owes_store_cleanup``).
 - ``reconcile_queued``        one pass of a session, run by one of ``max_concurrent_reconciles``
                               workers (``handlers.session_workers``); the session is queued again
                               after the plan's requeue time (status refresh from /v1/state on a
                               timer) or at its next event, whichever comes first.
 - ``agentsession_delete``     stops the session pods; with ``berth.dev/delete-store: "true"``
                               also runs the store-cleanup Job. Pods and Secrets are owned by the
-                              session, so garbage collection removes whatever is left.
+                              session, so garbage collection removes whatever is left. kopf adds
+                              its finalizer once the session has an epoch or its store is to be
+                              deleted (``needs_delete_handler``), so a new session's first status
+                              write races no other write.
 
 One reconcile pass (``reconcile_session``): take the newest known object — as the watch showed it,
 or the answer of the session's last status write until the watch has caught up with it, or a fresh
@@ -43,10 +48,11 @@ finalizer's watch event queues it again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Iterable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
@@ -58,7 +64,6 @@ from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import (
     ANNOTATION_DELETE_STORE,
     COMPONENT_SESSION,
-    FINALIZER,
     GROUP,
     LABEL_COMPONENT,
     LABEL_SESSION_UID,
@@ -69,7 +74,12 @@ from berth_operator.api.options import RuntimeState
 from berth_operator.builders.claim import build_shared_claim, claim_name, claim_status
 from berth_operator.builders.cleanup_job import build_store_cleanup_job
 from berth_operator.builders.pdb import build_session_pdb, pdb_name
-from berth_operator.builders.secrets import llm_credentials_problem, needs_task_master
+from berth_operator.builders.secrets import (
+    credentials_allowed,
+    credentials_view,
+    llm_credentials_problem,
+    needs_task_master,
+)
 from berth_operator.builders.session_pod import (
     build_options,
     build_session_pod,
@@ -84,7 +94,8 @@ from berth_operator.errors import (
     RuntimeUnreachable,
 )
 from berth_operator.handlers.context import OperatorContext
-from berth_operator.handlers.session_body import SessionBody, rebase
+from berth_operator.handlers.session_body import SessionBody
+from berth_operator.handlers.session_workers import LiveSession
 from berth_operator.handlers.sessionwarmpool import adopt_for_session
 from berth_operator.handlers.status_writes import write_status
 from berth_operator.metrics import (
@@ -106,12 +117,14 @@ T = TypeVar("T")
 
 POD_LABELS = {LABEL_SESSION_UID: kopf.PRESENT, LABEL_COMPONENT: COMPONENT_SESSION}
 ERROR_RETRY_SECONDS = 5.0
-KOPF_SETTLE_SECONDS = 3.0
-"""Longest wait for kopf's first write to a new AgentSession before the first status write."""
-KOPF_SETTLE_POLL_SECONDS = 0.01
-"""How often that wait looks at kopf's live view."""
 CLAIM_READY_TTL_SECONDS = 10.0
 """How long a Bound shared claim is taken as still Bound without reading it again."""
+LLM_SECRET_TTL_SECONDS = 2.0
+"""How long an LLM Secret allowed for Berth is taken as still allowed without reading it again."""
+STORE_CLEANUP_WAIT_SECONDS = 120.0
+"""How long a deleted session's store cleanup waits for its pods to go (``owes_store_cleanup``)."""
+STORE_CLEANUP_POLL_SECONDS = 2.0
+"""How often that wait lists the pods."""
 UNPARSEABLE_RETRY_SECONDS = 60.0
 """Seconds before an object that does not parse is read again (an edit wakes it sooner)."""
 
@@ -146,7 +159,7 @@ def migrating_uids(index: kopf.Index[str, bool] | None) -> list[str]:
 async def pod_event(labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
     """Wake the session whose pod changed."""
     ctx: OperatorContext = memo.ctx
-    ctx.wake(labels[LABEL_SESSION_UID])
+    ctx.wake_session(labels[LABEL_SESSION_UID])
 
 
 @kopf.on.event(GROUP, VERSION, SESSION_PLURAL)
@@ -164,18 +177,21 @@ async def agentsession_event(
     kopf passes its indices by name: ``session_pods`` (the pod index), ``node_disruptions``
     (the disrupted nodes), ``node_states`` (every node's observed state, handlers.nodes) and
     ``migrating_sessions`` (the sessions migrating to a new image as the watch shows them);
-    the workers read them as the last event handed them (kopf's indices are live mappings)."""
+    the workers read those the first event handed over (kopf's indices are live mappings)."""
     ctx: OperatorContext = memo.ctx
     workers = ctx.sessions
     if type == "DELETED":
         workers.gone(uid)
+        ctx.forget(uid)
+        if owes_store_cleanup(body):
+            ctx.spawn(_store_cleanup_after_pods(ctx, body))
         return
-    workers.indices = {k: kwargs.get(k) for k in INDICES}
     workers.observe(uid, body)
-    live: LiveSession | None = workers.state.get(uid)
+    live = workers.state.get(uid)
     if live is not None:
         live.body.seen(live.live)  # drop the last write's answer once the watch shows it
     if not workers.started:
+        workers.indices = {k: kwargs.get(k) for k in INDICES}
         workers.start(
             ctx.settings.server.max_concurrent_reconciles,
             lambda key: reconcile_queued(ctx, key),
@@ -196,11 +212,7 @@ async def stop_session_workers(memo: kopf.Memo, **_: Any) -> None:
 
 async def reconcile_queued(ctx: OperatorContext, uid: str) -> float | None:
     """One pass of session ``uid`` taken from the queue; seconds until its next pass, or None
-    when it needs none until its next event (deleted, being deleted, or unknown).
-
-    A new object whose kopf finalizer has not shown yet waits for it (``_write_settled``) —
-    but not while other sessions wait for a worker: then it steps aside, and the finalizer's
-    watch event (or ``KOPF_SETTLE_SECONDS``) queues it again."""
+    when it needs none until its next event (deleted, being deleted, or unknown)."""
     workers = ctx.sessions
     known = workers.bodies.get(uid)
     if known is None:
@@ -213,9 +225,6 @@ async def reconcile_queued(ctx: OperatorContext, uid: str) -> float | None:
             workers.indices.get("node_states"),
             workers.indices.get("migrating_sessions"),
         )
-    if not live.kopf_settled and workers.queue.backlog() and not _has_finalizer(known):
-        live.kopf_settled = True  # waited for by stepping aside
-        return KOPF_SETTLE_SECONDS
     index = cast("kopf.Index[str, ObservedPod] | None", workers.indices.get("session_pods"))
     disrupted = cast("kopf.Index[str, Trigger] | None", workers.indices.get("node_disruptions"))
     meta = known.get("metadata") or {}
@@ -230,21 +239,26 @@ async def reconcile_queued(ctx: OperatorContext, uid: str) -> float | None:
     )
 
 
-async def _kopf_settled(view: Callable[[], Mapping[str, Any]]) -> None:
-    """Wait (at most ``KOPF_SETTLE_SECONDS``) until kopf's own first write to a new object — the
-    PATCH adding its finalizer — shows in the watched object ``view()`` (replaced on every
-    watch event, so it is looked at every ``KOPF_SETTLE_POLL_SECONDS``)."""
-    deadline = time.monotonic() + KOPF_SETTLE_SECONDS
-    # the watch offers no change notification of one object other than its queue entry
-    while not _has_finalizer(view()) and time.monotonic() < deadline:  # noqa: ASYNC110
-        await asyncio.sleep(KOPF_SETTLE_POLL_SECONDS)
+def store_deletion_asked(annotations: Mapping[str, str]) -> bool:
+    """Whether the annotation ``berth.dev/delete-store: "true"`` is set."""
+    return annotations.get(ANNOTATION_DELETE_STORE, "").lower() == "true"
 
 
-def _has_finalizer(obj: Mapping[str, Any]) -> bool:
-    return FINALIZER in ((obj.get("metadata") or {}).get("finalizers") or [])
+def needs_delete_handler(
+    status: Mapping[str, Any], annotations: Mapping[str, str], **_: Any
+) -> bool:
+    """kopf's filter of ``agentsession_delete`` (so kopf adds its finalizer only then): the
+    session was given an epoch (``status.epoch``: it may have pods and a store), or its store
+    is to be deleted with it (``store_deletion_asked``: a store of its name may exist).
+
+    A new session matches neither until its first status write, which carries its first
+    epoch with a resourceVersion precondition (optimistic concurrency). So kopf's finalizer
+    PATCH never races that write: kopf adds the finalizer on the watch event of the write,
+    beside the session's pod being created or adopted, instead of before it."""
+    return bool(status.get("epoch")) or store_deletion_asked(annotations)
 
 
-@kopf.on.delete(GROUP, VERSION, SESSION_PLURAL)
+@kopf.on.delete(GROUP, VERSION, SESSION_PLURAL, when=needs_delete_handler)
 async def agentsession_delete(
     body: kopf.Body,
     name: str,
@@ -255,7 +269,8 @@ async def agentsession_delete(
     memo: kopf.Memo,
     **_: Any,
 ) -> None:
-    """Stop the session pods; run the store-cleanup Job when berth.dev/delete-store is "true"."""
+    """Stop the session pods; run the store-cleanup Job when berth.dev/delete-store is "true".
+    Only for a session that matches ``needs_delete_handler``: kopf's finalizer is added then."""
     ctx: OperatorContext = memo.ctx
     namespace = namespace or ""
     ctx.forget(uid)
@@ -264,7 +279,7 @@ async def agentsession_delete(
         meta = pod["metadata"]
         if not meta.get("deletionTimestamp"):
             await ctx.kube.delete_pod(namespace, meta["name"], uid=meta["uid"])
-    if annotations.get(ANNOTATION_DELETE_STORE, "").lower() != "true":
+    if not store_deletion_asked(annotations):
         return
     if pods:
         raise kopf.TemporaryError(
@@ -279,30 +294,43 @@ async def agentsession_delete(
     kopf.info(body, reason="StoreCleanup", message="store-cleanup Job created")
 
 
+def owes_store_cleanup(body: Mapping[str, Any]) -> bool:
+    """Whether the last state of a deleted AgentSession (its DELETED watch event) asked for
+    its store to be deleted (``berth.dev/delete-store: "true"``).
+
+    Normally ``agentsession_delete`` has created the store-cleanup Job by then. But kopf adds
+    its finalizer only once the session needs it (``needs_delete_handler``), on the watch
+    event of the write that made it so; a session deleted before that PATCH lands vanishes
+    without the handler — its first pod may already have started writing the store, or the
+    annotation came just before the delete. The DELETED event is then the last chance."""
+    meta = body.get("metadata") or {}
+    return store_deletion_asked(meta.get("annotations") or {})
+
+
+async def _store_cleanup_after_pods(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
+    """Create the store-cleanup Job of the deleted session ``body`` once none of its pods
+    remains (garbage collection removes them: they are owned by the session), as
+    ``agentsession_delete`` does. Idempotent: the Job's name is fixed per session object, so
+    when the handler has created it already this is an AlreadyExists, which is fine. Gives
+    up, with a warning, after ``STORE_CLEANUP_WAIT_SECONDS`` or on an API error."""
+    meta = body.get("metadata") or {}
+    ref = SessionRef(meta.get("namespace") or "", meta.get("name") or "", meta.get("uid") or "")
+    deadline = time.monotonic() + STORE_CLEANUP_WAIT_SECONDS
+    try:
+        parsed = AgentSessionSpec.model_validate(dict(body.get("spec") or {}))
+        while await ctx.kube.list_pods(ref.namespace, f"{LABEL_SESSION_UID}={ref.uid}"):
+            if time.monotonic() > deadline:
+                log.warning("%s: pods still there; its store was not deleted", ref.key)
+                return
+            await asyncio.sleep(STORE_CLEANUP_POLL_SECONDS)
+        await ctx.kube.create_job(build_store_cleanup_job(ref, parsed, ctx.settings))
+    except (ValidationError, KubeError) as exc:
+        log.warning("%s: store-cleanup Job not created: %s", ref.key, exc)
+        return
+    log.info("%s: store-cleanup Job ensured after the session was deleted", ref.key)
+
+
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class LiveSession:
-    """What a session's reconcile keeps between passes: the newest known object (``body``,
-    over the watched object ``view()``), the node watch cache (``nodes``; None outside kopf)
-    and when it last wrote the status."""
-
-    body: SessionBody
-    view: Callable[[], Mapping[str, Any]]
-    nodes: kopf.Index[str, ObservedNode] | None = None
-    migrating: kopf.Index[str, bool] | None = None
-    """The ``migrating_sessions`` index (None outside kopf)."""
-    last_write: float | None = None
-    """Monotonic time of this session's last status write (informational changes wait for
-    ``status_coalesce_seconds`` after it, reconcile.coalesce)."""
-    kopf_settled: bool = False
-    """kopf's finalizer was seen (or waited for) before a status write of this session."""
-
-    @property
-    def live(self) -> Mapping[str, Any]:
-        """The object as the watch last showed it (without managedFields)."""
-        return self.view()
 
 
 async def _node(ctx: OperatorContext, name: str, live: LiveSession | None) -> ObservedNode:
@@ -353,10 +381,29 @@ async def _credentials_problem(
     ref = spec.llm.api_key_secret_ref if spec.llm is not None else None
     secret = None
     if ref is not None and ctx.secrets is not None:
-        secret = await ctx.secrets.read_secret_shared(ns, ref.name)
+        secret = await _llm_secret(ctx, ns, ref.name)
     elif ref is not None:
         return None  # no Secret access configured (unit tests): nothing to check against
     return llm_credentials_problem(spec, secret, ctx.settings.llm.allowed_base_urls)
+
+
+async def _llm_secret(ctx: OperatorContext, ns: str, name: str) -> dict[str, Any] | None:
+    """The LLM Secret ``ns/name`` as the credentials check reads it (``credentials_view``: no
+    values). One allowed for Berth is remembered for ``LLM_SECRET_TTL_SECONDS``: the sessions
+    of a burst use one Secret, and would otherwise read it in every wave of placements; a
+    refused or missing one is read again each time, so a fix shows at once."""
+    assert ctx.secrets is not None
+    key = (ns, name)
+    remembered = ctx.llm_secrets.get(key)
+    if remembered is not None and time.monotonic() - remembered[0] < LLM_SECRET_TTL_SECONDS:
+        return remembered[1]
+    secret = await ctx.secrets.read_secret_shared(ns, name)
+    view = None if secret is None else credentials_view(secret)
+    if view is not None and credentials_allowed(view):
+        ctx.llm_secrets[key] = (time.monotonic(), view)
+    else:
+        ctx.llm_secrets.pop(key, None)
+    return view
 
 
 async def _claim_status(
@@ -483,14 +530,43 @@ async def _reconcile(
     meta = body["metadata"]
     if meta.get("uid") != uid or meta.get("deletionTimestamp"):
         return None
-    obs = await _observe(ctx, body, cached, disruptions, live)
-    # From here to the note below nothing awaits: no other session decides in between, so two
-    # sessions never take the last migration slot at once.
-    watched = migrating_uids(live.migrating) if live is not None else ()
-    obs = replace(obs, migrating=ctx.migrations.migrating(watched))
-    plan = decide(obs, ctx.settings)
-    ctx.migrations.note(uid, plan.status)
-    return await _apply(ctx, body, obs, plan, live=live)
+    early = _prepare_early(ctx, body, cached) if live is not None else None
+    try:
+        obs = await _observe(ctx, body, cached, disruptions, live)
+        # From here to the note below nothing awaits: no other session decides in between, so
+        # two sessions never take the last migration slot at once.
+        watched = migrating_uids(live.migrating) if live is not None else ()
+        obs = replace(obs, migrating=ctx.migrations.migrating(watched))
+        plan = decide(obs, ctx.settings)
+        ctx.migrations.note(uid, plan.status)
+        return await _apply(ctx, body, obs, plan, live=live, early=early)
+    finally:
+        if early is not None and not early.done():  # not used: the decision placed no pod
+            with contextlib.suppress(Exception):  # an error shows again when they are used
+                await early
+
+
+def _prepare_early(
+    ctx: OperatorContext, body: Mapping[str, Any], cached: list[ObservedPod]
+) -> asyncio.Task[None] | None:
+    """On a session's first pass (no status written yet, no pod, none being created), when its
+    spec parses: start writing the objects its first pod needs (``_prepare_objects``) now,
+    beside the reads that decide its placement, instead of after them. Almost every new
+    session is placed on its first pass, and its pod — created, or adopted from a warm pool —
+    waits for the status write and for these objects, so the slower of the two sets the pace,
+    not their sum. When the decision is not to place it yet (a condition the user must fix),
+    the objects wait for its first pod; they are owned by the session and go with it. Later
+    passes never write ahead (the status is written by then). None when not written ahead."""
+    meta = body.get("metadata") or {}
+    uid = str(meta.get("uid") or "")
+    if body.get("status") or cached or uid in ctx.inflight:
+        return None
+    try:
+        spec = AgentSessionSpec.model_validate(body.get("spec") or {})
+    except ValidationError:
+        return None  # _observe reports it
+    ref = SessionRef(meta["namespace"], meta["name"], uid, int(meta.get("generation") or 0))
+    return asyncio.create_task(_prepare_objects(ctx, ref, spec))
 
 
 async def _observe(
@@ -599,9 +675,12 @@ async def _apply(
     *,
     may_create: bool = True,
     live: LiveSession | None = None,
+    early: asyncio.Task[None] | None = None,
 ) -> float:
     """Carry out ``plan`` in order: status (the bumped epoch is durable before any pod of that
-    epoch exists), deletes, the passivate call, the create, Events. Returns the requeue delay."""
+    epoch exists), deletes, the passivate call, the create, Events. ``early``: the task writing
+    the objects a first pod needs, started before the decision (``_prepare_early``). Returns
+    the requeue delay."""
     if live is not None:
         since = None if live.last_write is None else time.monotonic() - live.last_write
         wait = write_delay(
@@ -610,14 +689,12 @@ async def _apply(
         if wait is not None:  # information only: goes out with the next write (coalesce.py)
             return wait
     creating = plan.create is not None and may_create
-    status_write = _write_settled(ctx, body, obs, plan, live)
+    status_write = write_status(ctx.kube, body, obs.status, plan.status)
     if creating:
         # The objects the new pod needs do not depend on the epoch: written alongside the status.
-        stored = await _concurrently(status_write, _prepare_pod(ctx, obs))
+        stored = await _concurrently(status_write, _prepare_pod(ctx, obs, early))
     else:
         stored = await status_write
-    if stored is None:  # more than kopf's finalizer changed while it settled
-        return 0.0
     if live is not None and stored is not body:
         live.body.written(stored, time.monotonic())
         live.last_write = time.monotonic()
@@ -650,36 +727,6 @@ async def _apply(
     return ctx.settings.session_api.status_refresh_seconds
 
 
-async def _write_settled(
-    ctx: OperatorContext,
-    body: dict[str, Any],
-    obs: Observation,
-    plan: Plan,
-    live: LiveSession | None,
-) -> dict[str, Any] | None:
-    """``write_status``; before a session's first write, wait for kopf's finalizer PATCH of a
-    new object (``_kopf_settled``), which would otherwise win the race and cost a Conflict, a
-    GET and a second PUT. The wait runs here, after the observation's reads and beside the
-    pod's Secrets and PDB, not before them; the decision stands when the object only gained the
-    finalizer (``session_body.rebase``). When other sessions waited for a worker, the session
-    stepped aside instead (``reconcile_queued``): a worker held waiting would slow the whole
-    burst. Returns the stored object (``body`` when nothing was written), or None when the
-    object changed otherwise meanwhile (decide again)."""
-    if (
-        live is not None
-        and not live.kopf_settled
-        and not _has_finalizer(body)
-        and plan.status.wire() != obs.status.wire()
-    ):
-        live.kopf_settled = True
-        await _kopf_settled(live.view)
-        rebased = rebase(body, live.live)
-        if rebased is None:
-            return None
-        body = rebased
-    return await write_status(ctx.kube, body, obs.status, plan.status)
-
-
 async def _passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall) -> None:
     """POST /v1/passivate; an undelivered request is retried by the next decision (the deadline
     in status still applies: the pod is deleted at the latest then)."""
@@ -700,20 +747,30 @@ async def _concurrently(first: Awaitable[T], *others: Awaitable[Any]) -> T:
     return cast(T, results[0])
 
 
-async def _prepare_pod(ctx: OperatorContext, obs: Observation) -> None:
+async def _prepare_pod(
+    ctx: OperatorContext, obs: Observation, early: asyncio.Task[None] | None = None
+) -> None:
     """Make sure what a new pod of the session needs exists (none depends on another, nor on
-    the epoch, so they are written concurrently): the Secrets (options.json of the current
-    generation in ``<name>-berth``), the PDB and a managed shared claim."""
+    the epoch, so they are written concurrently): the Secrets and the PDB
+    (``_prepare_objects``, or the task ``early`` already writing them) and a managed shared
+    claim."""
     ref, spec, settings = obs.ref, obs.spec, ctx.settings
-    needs: list[Awaitable[Any]] = [_ensure_secrets(ctx, ref, spec)]
-    if ctx.disruption is not None:  # PDBs enabled
-        needs.append(ctx.disruption.ensure_pdb(build_session_pdb(ref, spec)))
+    needs: list[Awaitable[Any]] = [early if early is not None else _prepare_objects(ctx, ref, spec)]
     if obs.claim is not None and obs.claim[1] == "ClaimCreating":
         needs.append(
             ctx.kube.create_pvc(
                 build_shared_claim(ref.namespace, claim_name(spec, settings), settings)
             )
         )
+    await _concurrently(*needs)
+
+
+async def _prepare_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
+    """The Secrets (options.json of ``ref``'s generation in ``<name>-berth``) and, when PDBs
+    are enabled, the PodDisruptionBudget of the session's pods, written concurrently."""
+    needs: list[Awaitable[Any]] = [_ensure_secrets(ctx, ref, spec)]
+    if ctx.disruption is not None:
+        needs.append(ctx.disruption.ensure_pdb(build_session_pdb(ref, spec)))
     await _concurrently(*needs)
 
 

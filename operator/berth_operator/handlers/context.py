@@ -2,7 +2,7 @@
 
 - ``sessions``: the AgentSessions the watch shows and the workers that reconcile them
   (``handlers.session_workers``); pod, node, eviction and gateway events queue a session so it
-  reconciles at once instead of at its next timer (:meth:`OperatorContext.wake`).
+  reconciles at once instead of at its next timer (:meth:`OperatorContext.wake_session`).
 - ``wakeups``: one asyncio.Event per SessionWarmPool key, set to wake that pool's daemon.
 - ``inflight``: pods this process created that the watch cache has not shown yet, with the
   monotonic time of the create. ``decide`` treats such a pod as existing, so a lagging cache never
@@ -15,6 +15,8 @@
   ``<name>-berth`` Secret, read once and cached (never logged, never in status or Events).
 - ``ready_claims``: (namespace, claim) → (monotonic time, ``StoreReady`` tuple) of a shared claim
   last read Bound.
+- ``llm_secrets``: (namespace, Secret) → (monotonic time, its labels and key names without
+  values) of an LLM Secret last read allowed for Berth.
 - ``lanes``: the LaneWorker handlers' clients (:class:`LaneClients`), built once by ``main``.
 - ``budget``: the budget service and its directory (:class:`BudgetClients`), when enabled.
 - ``gateway``: the session front door (:class:`GatewayClients`), when enabled; started by
@@ -34,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,11 +220,14 @@ class OperatorContext:
     ready_claims: dict[tuple[str, str], tuple[float, tuple[bool, str, str]]] = field(
         default_factory=dict
     )
+    llm_secrets: dict[tuple[str, str], tuple[float, dict[str, Any]]] = field(default_factory=dict)
     budget: BudgetClients | None = None
     gateway: GatewayClients | None = None
     warm: WarmPoolState = field(default_factory=WarmPoolState)
     migrations: MigrationSlots = field(default_factory=MigrationSlots)
     sessions: SessionWorkers = field(default_factory=SessionWorkers)
+    background: set[asyncio.Task[None]] = field(default_factory=set)
+    """Tasks started by :meth:`spawn` that have not ended."""
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""
@@ -248,11 +253,15 @@ class OperatorContext:
             event = self.wakeups[uid] = asyncio.Event()
         return event
 
-    def wake(self, uid: str) -> None:
-        """Make session ``uid`` reconcile now (queued for a worker), or the daemon waiting on
-        the wake-up event of key ``uid`` run now."""
+    def wake_session(self, uid: str) -> None:
+        """Make session ``uid`` reconcile now: queued for a worker (if the watch has shown it)
+        instead of waiting for its next timer."""
         self.sessions.wake(uid)
-        event = self.wakeups.get(uid)
+
+    def wake(self, key: str) -> None:
+        """Make the daemon waiting on the wake-up event of ``key`` (a SessionWarmPool's) run
+        now; nothing when no daemon has asked for that event."""
+        event = self.wakeups.get(key)
         if event is not None:
             event.set()
 
@@ -275,6 +284,13 @@ class OperatorContext:
             INFLIGHT.set(len(self.inflight))
             return None
         return name
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in the background; a reference is kept until it ends (asyncio keeps
+        only weak ones)."""
+        task = asyncio.create_task(work)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
 
     def forget(self, uid: str) -> None:
         """Drop everything kept for a deleted session."""

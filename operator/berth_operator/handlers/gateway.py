@@ -97,7 +97,7 @@ def waker(ctx: OperatorContext) -> Callable[[SessionView], Awaitable[None]]:
         await ctx.kube.annotate_session(
             view.namespace, view.name, ANNOTATION_WAKE_REQUESTED_AT, stamp
         )
-        ctx.wake(view.uid)
+        ctx.wake_session(view.uid)
 
     return wake
 

@@ -84,4 +84,4 @@ async def node_event(name: str, memo: kopf.Memo, **kwargs: Any) -> None:
     ctx: OperatorContext = memo.ctx
     pods = cast("kopf.Index[str, PodOnNode]", kwargs["session_pods_on_node"])
     for pod in pods.get(name, []):
-        ctx.wake(pod.session_uid)
+        ctx.wake_session(pod.session_uid)

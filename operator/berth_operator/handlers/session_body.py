@@ -26,25 +26,6 @@ from typing import Any
 SETTLE_SECONDS = 5.0
 """How long the object of the last write or GET may stand in for a live view that disagrees."""
 
-BOOKKEEPING = ("finalizers", "resourceVersion", "managedFields")
-"""Metadata fields that a finalizer PATCH (kopf's, on a new object) changes and that no decision
-reads."""
-
-
-def rebase(decided: Mapping[str, Any], live: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``live`` (a top-level copy) when it differs from ``decided`` — the object a decision was
-    made on — only in :data:`BOOKKEEPING`; else None (the caller must decide again).
-
-    A decision made before kopf's finalizer PATCH landed is still right for the object after
-    it, and its status write then carries the newer resourceVersion instead of losing a
-    Conflict (optimistic concurrency, Kubernetes API conventions)."""
-
-    def essence(obj: Mapping[str, Any]) -> tuple[Any, ...]:
-        meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in BOOKKEEPING}
-        return meta, obj.get("spec"), obj.get("status")
-
-    return dict(live) if essence(decided) == essence(live) else None
-
 
 class SessionBody:
     """One session's newest known AgentSession (one per session; not shared)."""

@@ -22,8 +22,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import kopf
+
+from berth_operator.handlers.session_body import SessionBody
 from berth_operator.handlers.workqueue import WorkQueue
 from berth_operator.metrics import RECONCILES_WAITING
+from berth_operator.reconcile.observe import ObservedNode
 
 log = logging.getLogger("berth.operator")
 
@@ -42,6 +46,27 @@ def slim(body: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+@dataclass
+class LiveSession:
+    """What a session's reconcile keeps between passes: the newest known object (``body``,
+    over the watched object ``view()``), the node watch cache (``nodes``; None outside kopf)
+    and when it last wrote the status."""
+
+    body: SessionBody
+    view: Callable[[], Mapping[str, Any]]
+    nodes: kopf.Index[str, ObservedNode] | None = None
+    migrating: kopf.Index[str, bool] | None = None
+    """The ``migrating_sessions`` index (None outside kopf)."""
+    last_write: float | None = None
+    """Monotonic time of this session's last status write (informational changes wait for
+    ``status_coalesce_seconds`` after it, reconcile.coalesce)."""
+
+    @property
+    def live(self) -> Mapping[str, Any]:
+        """The object as the watch last showed it (without managedFields)."""
+        return self.view()
+
+
 def _set_backlog(n: int) -> None:
     RECONCILES_WAITING.set(n)
 
@@ -50,12 +75,12 @@ def _set_backlog(n: int) -> None:
 class SessionWorkers:
     """The sessions the watch shows (``bodies``: uid → object without managedFields), the
     queue of uids to reconcile, what each session's reconcile keeps between passes
-    (``state``), kopf's indices as the last event handed them (``indices``: name → index) and
-    the worker tasks."""
+    (``state``), kopf's indices (``indices``: name → index; kopf's indices are live mappings,
+    so those the first event handed over stay current) and the worker tasks."""
 
     queue: WorkQueue = field(default_factory=lambda: WorkQueue(_set_backlog))
     bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
-    state: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, LiveSession] = field(default_factory=dict)
     indices: dict[str, Any] = field(default_factory=dict)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _busy: set[asyncio.Task[None]] = field(default_factory=set)

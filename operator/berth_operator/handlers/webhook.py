@@ -82,7 +82,7 @@ async def pod_eviction(
         uid = found
     if not dryrun:
         first = ctx.request_eviction(uid, name)
-        ctx.wake(uid)
+        ctx.wake_session(uid)
         if first:
             log.info("eviction of session pod %s/%s requested: passivating", ns, name)
     EVICTIONS_DENIED.inc()

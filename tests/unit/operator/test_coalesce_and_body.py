@@ -1,22 +1,17 @@
 """Status-write coalescing (reconcile.coalesce), the newest-object choice
-(handlers.session_body) on plans made by the real ``decide``, and the first write's wait for
-kopf's finalizer."""
+(handlers.session_body) on plans made by the real ``decide``."""
 
 from __future__ import annotations
 
-import asyncio
-import copy
 import time
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from berth_operator.api.constants import FINALIZER
 from berth_operator.handlers import agentsession
-from berth_operator.handlers.agentsession import KOPF_SETTLE_SECONDS, _kopf_settled
 from berth_operator.handlers.context import OperatorContext
-from berth_operator.handlers.session_body import SessionBody, rebase
-from berth_operator.handlers.session_workers import SessionWorkers
+from berth_operator.handlers.session_body import SessionBody
+from berth_operator.handlers.session_workers import LiveSession
 from berth_operator.reconcile.coalesce import informational_only, write_delay
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings
@@ -160,7 +155,7 @@ async def test_a_watch_event_drops_the_answer_its_session_kept() -> None:
         return None
 
     ctx.sessions.start(1, serve)  # the handler then only stores and queues
-    live = agentsession.LiveSession(SessionBody(), lambda: ctx.sessions.bodies.get("u1") or {})
+    live = LiveSession(SessionBody(), lambda: ctx.sessions.bodies.get("u1") or {})
     ctx.sessions.state["u1"] = live
     live.body.written(obj("2", {"epoch": 1}), now=time.monotonic())
     event = {
@@ -201,62 +196,3 @@ def test_a_window_of_zero_writes_information_at_once() -> None:
     assert write_delay(session.status(), plan, since_last_write=0.01, window=30.0) == (
         pytest.approx(29.99)
     )
-
-
-def _with_finalizer(body: dict[str, Any], rv: str) -> dict[str, Any]:
-    meta = {**body["metadata"], "resourceVersion": rv, "finalizers": [FINALIZER]}
-    return {**body, "metadata": meta}
-
-
-def test_a_decision_stands_when_the_object_only_gained_kopfs_finalizer() -> None:
-    decided = {**obj("1"), "spec": {"prompt": "p"}}
-    live = _with_finalizer(decided, "2")
-    rebased = rebase(decided, live)
-    assert rebased == live and rebased is not live
-    assert rebased["metadata"]["resourceVersion"] == "2"  # the write carries the newer version
-
-
-@pytest.mark.parametrize(
-    "change",
-    [
-        lambda o: o["spec"].update(prompt="other"),
-        lambda o: o.update(status={"epoch": 1}),
-        lambda o: o["metadata"].update(annotations={"berth.dev/wake": "now"}),
-        lambda o: o["metadata"].update(deletionTimestamp="2026-11-28T09:00:00Z"),
-    ],
-    ids=["spec", "status", "annotations", "deleted"],
-)
-def test_any_other_change_means_deciding_again(change: Any) -> None:
-    decided = {**obj("1"), "spec": {"prompt": "p"}}
-    live = copy.deepcopy(_with_finalizer(decided, "2"))
-    change(live)
-    assert rebase(decided, live) is None
-
-
-async def test_the_first_write_waits_for_kopfs_finalizer_in_the_watched_object() -> None:
-    """The watch replaces the stored object on each event; the wait sees the replacement."""
-    workers = SessionWorkers()
-    workers.observe("u1", obj("1"))
-
-    async def kopf_patches() -> None:
-        await asyncio.sleep(0.05)
-        later = obj("2")
-        workers.observe(
-            "u1", {**later, "metadata": {**later["metadata"], "finalizers": [FINALIZER]}}
-        )
-
-    patch = asyncio.create_task(kopf_patches())
-    started = time.monotonic()
-    await _kopf_settled(lambda: workers.bodies["u1"])
-    assert FINALIZER in workers.bodies["u1"]["metadata"].get(
-        "finalizers", []
-    )  # returned once it showed
-    await patch
-    assert time.monotonic() - started < KOPF_SETTLE_SECONDS
-
-
-async def test_the_wait_for_kopf_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(agentsession, "KOPF_SETTLE_SECONDS", 0.05)
-    started = time.monotonic()
-    await _kopf_settled(lambda: obj("1"))  # kopf never patches: give up, the write may conflict
-    assert time.monotonic() - started >= 0.05

@@ -21,6 +21,8 @@ from berth_operator.builders.secrets import (
     build_session_secret,
     build_task_master_secret,
     build_worker_redis_secret,
+    credentials_allowed,
+    credentials_view,
     decode_data,
     llm_credentials_problem,
     master_of,
@@ -345,6 +347,29 @@ def test_llm_credentials_admission(
     assert (problem[0] if problem else None) == reason
     if problem:
         assert "eA==" not in problem[1]
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        llm_secret({"berth.dev/llm-credentials": "true"}),
+        llm_secret(None),
+        llm_secret({"berth.dev/llm-credentials": "true"}, ("other",)),
+    ],
+)
+@pytest.mark.parametrize("allowed", [[], ["https://api.openai.com/"]])
+def test_the_remembered_view_of_an_llm_secret_decides_alike_and_holds_no_value(
+    secret: dict[str, Any], allowed: list[str]
+) -> None:
+    view = credentials_view(secret)
+    assert llm_credentials_problem(LLM.spec(), view, allowed) == llm_credentials_problem(
+        LLM.spec(), secret, allowed
+    )
+    assert "eA==" not in json.dumps(view) and set(view["data"]) == set(secret["data"])
+    assert credentials_allowed(view) == (
+        secret["metadata"]["labels"].get("berth.dev/llm-credentials") == "true"
+    )
+    assert not credentials_allowed(None)
 
 
 def test_refused_secret_places_no_pod_and_says_how_to_fix_it_once() -> None:

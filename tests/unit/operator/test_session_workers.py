@@ -1,14 +1,15 @@
 """AgentSessions served by a fixed pool of workers (handlers.workqueue, handlers.session_workers):
 a key waits at most once, one worker per key, a key added while served runs again after, one
 timer per key, never more than the bound at once and in order of arrival, the waiting counted,
-the stored object without managedFields, and stopping."""
+the stored object without managedFields, kopf's finalizer only when needed, wake-ups
+of sessions apart from those of daemons, and stopping."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from berth_operator.api.constants import FINALIZER
+import kopf
 from berth_operator.handlers import agentsession
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.handlers.session_workers import SessionWorkers, slim
@@ -189,16 +190,103 @@ async def test_an_unknown_session_needs_no_pass() -> None:
     assert await agentsession.reconcile_queued(_ctx(), "nobody") is None
 
 
-async def test_a_new_session_steps_aside_for_kopfs_finalizer_while_others_wait() -> None:
+def test_kopf_adds_its_finalizer_once_a_session_is_placed_or_its_store_is_to_go() -> None:
+    """The delete handler's filter: kopf's finalizer PATCH never races a new session's first
+    status write, which carries its first epoch."""
+    handler_needed = agentsession.needs_delete_handler
+    assert not handler_needed(status={}, annotations={})
+    assert not handler_needed(status={"phase": "Pending", "epoch": 0}, annotations={})
+    assert handler_needed(status={"phase": "Pending", "epoch": 1}, annotations={})
+    asked = {"berth.dev/delete-store": "True"}
+    assert handler_needed(status={}, annotations=asked)  # a store of its name may exist
+    registry = kopf.get_default_registry()
+    handler = next(
+        h
+        for h in registry._changing.get_all_handlers()  # kopf's registry of changing handlers
+        if h.fn is agentsession.agentsession_delete
+    )
+    assert handler.when is agentsession.needs_delete_handler and handler.requires_finalizer
+
+
+async def test_wake_session_queues_sessions_and_wake_sets_only_daemon_events() -> None:
     ctx = _ctx()
-    ctx.sessions.observe("new", body("new"))
-    ctx.sessions.observe("other", body("other"))  # waits for a worker
-    assert await ctx.sessions.queue.get() == "new"
-    delay = await agentsession.reconcile_queued(ctx, "new")
-    assert delay == agentsession.KOPF_SETTLE_SECONDS  # no API call was made (kube is None)
-    live = ctx.sessions.state["new"]
-    assert live.kopf_settled
-    later = body("new", resourceVersion="2", finalizers=[FINALIZER])
-    ctx.sessions.observe("new", later)  # the finalizer's watch event
-    assert live.live["metadata"]["finalizers"] == [FINALIZER]  # the pass sees the newest object
-    assert ctx.sessions.queue.queued("new")
+    ctx.sessions.observe("u1", body("u1"))
+    await ctx.sessions.queue.get()
+    ctx.sessions.queue.done("u1")
+    pool = ctx.wakeup("pool:ns/p")
+    ctx.wake("u1")  # not a daemon's key: nothing
+    assert not ctx.sessions.queue.queued("u1")
+    ctx.wake_session("u1")
+    assert ctx.sessions.queue.queued("u1") and not pool.is_set()
+    ctx.wake_session("pool:ns/p")  # not a session: nothing
+    assert not pool.is_set()
+    ctx.wake("pool:ns/p")
+    assert pool.is_set()
+
+
+def deleted(annotations: dict[str, str], status: dict[str, Any]) -> dict[str, Any]:
+    meta = {"uid": "u1", "name": "s1", "namespace": "ns", "annotations": annotations}
+    return {"metadata": meta, "spec": {"prompt": "p", "model": "openai/m"}, "status": status}
+
+
+def test_a_store_is_owed_its_cleanup_only_when_asked() -> None:
+    asked = {"berth.dev/delete-store": "true"}
+    assert agentsession.owes_store_cleanup(deleted(asked, {"epoch": 1}))
+    assert agentsession.owes_store_cleanup(deleted(asked, {}))  # a store of its name may exist
+    assert not agentsession.owes_store_cleanup(deleted({}, {"epoch": 1}))  # not asked
+    off = {"berth.dev/delete-store": "false"}
+    assert not agentsession.owes_store_cleanup(deleted(off, {"epoch": 2}))
+
+
+class FakeKube:
+    """The two calls of the late store cleanup: pods listed (``pods``: one answer per call,
+    the last one repeated) and Jobs created."""
+
+    def __init__(self, *pods: list[dict[str, Any]]) -> None:
+        self.pods = list(pods)
+        self.listed: list[str] = []
+        self.jobs: list[dict[str, Any]] = []
+
+    async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        self.listed.append(f"{namespace} {selector}")
+        return self.pods.pop(0) if len(self.pods) > 1 else self.pods[0]
+
+    async def create_job(self, body: dict[str, Any]) -> None:
+        self.jobs.append(body)
+
+
+async def test_a_deleted_session_owed_a_cleanup_gets_its_job_once_its_pods_are_gone(
+    monkeypatch: Any,
+) -> None:
+    monkeypatch.setattr(agentsession, "STORE_CLEANUP_POLL_SECONDS", 0.01)
+    kube = FakeKube([{"metadata": {"name": "s1-1"}}], [])
+    ctx = OperatorContext(settings=OperatorSettings(), kube=kube, runtime=None)  # type: ignore[arg-type]
+    ctx.sessions.observe("u1", body("u1"))
+    ctx.phases.set("u1", "Running")
+    assert ctx.phases.count("Running") == 1
+    gone = deleted({"berth.dev/delete-store": "true"}, {"epoch": 1})
+    await agentsession.agentsession_event(type="DELETED", uid="u1", body=gone, memo=SimpleMemo(ctx))
+    assert "u1" not in ctx.sessions.bodies and ctx.phases.count("Running") == 0  # all dropped
+    await asyncio.wait_for(asyncio.gather(*ctx.background), timeout=5)
+    assert kube.listed == ["ns berth.dev/session-uid=u1"] * 2  # waited for the pod to go
+    [job] = kube.jobs
+    assert job["kind"] == "Job" and job["metadata"]["name"].startswith("s1-store-cleanup-")
+    assert not ctx.background
+
+
+async def test_the_late_cleanup_gives_up_while_pods_stay(monkeypatch: Any) -> None:
+    monkeypatch.setattr(agentsession, "STORE_CLEANUP_POLL_SECONDS", 0.01)
+    monkeypatch.setattr(agentsession, "STORE_CLEANUP_WAIT_SECONDS", 0.05)
+    kube = FakeKube([{"metadata": {"name": "s1-1"}}])
+    ctx = OperatorContext(settings=OperatorSettings(), kube=kube, runtime=None)  # type: ignore[arg-type]
+    gone = deleted({"berth.dev/delete-store": "true"}, {"epoch": 1})
+    await agentsession.agentsession_event(type="DELETED", uid="u1", body=gone, memo=SimpleMemo(ctx))
+    await asyncio.wait_for(asyncio.gather(*ctx.background), timeout=5)
+    assert kube.jobs == [] and len(kube.listed) >= 2
+
+
+class SimpleMemo:
+    """kopf's memo as the handlers read it: ``memo.ctx``."""
+
+    def __init__(self, ctx: OperatorContext) -> None:
+        self.ctx = ctx
