@@ -779,7 +779,8 @@ async def _create(
 ) -> tuple[ObservedPod, ...]:
     """Create the pod of ``create.epoch`` (``_prepare_pod`` has run) unless the apiserver
     (listed directly: the guard against a stale cache and a restarted operator) shows other
-    pods of the session; return those pods (empty when the pod was created or already exists).
+    pods of the session that have not ended (``ObservedPod.ended``); return the pods listed
+    then (empty when the pod was created or already exists).
 
     ``first_pod``: this iteration stored epoch 1 over a status without an epoch (a PUT with the
     resourceVersion of that status). Pods of an epoch are only created after the epoch is
@@ -800,8 +801,9 @@ async def _create(
         if any(p["metadata"]["name"] == target for p in existing):
             ctx.mark_inflight(ref.uid, target)
             return ()
-        if existing:
-            return tuple(observe_pod(p) for p in existing)
+        listed = [observe_pod(p) for p in existing]
+        if any(not p.ended for p in listed):  # an ended pod never runs again: no obstacle
+            return tuple(listed)
     if obs.spec.warm_pool_ref is not None and await adopt_for_session(ctx, obs, create):
         return ()  # a warm pod of the named pool became this epoch's pod
     try:

@@ -73,6 +73,13 @@ class ObservedPod:
     """The pod was a warm pool's and was adopted (it carries ``ANNOTATION_ADOPTED_FROM``): it
     was Ready before its run started, so no pod event tells when the run is up."""
 
+    @property
+    def ended(self) -> bool:
+        """The session container has terminated. Session pods are ``restartPolicy: Never``,
+        so it never runs again: the pod can do nothing more, whether or not its object is
+        still there (a deleted pod's object goes only once its kubelet has confirmed)."""
+        return self.terminated is not None
+
 
 def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {c.get("type", ""): c for c in status.get("conditions") or [] if isinstance(c, dict)}

@@ -323,11 +323,10 @@ def test_the_replacement_after_a_migration_gets_the_new_image_and_frees_the_slot
     assert plan.status.passivation is not None
     assert plan.status.passivation.outcome == "passivated"
     assert migration.in_flight(plan.status)
-    # next decision: no pod left, the replacement is placed resuming run-1
-    s2 = make_session()
-    s2.body["status"] = plan.status.model_dump(by_alias=True, mode="json", exclude_none=True)
-    placed = decide(observation(s2, now=3), settings())
+    # the pod ended for good: its replacement is placed at once, resuming run-1
+    placed = plan
     assert placed.create is not None and placed.create.resume_run_id == "run-1"
+    assert placed.create.epoch == 2 and [d.name for d in placed.delete] == ["demo-e1"]
     # the replacement runs the resumed run on the new image
     s3 = make_session()
     s3.body["status"] = placed.status.model_dump(by_alias=True, mode="json", exclude_none=True)

@@ -295,10 +295,10 @@ def test_clean_passivation_then_replacement_avoids_the_node_and_resume_is_record
     run = (plan.status.runs or [])[-1]
     assert (run.outcome, run.reason) == ("passivated", "Passivated: node_drain")
     assert plan.metrics[0].seconds == 5
-    # pod gone: the replacement is created with the node excluded
-    st = {**plan.status.wire()}
-    plan2 = decide(observation(running_session().with_status(**st), now=6), SETTINGS)
-    assert plan2.create is not None
+    # the pod ended for good: its replacement is created at once, with the node excluded
+    plan2 = plan
+    assert plan2.create is not None and plan2.create.epoch == 2
+    assert [d.name for d in plan2.delete] == ["demo-e1"]
     assert plan2.create.avoid_nodes == ("proc-a",)
     assert plan2.create.resume_run_id == "run-1"
     # the replacement runs the resumed run: Resumed
@@ -313,6 +313,21 @@ def test_clean_passivation_then_replacement_avoids_the_node_and_resume_is_record
     assert [m.kind for m in plan3.metrics] == ["resume"]
     assert plan3.metrics[0].seconds == 4
     assert plan3.status.phase == "Running"
+
+
+def test_a_replacement_waits_for_an_old_pod_that_has_not_ended() -> None:
+    """Deleted but still running (its process has not exited): never two pods at once; once
+    it has ended, its lingering object holds nothing back."""
+    st = running_session().with_status(epoch=1, passivation=record().wire(), runId="run-1")
+    st.body["status"].pop("podName", None)
+    st.body["status"].pop("podUid", None)
+    running = make_pod(1).on("proc-a").running().deleting()
+    plan = decide(observation(st, running, now=6), SETTINGS)
+    assert plan.create is None and cond(plan, "Placed")[0] == "False"
+    msg = {"outcome": "passivated", "runId": "run-1", "turn": 2, "reason": "node_drain"}
+    ended = make_pod(1).on("proc-a").running().terminated(0, msg).deleting()
+    plan = decide(observation(st, ended, now=7), SETTINGS)
+    assert plan.create is not None and plan.create.epoch == 2
 
 
 def test_suspend_passivates_then_holds_no_pod() -> None:
