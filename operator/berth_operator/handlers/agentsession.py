@@ -109,7 +109,7 @@ from berth_operator.reconcile import idle, migration
 from berth_operator.reconcile.coalesce import write_delay
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node, observe_pod
 from berth_operator.reconcile.passivation import Trigger, node_disruption
-from berth_operator.reconcile.plan import CreatePod, Observation, PassivateCall, Plan
+from berth_operator.reconcile.plan import CreatePod, DeletePod, Observation, PassivateCall, Plan
 from berth_operator.reconcile.session import decide
 
 log = logging.getLogger("berth.operator")
@@ -678,7 +678,9 @@ async def _apply(
     early: asyncio.Task[None] | None = None,
 ) -> float:
     """Carry out ``plan`` in order: status (the bumped epoch is durable before any pod of that
-    epoch exists), deletes, the passivate call, the create, Events. ``early``: the task writing
+    epoch exists), deletes, the passivate call, Events, the create, then the deletes of pods
+    that have ended (``ObservedPod.ended``: they hold the new pod back no more, so their
+    deletes wait instead of it). ``early``: the task writing
     the objects a first pod needs, started before the decision (``_prepare_early``). Returns
     the requeue delay."""
     if live is not None:
@@ -702,10 +704,11 @@ async def _apply(
     ctx.phases.set(obs.ref.uid, plan.status.phase)
     for metric in plan.metrics:
         observe_passivation(metric.kind, metric.reason, metric.outcome, metric.seconds)
+    ended = {p.name for p in obs.pods if p.ended}
+    later = [d for d in plan.delete if creating and d.name in ended]  # they hold nothing back
     for d in plan.delete:
-        await ctx.kube.delete_pod(
-            obs.ref.namespace, d.name, uid=d.uid, force=d.force, grace_seconds=d.grace_seconds
-        )
+        if d not in later:
+            await _delete(ctx, obs.ref.namespace, d)
     if plan.passivate is not None:
         await _passivate(ctx, obs.ref, plan.passivate)
     if plan.release_pdb and ctx.disruption is not None:  # idempotent; at rest looks rarely
@@ -714,6 +717,8 @@ async def _apply(
     if plan.create is not None and creating:
         first = not obs.status.epoch and plan.create.epoch == 1 and written
         listed = await _create(ctx, obs, plan.create, first_pod=first)
+        for d in later:
+            await _delete(ctx, obs.ref.namespace, d)
         if listed:
             # The cache was stale: other pods exist. Decide again with what the apiserver
             # listed (never two pods of one session); that decision waits for them to go.
@@ -725,6 +730,12 @@ async def _apply(
     if plan.requeue_after is not None:
         return plan.requeue_after
     return ctx.settings.session_api.status_refresh_seconds
+
+
+async def _delete(ctx: OperatorContext, namespace: str, d: DeletePod) -> None:
+    await ctx.kube.delete_pod(
+        namespace, d.name, uid=d.uid, force=d.force, grace_seconds=d.grace_seconds
+    )
 
 
 async def _passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall) -> None:

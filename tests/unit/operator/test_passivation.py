@@ -458,3 +458,41 @@ def _rec(plan: Plan) -> PassivationStatus:
 
 def _x() -> Any:
     raise AssertionError("missing condition")
+
+
+async def test_the_replacement_is_created_before_the_ended_pods_delete(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The handler carries out such a plan with the status first, then the create, and the
+    delete of the ended pod last: it holds the replacement back no more."""
+    from berth_operator.handlers import agentsession
+    from berth_operator.handlers.context import OperatorContext
+
+    calls: list[str] = []
+    msg = {"outcome": "passivated", "runId": "run-1", "turn": 2, "reason": "node_drain"}
+    ended = make_pod(1).on("proc-a").running().terminated(0, msg)
+
+    class Kube:
+        async def replace_session_status(self, body: dict[str, Any]) -> dict[str, Any]:
+            calls.append(f"status epoch {body['status']['epoch']}")
+            return {**body, "metadata": {**body["metadata"], "resourceVersion": "2"}}
+
+        async def delete_pod(self, namespace: str, name: str, **_: Any) -> None:
+            calls.append(f"delete {name}")
+
+        async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+            calls.append("list")
+            return [ended.obj()]  # the ended pod is still there: no obstacle
+
+        async def create_pod(self, body: dict[str, Any]) -> None:
+            calls.append(f"create {body['metadata']['name']}")
+
+    session = running_session().with_status(
+        epoch=1, podName="demo-e1", podUid="pod-uid-1", passivation=record().wire(), runId="run-1"
+    )
+    obs = observation(session, ended, now=5)
+    plan = decide(obs, SETTINGS)
+    ctx = OperatorContext(settings=SETTINGS, kube=Kube(), runtime=None)  # type: ignore[arg-type]
+    monkeypatch.setattr(agentsession, "_post_events", lambda body, plan: calls.append("events"))
+    await agentsession._apply(ctx, session.obj(), obs, plan)
+    assert calls == ["status epoch 2", "events", "list", "create demo-e2", "delete demo-e1"]
