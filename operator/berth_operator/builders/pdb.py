@@ -3,7 +3,8 @@ before each pod create (``handlers.agentsession``) through ``k8s.disruption.ensu
 
 One PDB per session, named like the session, owned by the AgentSession (garbage-collected with it),
 selecting exactly that session's pod by ``berth.dev/session-uid`` (a session never has two pods
-alive: the operator waits for the old pod to go before it creates the next).
+alive: the operator waits for the old pod to end before it creates the next; an ended pod whose
+object lingers is terminal, so it counts for nothing here).
 
 Why ``minAvailable: 1`` and not ``maxUnavailable: 0``: both allow zero disruptions for a single
 pod, but the disruption controller can only compute ``maxUnavailable`` (and percentages) from a

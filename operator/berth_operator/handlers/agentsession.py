@@ -721,7 +721,7 @@ async def _apply(
             await _delete(ctx, obs.ref.namespace, d)
         if listed:
             # The cache was stale: other pods exist. Decide again with what the apiserver
-            # listed (never two pods of one session); that decision waits for them to go.
+            # listed (never two live pods of one session); that decision waits for them to end.
             log.info("%s: %d other pod(s) exist; deciding again", obs.ref.key, len(listed))
             again = replace(obs, status=plan.status, pods=listed, inflight=None)
             return await _apply(
