@@ -27,22 +27,23 @@ GET after a lost race (``handlers.session_body``) — gather pods (cache + in-fl
 watch cache), /v1/state (with the session's API token, read once from its ``<name>-berth`` Secret
 and cached) and — when a pod is to be placed — missing LaneWorkers, whether the LLM Secret may be
 used (label ``berth.dev/llm-credentials: "true"``, allowed baseURL) and the shared claim (a Bound
-claim is remembered for a few seconds); ``decide``; then write status (PUT with resourceVersion;
-skipped when unchanged, and deferred briefly when only information changed:
-``reconcile.coalesce``), delete pods, and — only after the status with the bumped epoch is stored
-— LIST the session's pods straight from the apiserver (skipped for a session's first pod, which
-cannot exist before its epoch does) and create the new pod if none is alive, or, for a session
-naming a SessionWarmPool, have a warm pod of the pool adopted instead
-(``handlers.sessionwarmpool``). What the pod needs (the namespace's ``berth-task-key`` for
-external lanes, the ``<name>-berth`` Secret with options.json, the PDB) is written
-concurrently with the status. A Conflict restarts the iteration on
-a fresh GET; other API errors back off. Secret values never reach logs, status or Events.
+claim is remembered for a few seconds, an LLM Secret allowed for Berth for two); ``decide``; then
+write status (PUT with resourceVersion; skipped when unchanged, and deferred briefly when only
+information changed: ``reconcile.coalesce``), delete pods that may still run, and — only after
+the status with the bumped epoch is stored — LIST the session's pods straight from the apiserver
+(skipped for a session's first pod, which cannot exist before its epoch does) and create the new
+pod if none that has not ended is there (``ObservedPod.ended``), or, for a session naming a
+SessionWarmPool, have a warm pod of the pool adopted instead (``handlers.sessionwarmpool``);
+ended pods are deleted after that. What the pod needs (the namespace's ``berth-task-key`` for
+external lanes, the ``<name>-berth`` Secret with options.json, the PDB) is written concurrently
+with the status — on a session's first pass already beside the reads (``_prepare_early``). A
+Conflict restarts the iteration on a fresh GET; other API errors back off. Secret values never
+reach logs, status or Events.
 
-A session's first status write waits (briefly) for kopf's own first write to a new object (its
-finalizer; AgentSessions carry no kopf diff-base: ``berth_operator.persistence``), so that the
-write does not race it; the observation's reads and the pod's Secrets and PDB go ahead meanwhile
-— unless other sessions wait for a worker, and then the session steps aside until the
-finalizer's watch event queues it again.
+kopf's own first write to a new AgentSession is its finalizer (AgentSessions carry no kopf
+diff-base: ``berth_operator.persistence``); it comes only once the delete handler is needed
+(``needs_delete_handler``), on the watch event of the session's first status write, so that
+write never races it.
 """
 
 from __future__ import annotations
@@ -541,7 +542,7 @@ async def _reconcile(
         ctx.migrations.note(uid, plan.status)
         return await _apply(ctx, body, obs, plan, live=live, early=early)
     finally:
-        if early is not None and not early.done():  # not used: the decision placed no pod
+        if early is not None:  # awaited by the create, or not needed: the decision placed none
             with contextlib.suppress(Exception):  # an error shows again when they are used
                 await early
 
@@ -680,9 +681,8 @@ async def _apply(
     """Carry out ``plan`` in order: status (the bumped epoch is durable before any pod of that
     epoch exists), deletes, the passivate call, Events, the create, then the deletes of pods
     that have ended (``ObservedPod.ended``: they hold the new pod back no more, so their
-    deletes wait instead of it). ``early``: the task writing
-    the objects a first pod needs, started before the decision (``_prepare_early``). Returns
-    the requeue delay."""
+    deletes wait instead of it). ``early``: the task writing the objects a first pod needs,
+    started before the decision (``_prepare_early``). Returns the requeue delay."""
     if live is not None:
         since = None if live.last_write is None else time.monotonic() - live.last_write
         wait = write_delay(
