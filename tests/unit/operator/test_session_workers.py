@@ -17,6 +17,10 @@ from berth_operator.handlers.workqueue import WorkQueue
 from berth_operator.settings import OperatorSettings
 from prometheus_client import REGISTRY
 
+KOPF_REGISTRY = kopf.get_default_registry()
+"""kopf's default registry as the handlers found it when they were imported (at collection,
+before any test ran: a test elsewhere runs kopf with a registry of its own as the default)."""
+
 
 def body(uid: str, **meta: Any) -> dict[str, Any]:
     return {"metadata": {"uid": uid, "name": uid, "namespace": "ns", **meta}, "spec": {"a": 1}}
@@ -199,10 +203,9 @@ def test_kopf_adds_its_finalizer_once_a_session_is_placed_or_its_store_is_to_go(
     assert handler_needed(status={"phase": "Pending", "epoch": 1}, annotations={})
     asked = {"berth.dev/delete-store": "True"}
     assert handler_needed(status={}, annotations=asked)  # a store of its name may exist
-    registry = kopf.get_default_registry()
     handler = next(
         h
-        for h in registry._changing.get_all_handlers()  # kopf's registry of changing handlers
+        for h in KOPF_REGISTRY._changing.get_all_handlers()  # kopf's registry of changing handlers
         if h.fn is agentsession.agentsession_delete
     )
     assert handler.when is agentsession.needs_delete_handler and handler.requires_finalizer
