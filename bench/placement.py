@@ -12,7 +12,8 @@ p50/p99 create→Running for both, the sessions' create→pod-seen (the operator
 ratios, the operator's peak RSS (VmHWM), the operator's API requests per session by verb and
 resource (``berth_operator_api_requests_total``) and the apiserver's writes (POST/PUT/PATCH/DELETE,
 from its ``apiserver_request_total``) per object for both — every component's writes, kopf's,
-the scheduler's and kwok's included. Figures only; nothing is asserted.
+the scheduler's and kwok's included; and the CPU seconds each control-plane process (and the
+operator) spent until every pod was Running. Figures only; nothing is asserted.
 
     .venv/bin/python bench/placement.py --n 100,300,1000 --kwok-nodes 100 [--json F]
     .venv/bin/python bench/placement.py --warm     # adoption from a SessionWarmPool, N=20
@@ -191,6 +192,50 @@ class SocketPeak(threading.Thread):
                 return
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far, in seconds (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+CONTROL_PLANE = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok")
+
+
+def control_plane_pids() -> dict[str, int]:
+    """The dev cluster's control-plane processes by name (their binary's base name)."""
+    found: dict[str, int] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv0 = (proc / "cmdline").read_bytes().split(b"\0", 1)[0].decode()
+        except OSError:
+            continue
+        base = argv0.rsplit("/", 1)[-1]
+        for name in CONTROL_PLANE:
+            if base == name or (name == "kwok" and base == "kwok-controller"):
+                found[name] = int(proc.name)
+    return found
+
+
+class CpuMeter:
+    """CPU seconds spent by the control plane (and the operator, when given its pid) between
+    construction and :meth:`read`; printed per process to show where a burst's CPU went."""
+
+    def __init__(self, operator_pid: int | None = None) -> None:
+        self.pids = control_plane_pids()
+        if operator_pid is not None:
+            self.pids["operator"] = operator_pid
+        self.start = {k: cpu_seconds(p) for k, p in self.pids.items()}
+
+    def read(self) -> dict[str, float]:
+        return {k: cpu_seconds(p) - self.start[k] for k, p in self.pids.items()}
+
+
+def cpu_line(used: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.1f}" for k, v in sorted(used.items(), key=lambda kv: -kv[1]))
+
+
 def ensure_kwok_nodes(dc: DevCluster, count: int) -> None:
     """Make ``kwok-node-0`` … ``kwok-node-<count-1>`` exist (as hack/cluster-up.sh makes them)."""
     docs = [
@@ -265,8 +310,10 @@ def bench_bare(dc: DevCluster, core: Any, n: int) -> tuple[dict[str, float], Cou
             core.create_namespaced_pod(ns_pods, pod)
 
         before = apiserver_writes(dc)
+        cpu = CpuMeter()
         names = [f"b{i:04d}" for i in range(n)]
         bare = run_batch(names, create_pod, lambda name: name, watcher)
+        print(f"CPU seconds until all Running (bare pods): {cpu_line(cpu.read())}", flush=True)
         time.sleep(2.0)  # let status updates of the last pods land
         writes = apiserver_writes(dc) - before
         watcher.stop.set()
@@ -357,9 +404,15 @@ def bench_sessions(
             )
 
         before = apiserver_writes(dc)
+        cpu = CpuMeter(proc.pid)
         names = [f"s{i:04d}" for i in range(n)]
         try:
             sessions = run_batch(names, create_session, lambda name: name, watcher)
+            print(
+                f"CPU seconds until all Running ({'baseline' if source else 'this checkout'}): "
+                f"{cpu_line(cpu.read())}",
+                flush=True,
+            )
         except NeverRunning as exc:
             for name in exc.missing[:3]:  # what the stuck sessions and their pods say
                 print(dc.kubectl("-n", ns_ags, "get", "ags", name, "-o", "yaml").stdout)
@@ -398,7 +451,7 @@ def bench_sessions(
         requests = operator_requests(op.metrics())
         if memory is not None and source is None:
             print(memory_report(proc, memory, f"n{n}"), flush=True)
-        # Delete the sessions while the operator runs (they carry its finalizer).
+        # Delete the sessions while the operator runs (some trees put a finalizer on each).
         dc.kubectl(
             "-n",
             ns_ags,

@@ -14,12 +14,11 @@
                               workers (``handlers.session_workers``); the session is queued again
                               after the plan's requeue time (status refresh from /v1/state on a
                               timer) or at its next event, whichever comes first.
-- ``agentsession_delete``     stops the session pods; with ``berth.dev/delete-store: "true"``
-                              also runs the store-cleanup Job. Pods and Secrets are owned by the
-                              session, so garbage collection removes whatever is left. kopf adds
-                              its finalizer once the session has an epoch or its store is to be
-                              deleted (``needs_delete_handler``), so a new session's first status
-                              write races no other write.
+- ``agentsession_delete``     for a session with ``berth.dev/delete-store: "true"``: stops its
+                              pods, then runs the store-cleanup Job. kopf adds its finalizer only
+                              to such a session once it has an epoch (``needs_delete_handler``);
+                              other sessions need no finalizer: their pods, Secret and PDB are
+                              owned by them, so garbage collection removes them.
 
 One reconcile pass (``reconcile_session``): take the newest known object — as the watch showed it,
 or the answer of the session's last status write until the watch has caught up with it, or a fresh
@@ -40,10 +39,9 @@ with the status — on a session's first pass already beside the reads (``_prepa
 Conflict restarts the iteration on a fresh GET; other API errors back off. Secret values never
 reach logs, status or Events.
 
-kopf's own first write to a new AgentSession is its finalizer (AgentSessions carry no kopf
-diff-base: ``berth_operator.persistence``); it comes only once the delete handler is needed
-(``needs_delete_handler``), on the watch event of the session's first status write, so that
-write never races it.
+kopf writes nothing to an AgentSession unless its store is to be deleted with it (no kopf
+diff-base: ``berth_operator.persistence``; its finalizer only then: ``needs_delete_handler``,
+on the watch event of the session's first status write, so that write never races it).
 """
 
 from __future__ import annotations
@@ -249,14 +247,19 @@ def needs_delete_handler(
     status: Mapping[str, Any], annotations: Mapping[str, str], **_: Any
 ) -> bool:
     """kopf's filter of ``agentsession_delete`` (so kopf adds its finalizer only then): the
-    session was given an epoch (``status.epoch``: it may have pods and a store), or its store
-    is to be deleted with it (``store_deletion_asked``: a store of its name may exist).
+    session's store is to be deleted with it (``store_deletion_asked``) and it was given an
+    epoch (``status.epoch``: its pods may have written the store).
 
-    A new session matches neither until its first status write, which carries its first
-    epoch with a resourceVersion precondition (optimistic concurrency). So kopf's finalizer
-    PATCH never races that write: kopf adds the finalizer on the watch event of the write,
-    beside the session's pod being created or adopted, instead of before it."""
-    return bool(status.get("epoch")) or store_deletion_asked(annotations)
+    Nothing else needs the operator at deletion: the session's pods, Secret and PDB carry its
+    owner reference, so garbage collection removes them (Kubernetes' background cascading
+    deletion), and what the operator keeps in memory is dropped on the DELETED watch event. A
+    finalizer on every session would cost a PATCH each (and another at deletion) for nothing.
+
+    Why not before the first epoch: that status write carries a resourceVersion precondition
+    (optimistic concurrency), and kopf's PATCH would race it; kopf adds the finalizer on the
+    watch event of the write instead. A session deleted before then is handled by its DELETED
+    event (``owes_store_cleanup``)."""
+    return store_deletion_asked(annotations) and bool(status.get("epoch"))
 
 
 @kopf.on.delete(GROUP, VERSION, SESSION_PLURAL, when=needs_delete_handler)
@@ -270,8 +273,10 @@ async def agentsession_delete(
     memo: kopf.Memo,
     **_: Any,
 ) -> None:
-    """Stop the session pods; run the store-cleanup Job when berth.dev/delete-store is "true".
-    Only for a session that matches ``needs_delete_handler``: kopf's finalizer is added then."""
+    """Stop the session pods, then run the store-cleanup Job (berth.dev/delete-store is "true").
+    Only for a session that matches ``needs_delete_handler``: kopf's finalizer is added then;
+    a session whose annotation was taken back on the way is let go once its pods are asked
+    to stop."""
     ctx: OperatorContext = memo.ctx
     namespace = namespace or ""
     ctx.forget(uid)

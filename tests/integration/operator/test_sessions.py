@@ -86,9 +86,10 @@ def test_example_session_runs_tools_on_the_shared_volume_and_succeeds(
         assert len(st["runs"]) == 1 and st["runs"][0]["outcome"] == "completed"
         assert st["epoch"] == 1 and st["observedGeneration"] == 1
         assert st["nodeName"] in dc.nodes
-        # kopf's finalizer, and no diff-base of kopf's (a write per session nothing reads)
+        # No finalizer (its store stays; what it owns goes by garbage collection), and no
+        # diff-base of kopf's: kopf writes nothing to the session
         meta = obj["metadata"]
-        assert "berth.dev/finalizer" in meta["finalizers"]
+        assert "berth.dev/finalizer" not in (meta.get("finalizers") or [])
         assert not any("last-handled-configuration" in k for k in meta.get("annotations") or {})
 
         # The runtime really ran the tools in the workspace on the shared volume.
@@ -344,6 +345,7 @@ def test_delete_store_annotation_removes_the_store_through_a_job(dev_cluster: De
         apply_in(dc, ns, [SECRET, manifest])
         obj = wait("session gone to finish", finished(dc, ns, "gone"))
         assert obj["status"]["phase"] == "Succeeded"
+        assert "berth.dev/finalizer" in obj["metadata"]["finalizers"]  # placed, store to go
         claim = dc.claim_dir(ns)
         store, workspace = claim / "store" / ns / "gone", claim / "workspaces" / ns / "gone"
         assert store.is_dir() and (workspace / "note.txt").exists()

@@ -194,15 +194,20 @@ async def test_an_unknown_session_needs_no_pass() -> None:
     assert await agentsession.reconcile_queued(_ctx(), "nobody") is None
 
 
-def test_kopf_adds_its_finalizer_once_a_session_is_placed_or_its_store_is_to_go() -> None:
-    """The delete handler's filter: kopf's finalizer PATCH never races a new session's first
-    status write, which carries its first epoch."""
+def test_kopf_adds_its_finalizer_only_to_a_placed_session_whose_store_is_to_go() -> None:
+    """The delete handler's filter: a session whose store stays needs no finalizer (garbage
+    collection removes what it owns), and kopf's finalizer PATCH never races a new session's
+    first status write, which carries its first epoch."""
     handler_needed = agentsession.needs_delete_handler
-    assert not handler_needed(status={}, annotations={})
-    assert not handler_needed(status={"phase": "Pending", "epoch": 0}, annotations={})
-    assert handler_needed(status={"phase": "Pending", "epoch": 1}, annotations={})
     asked = {"berth.dev/delete-store": "True"}
-    assert handler_needed(status={}, annotations=asked)  # a store of its name may exist
+    assert not handler_needed(status={}, annotations={})
+    assert not handler_needed(status={"phase": "Pending", "epoch": 1}, annotations={})
+    assert not handler_needed(status={"phase": "Running", "epoch": 3}, annotations={})
+    assert not handler_needed(status={}, annotations=asked)  # its DELETED event cleans up
+    assert not handler_needed(status={"phase": "Pending", "epoch": 0}, annotations=asked)
+    assert handler_needed(status={"phase": "Pending", "epoch": 1}, annotations=asked)
+    off = {"berth.dev/delete-store": "false"}
+    assert not handler_needed(status={"phase": "Pending", "epoch": 1}, annotations=off)
     handler = next(
         h
         for h in KOPF_REGISTRY._changing.get_all_handlers()  # kopf's registry of changing handlers
