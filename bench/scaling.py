@@ -15,7 +15,9 @@ Printed figures, per interval (min / median / max over the runs):
   ``ceil(sessions * tasks / 40)`` (the operator read pressure and scaled);
 - **ready**: burst -> that many worker pods Ready (decision + container start on a real node +
   the worker's readiness probe, period 1 s);
-- **drain**: burst -> every task answered.
+- **drain**: burst -> every task answered;
+- the new worker pods' steps (median over the pods of a run): burst -> first seen (created),
+  bound to a node, container running, Ready, as a pod watch sees them.
 
 Timing is printed, never asserted. The KEDA comparison is in the printed note: KEDA's documented
 defaults are ``pollingInterval: 30`` s and ``cooldownPeriod: 300`` s (keda.sh, ScaledObject
@@ -31,12 +33,17 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client, watch
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from berth_operator.builders.laneworker import selector_string  # noqa: E402
 
 from tests.cluster import DevCluster  # noqa: E402
 from tests.e2e.autoscaling_support import (  # noqa: E402
@@ -48,6 +55,7 @@ from tests.e2e.autoscaling_support import (  # noqa: E402
 from tests.integration.operator.harness import OperatorProcess, install_crds  # noqa: E402
 
 TARGET = 40
+STEPS = ("seen", "bound", "started", "ready")
 CONCURRENCY = 8
 DOWN_WINDOW = 5
 
@@ -61,6 +69,54 @@ here) and scales 0 -> N at once (in two ticks when a tick lands mid-burst), so i
 time is about one polling interval plus one API call, and its scale-to-zero waits
 scaleDownStabilizationSeconds (default 300 s, the HPA's own default, 5 s in this bench).
 The pod start-up after the decision is the same for both: the 'ready - decision' part above."""
+
+
+class PodSteps(threading.Thread):
+    """Watches the worker pods of LaneWorker ``lw`` and records, per pod, the monotonic time
+    it was first seen (created), bound to a node, seen with its container running, and seen
+    Ready: where a scale-up's time goes after the decision."""
+
+    def __init__(self, api: Any, namespace: str, lw: str) -> None:
+        super().__init__(daemon=True)
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self.selector = selector_string(lw)
+        self.at: dict[str, dict[str, float]] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                stream = watch.Watch().stream(
+                    self.core.list_namespaced_pod,
+                    self.namespace,
+                    label_selector=self.selector,
+                    timeout_seconds=2,
+                )
+                for ev in stream:
+                    self.record(ev["object"], time.monotonic())
+                    if self.stop.is_set():
+                        return
+            except Exception:
+                time.sleep(0.1)
+
+    def record(self, pod: Any, now: float) -> None:
+        steps = self.at.setdefault(pod.metadata.name, {"seen": now})
+        if pod.spec.node_name:
+            steps.setdefault("bound", now)
+        statuses = pod.status.container_statuses or []
+        if any(c.state and c.state.running for c in statuses):
+            steps.setdefault("started", now)
+        if any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []):
+            steps.setdefault("ready", now)
+
+    def after(self, t0: float) -> dict[str, float]:
+        """Medians over the pods first seen after ``t0``: seconds from ``t0`` to each step."""
+        new = [s for s in self.at.values() if s["seen"] >= t0]
+        return {
+            step: statistics.median([s[step] - t0 for s in new if step in s] or [float("nan")])
+            for step in STEPS
+        }
 
 
 def run_once(h: Harness, interval: int, index: int, sessions: int, tasks: int) -> dict[str, float]:
@@ -81,6 +137,8 @@ def run_once(h: Harness, interval: int, index: int, sessions: int, tasks: int) -
     sims = h.start_sims(lw, "go", count=sessions, tasks=tasks, command="sleep 2")
     h.wait_sims_ready(sims)
     time.sleep(random.uniform(0, interval))
+    pods = PodSteps(h.api, h.namespace, lw)
+    pods.start()
     with Sampler(h.api, h.namespace, [lw], every=0.1) as sampler:
         t_go = h.go(lw, "go")
         results = h.results(lw, "go", sessions)
@@ -91,6 +149,7 @@ def run_once(h: Harness, interval: int, index: int, sessions: int, tasks: int) -
             if top and any(s.t >= t_go and s.ready_replicas >= top for s in now):
                 break
             time.sleep(0.2)
+    pods.stop.set()
     samples = sampler.of(lw)
     # The replicas the scaler settled on for this burst (a tick landing mid-burst may first set
     # fewer; by the next tick the workers may already have drained part of it).
@@ -110,6 +169,7 @@ def run_once(h: Harness, interval: int, index: int, sessions: int, tasks: int) -
         "ready": ready.t - t_go,
         "drain": max(r["t_done"] for r in results) - t_go,
         "worker_lost": float(lost),
+        **{f"pod_{k}": v for k, v in pods.after(t_go).items()},
     }
 
 
@@ -150,7 +210,8 @@ def main() -> int:
                         f"interval {interval}s run {index}: {fig['replicas']:.0f} replicas, "
                         f"first scale-up {fig['first']:.2f}s decision {fig['decision']:.2f}s "
                         f"ready {fig['ready']:.2f}s drain {fig['drain']:.2f}s "
-                        f"worker lost {fig['worker_lost']:.0f}",
+                        f"worker lost {fig['worker_lost']:.0f}; new pods (median, from the "
+                        "burst): " + ", ".join(f"{k} {fig['pod_' + k]:.2f}s" for k in STEPS),
                         flush=True,
                     )
         except BaseException:
@@ -177,6 +238,11 @@ def main() -> int:
             f"{summary([f['ready'] for f in figs]):>24} | {summary([f['drain'] for f in figs]):>24}"
         )
     print("\n".join(rows))
+    for interval, figs in figures.items():
+        print(
+            f"{interval:>7}s | new worker pods, burst -> "
+            + "; ".join(f"{k} {summary([f['pod_' + k] for f in figs]).strip()}" for k in STEPS)
+        )
     lost = sum(f["worker_lost"] for v in figures.values() for f in v)
     print(f"tasks answered 'worker lost': {lost:.0f}")
     print()
