@@ -26,7 +26,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import berth_operator.handlers.agentsession  # noqa: F401  (registers the handlers)
-from berth_operator.api.constants import DIFFBASE_KEY, FINALIZER, GROUP, LABEL_LEADER
+from berth_operator.api.constants import DIFFBASE_KEY, FINALIZER, LABEL_LEADER
 from berth_operator.errors import KubeError, SettingsError
 from berth_operator.handlers import budgetpolicy as _budgetpolicy  # registers; prime, tokens
 from berth_operator.handlers import gateway as _gateway  # registers handlers; waker, Events
@@ -47,7 +47,7 @@ from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.lease import LeaderElector
 from berth_operator.k8s.secrets import SecretApi
 from berth_operator.metrics import LEADER
-from berth_operator.persistence import SelectiveDiffBaseStorage
+from berth_operator.persistence import WITHOUT_DIFFBASE, SelectiveDiffBaseStorage
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
 
@@ -62,13 +62,13 @@ time level. An event after that only starts a new worker."""
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    """kopf settings: our finalizer name, annotation storage (no diff-base on AgentSessions:
-    berth_operator.persistence), no log→Event spam, no scanning;
+    """kopf settings: our finalizer name, annotation storage (a diff-base only for kinds with
+    create/update handlers: berth_operator.persistence), no log→Event spam, no scanning;
     the eviction webhook's server when enabled (handlers.webhook)."""
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="berth.dev")
     settings.persistence.diffbase_storage = SelectiveDiffBaseStorage(
-        without={(GROUP, "AgentSession")}, prefix="berth.dev", key=DIFFBASE_KEY
+        without=WITHOUT_DIFFBASE, prefix="berth.dev", key=DIFFBASE_KEY
     )
     settings.posting.level = logging.WARNING
     settings.scanning.disabled = True

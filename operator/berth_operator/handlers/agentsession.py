@@ -136,15 +136,16 @@ async def session_pods(body: kopf.Body, labels: kopf.Labels, **_: Any) -> dict[s
 
 @kopf.index(GROUP, VERSION, SESSION_PLURAL)
 async def migrating_sessions(uid: str, status: kopf.Status, **_: Any) -> dict[str, bool]:
-    """Index every AgentSession by uid: whether its status says it is migrating to a new image.
+    """Index the AgentSessions whose status says they are migrating to a new image, by uid.
 
-    Always a value, never None: kopf keeps an object's previous entry when its indexing
-    function returns None, so a session that stopped migrating would hold its slot forever."""
+    Only those: ``{}`` for any other session, which drops its earlier entry (kopf keeps an
+    object's previous entry when its indexing function returns None, and replaces it with
+    what it returns otherwise), so reading the index costs the migrating sessions, not all."""
     try:
         parsed = AgentSessionStatus.model_validate(dict(status))
     except ValidationError:
-        return {uid: False}
-    return {uid: migration.in_flight(parsed)}
+        return {}
+    return {uid: True} if migration.in_flight(parsed) else {}
 
 
 def migrating_uids(index: kopf.Index[str, bool] | None) -> list[str]:

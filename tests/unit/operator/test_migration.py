@@ -379,14 +379,15 @@ async def test_the_session_index_lists_sessions_migrating_by_their_status() -> N
     wire = moving.model_dump(by_alias=True, mode="json", exclude_none=True)
     assert await migrating_sessions(uid="u1", status=wire) == {"u1": True}  # type: ignore[arg-type]
     done = {"phase": "Running", "epoch": 1}
-    assert await migrating_sessions(uid="u2", status=done) == {"u2": False}  # type: ignore[arg-type]
+    assert await migrating_sessions(uid="u2", status=done) == {}  # type: ignore[arg-type]
     broken = {"passivation": {"reason": "no-such-reason"}}
-    assert await migrating_sessions(uid="u3", status=broken) == {"u3": False}  # type: ignore[arg-type]
+    assert await migrating_sessions(uid="u3", status=broken) == {}  # type: ignore[arg-type]
 
 
 async def test_a_session_that_stopped_migrating_leaves_the_kopf_index() -> None:
     """kopf keeps an object's old entry when its indexing function returns None (it only
-    drops entries on errors and filter mismatches), so the index must say False explicitly."""
+    drops entries on errors and filter mismatches), so the index returns {} explicitly; a
+    session that never migrated takes no entry."""
     from berth_operator.handlers.agentsession import migrating_sessions, migrating_uids
     from kopf._core.engines.indexing import OperatorIndexer
 
@@ -405,6 +406,9 @@ async def test_a_session_that_stopped_migrating_leaves_the_kopf_index() -> None:
     resumed = {**wire, "passivation": {**wire["passivation"], "resumedAt": "2026-01-01T00:01:00Z"}}
     await event(resumed)
     assert migrating_uids(indexer.index) == []  # type: ignore[arg-type]
+    assert len(indexer.index) == 0  # the entry is gone, not kept as False
+    await event({"phase": "Running", "epoch": 1})
+    assert len(indexer.index) == 0
     assert migrating_uids(None) == []
 
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 
+import berth_operator.main  # noqa: F401  (registers every handler)
 import kopf
 from berth_operator.api.constants import DIFFBASE_KEY, GROUP
-from berth_operator.persistence import SelectiveDiffBaseStorage
+from berth_operator.persistence import WITHOUT_DIFFBASE, SelectiveDiffBaseStorage
+
+KOPF_REGISTRY = kopf.get_default_registry()
+"""Taken at import: a control-plane test swaps kopf's default registry while it runs."""
 
 STORAGE = SelectiveDiffBaseStorage(
     without={(GROUP, "AgentSession")}, prefix="berth.dev", key=DIFFBASE_KEY
@@ -53,3 +57,40 @@ def test_a_kind_of_another_group_is_not_mistaken_for_ours() -> None:
     patch = kopf.Patch()
     STORAGE.store(body=body, patch=patch, essence=kopf.BodyEssence(ESSENCE))
     assert patch
+
+
+def test_the_kinds_without_a_diff_base_are_exactly_those_no_handler_diffs() -> None:
+    """Every kind the operator watches is either in WITHOUT_DIFFBASE (no essence is built or
+    stored: a deep copy per watch event saved) or has an on.create/on.update/on.resume handler,
+    which compares the essence with the stored diff-base — never both."""
+    registry = KOPF_REGISTRY
+    plurals = {
+        "AgentSession": "agentsessions",
+        "SessionWarmPool": "sessionwarmpools",
+        "BudgetPolicy": "budgetpolicies",
+        "LaneWorker": "laneworkers",
+        "Pod": "pods",
+        "Node": "nodes",
+    }
+    diffed = {
+        h.selector.any_name
+        for h in registry._changing.get_all_handlers()
+        if h.reason != kopf.Reason.DELETE and h.selector is not None
+    }
+    watched = {
+        h.selector.any_name
+        for reg in (registry._changing, registry._watching, registry._indexing, registry._spawning)
+        for h in reg.get_all_handlers()
+        if h.selector is not None
+    }
+    skipped = {plurals[kind] for _, kind in WITHOUT_DIFFBASE}
+    assert diffed == {"laneworkers"}
+    assert not diffed & skipped
+    assert watched - diffed == skipped
+
+
+def test_a_pods_event_builds_no_essence() -> None:
+    configured = SelectiveDiffBaseStorage(without=WITHOUT_DIFFBASE, prefix="berth.dev", key="x")
+    pod = kopf.Body({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}})
+    assert configured.build(body=pod) == {}
+    assert configured.fetch(body=pod) is None
