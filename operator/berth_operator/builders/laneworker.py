@@ -28,7 +28,10 @@ Contract given to ``berth-worker`` (read by ``session_runtime.worker.WorkerSetti
 - ``terminationGracePeriodSeconds`` = ``taskTimeoutSeconds`` + :data:`DRAIN_MARGIN_SECONDS`: on
   SIGTERM a worker takes no new task and finishes those it holds, each bounded by the task
   timeout, so a scale-down never kills a running task;
-- readiness: ``GET /metrics`` on the worker's metrics port (the server starts with the worker);
+- readiness without a probe period: no readiness probe; the container's ``postStart`` hook
+  (``berth-wait-ready``, :data:`WORKER_READY_COMMAND`) returns once the worker serves its metrics
+  port, which it opens only after joining its consumer group, and the kubelet reports a container
+  running — and, without a readiness probe, Ready — only once that hook has returned;
   Prometheus scrape annotations (``prometheus.io/scrape``, ``prometheus.io/port``) on the pods.
 
 The pod template carries a hash of itself in :data:`ANNOTATION_TEMPLATE_HASH` on the Deployment,
@@ -72,6 +75,8 @@ from berth_operator.errors import SpecError
 from berth_operator.settings import OperatorSettings
 
 WORKER_COMMAND: Final = "berth-worker"
+WORKER_READY_COMMAND: Final = "berth-wait-ready"
+"""The image's console script of ``session_runtime.ready_wait`` (the postStart hook)."""
 WORKER_CONTAINER: Final = "worker"
 COMPONENT_LANEWORKER: Final = "laneworker"
 METRICS_PORT: Final = 9090
@@ -165,6 +170,24 @@ def worker_env(ref: LaneWorkerRef, spec: LaneWorkerSpec) -> list[dict[str, Any]]
     ]
 
 
+WORKER_READY_TIMEOUT_SECONDS = 60
+"""How long the postStart hook waits for the worker to open its metrics port before it fails
+(the kubelet then restarts the container and records ``FailedPostStartHook``)."""
+
+
+def worker_ready_command() -> list[str]:
+    """The worker container's postStart hook: ``berth-wait-ready`` on the metrics port (host
+    ``$POD_IP``, the address the worker binds), failing after
+    :data:`WORKER_READY_TIMEOUT_SECONDS`."""
+    return [
+        WORKER_READY_COMMAND,
+        "--port",
+        str(METRICS_PORT),
+        "--timeout-seconds",
+        str(WORKER_READY_TIMEOUT_SECONDS),
+    ]
+
+
 def worker_volumes(claim: str) -> list[dict[str, Any]]:
     """The shared claim (only its ``workspaces`` directory is mounted), the namespace's task
     master key (read-only, mode 0440) and a scratch ``/tmp``."""
@@ -198,12 +221,7 @@ def build_pod_template(
         "command": [WORKER_COMMAND],
         "env": worker_env(ref, spec),
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
-        "readinessProbe": {
-            "httpGet": {"path": "/metrics", "port": "metrics"},
-            "periodSeconds": 1,  # a scale-up counts once workers are Ready: probe often
-            "timeoutSeconds": 1,
-            "failureThreshold": 3,
-        },
+        "lifecycle": {"postStart": {"exec": {"command": worker_ready_command()}}},
         "volumeMounts": [
             {"name": "shared", "mountPath": WORKSPACES_MOUNT_PATH, "subPath": WORKSPACES_SUBDIR},
             {"name": "task-key", "mountPath": TASK_KEY_MOUNT_PATH, "readOnly": True},

@@ -148,7 +148,10 @@ def test_scrape_annotations_and_readiness() -> None:
     ann = dep["spec"]["template"]["metadata"]["annotations"]
     port = container(dep)["ports"][0]["containerPort"]
     assert ann == {"prometheus.io/scrape": "true", "prometheus.io/port": str(port)}
-    assert container(dep)["readinessProbe"]["httpGet"]["port"] == "metrics"
+    # Ready once the worker serves its metrics port (postStart hook), no probe period
+    assert "readinessProbe" not in container(dep)
+    hook = container(dep)["lifecycle"]["postStart"]["exec"]["command"]
+    assert hook[0] == "berth-wait-ready" and hook[hook.index("--port") + 1] == str(port)
     assert {"name": "BERTH_METRICS_PORT", "value": str(port)} in container(dep)["env"]
 
 
