@@ -29,7 +29,6 @@ RUN /opt/berth/bin/pip install --no-deps --no-build-isolation . \
  && test -x /opt/berth/bin/berth-operator \
  && test -x /opt/berth/bin/berth-session \
  && test -x /opt/berth/bin/berth-worker \
- && test -x /opt/berth/bin/berth-wait-ready \
  && test -x /opt/berth/bin/kubectl-berth
 
 # --- runtime: slim base, tools the agent's bash/edit lane needs, no compilers --------------------

@@ -44,7 +44,7 @@ Configuration (env, each overridable by ``--flag``): ``BERTH_REDIS_URL``, ``BERT
 ``BERTH_TASK_MASTER_KEY_FILE``, ``BERTH_TASK_TIMEOUT_SECONDS`` (default 600),
 ``BERTH_METRICS_PORT`` (default 9090, 0 = no metrics server; bound on ``POD_IP`` or 127.0.0.1,
 and only once the worker is ready — joined its group, liveness key written — so the pod's
-postStart hook, ``berth-wait-ready``, can tell when it may take tasks),
+postStart hook can tell when it may take tasks: ``builders.laneworker.worker_ready_command``),
 ``BERTH_WORKER_HEARTBEAT_SECONDS`` (default 10), ``BERTH_RECLAIM_INTERVAL_SECONDS`` (default 2),
 ``BERTH_REPLY_TTL_SECONDS`` (default 604800: a reply stream expires a week after its last reply).
 
@@ -772,7 +772,7 @@ async def _serve_metrics_when_ready(
 async def serve(settings: WorkerSettings) -> None:
     """Run a worker with signal handling and the metrics server until SIGTERM/SIGINT. The
     metrics port opens only once the worker is ready (``LaneWorker.ready``): the pod's postStart
-    hook waits for it (``session_runtime.ready_wait``)."""
+    hook waits for it (``berth_operator.builders.laneworker.worker_ready_command``)."""
     redis: Redis[Any] = Redis.from_url(settings.redis_url)
     metrics = WorkerMetrics()
     worker = LaneWorker(settings, redis, metrics=metrics)

@@ -127,7 +127,6 @@ def test_one_image_for_the_three_programs() -> None:
         "berth-operator",
         "berth-session",
         "berth-worker",
-        "berth-wait-ready",
         "kubectl-berth",
     ):
         assert f"test -x /opt/berth/bin/{script}" in build_runs, script
