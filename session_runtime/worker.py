@@ -42,9 +42,7 @@ Configuration (env, each overridable by ``--flag``): ``BERTH_REDIS_URL``, ``BERT
 ``BERTH_LANEWORKER``, ``POD_NAME``, ``POD_IP``, ``BERTH_WORKER_CONCURRENCY`` (default 1),
 ``BERTH_WORKSPACES_ROOT`` (the ``workspaces`` directory of the shared volume),
 ``BERTH_TASK_MASTER_KEY_FILE``, ``BERTH_TASK_TIMEOUT_SECONDS`` (default 600),
-``BERTH_METRICS_PORT`` (default 9090, 0 = no metrics server; bound on ``POD_IP`` or 127.0.0.1,
-and only once the worker is ready — joined its group, liveness key written — so the pod's
-postStart hook can tell when it may take tasks: ``builders.laneworker.worker_ready_command``),
+``BERTH_METRICS_PORT`` (default 9090, 0 = no metrics server; bound on ``POD_IP`` or 127.0.0.1),
 ``BERTH_WORKER_HEARTBEAT_SECONDS`` (default 10), ``BERTH_RECLAIM_INTERVAL_SECONDS`` (default 2),
 ``BERTH_REPLY_TTL_SECONDS`` (default 604800: a reply stream expires a week after its last reply).
 
@@ -321,8 +319,6 @@ class LaneWorker:
         self.metrics.capacity.set(settings.concurrency)
         self._run_tool: ToolRunner = tool_runner or run_tool
         self._stopping = asyncio.Event()
-        self.ready = asyncio.Event()
-        """Set once :meth:`run` has joined the consumer group and written the liveness key."""
         self._inflight: dict[str, asyncio.Task[None]] = {}
         self._stream = settings.task_stream
         self._master = read_key_file(settings.master_key_file)
@@ -341,7 +337,6 @@ class LaneWorker:
         """Serve until :meth:`stop`; then drain and remove the liveness key."""
         await self._ensure_group()
         await self._heartbeat_once()
-        self.ready.set()
         side = [
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
             asyncio.create_task(self._reclaim_loop(), name="reclaim"),
@@ -760,27 +755,14 @@ class LaneWorker:
         self.metrics.finished(task.lane, "lost")
 
 
-async def _serve_metrics_when_ready(
-    settings: WorkerSettings, metrics: WorkerMetrics, ready: asyncio.Event
-) -> Any:
-    """Start the metrics server once ``ready`` is set; return what ``start_http_server`` gave
-    (a ``(server, thread)`` tuple in prometheus-client 0.17+)."""
-    await ready.wait()
-    return start_http_server(settings.metrics_port, settings.pod_ip, metrics.registry)
-
-
 async def serve(settings: WorkerSettings) -> None:
-    """Run a worker with signal handling and the metrics server until SIGTERM/SIGINT. The
-    metrics port opens only once the worker is ready (``LaneWorker.ready``): the pod's postStart
-    hook waits for it (``berth_operator.builders.laneworker.worker_ready_command``)."""
+    """Run a worker with signal handling and the metrics server until SIGTERM/SIGINT."""
     redis: Redis[Any] = Redis.from_url(settings.redis_url)
     metrics = WorkerMetrics()
-    worker = LaneWorker(settings, redis, metrics=metrics)
-    server: asyncio.Task[Any] | None = None
+    server: Any = None
     if settings.metrics_port > 0:
-        server = asyncio.create_task(
-            _serve_metrics_when_ready(settings, metrics, worker.ready), name="metrics"
-        )
+        server = start_http_server(settings.metrics_port, settings.pod_ip, metrics.registry)
+    worker = LaneWorker(settings, redis, metrics=metrics)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop)
@@ -796,13 +778,8 @@ async def serve(settings: WorkerSettings) -> None:
     finally:
         client: Any = redis  # aclose() is newer than the redis stubs
         await client.aclose()
-        if server is not None:
-            if not server.done():
-                server.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                started = await server
-                if isinstance(started, tuple) and started:
-                    started[0].shutdown()
+        if isinstance(server, tuple) and server:
+            server[0].shutdown()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -28,11 +28,7 @@ Contract given to ``berth-worker`` (read by ``session_runtime.worker.WorkerSetti
 - ``terminationGracePeriodSeconds`` = ``taskTimeoutSeconds`` + :data:`DRAIN_MARGIN_SECONDS`: on
   SIGTERM a worker takes no new task and finishes those it holds, each bounded by the task
   timeout, so a scale-down never kills a running task;
-- readiness without a probe period: no readiness probe; the container's ``postStart`` hook
-  (:func:`worker_ready_command`) returns once the worker listens on its metrics port, which it
-  opens only after joining its consumer group, and the kubelet reports a container running —
-  and, without a readiness probe, Ready — only once that hook has returned (Kubernetes,
-  "Container hooks"; Istio's ``holdApplicationUntilProxyStarts`` holds its sidecar the same way);
+- readiness: ``GET /metrics`` on the worker's metrics port (the server starts with the worker);
   Prometheus scrape annotations (``prometheus.io/scrape``, ``prometheus.io/port``) on the pods.
 
 The pod template carries a hash of itself in :data:`ANNOTATION_TEMPLATE_HASH` on the Deployment,
@@ -169,32 +165,6 @@ def worker_env(ref: LaneWorkerRef, spec: LaneWorkerSpec) -> list[dict[str, Any]]
     ]
 
 
-WORKER_READY_TIMEOUT_SECONDS: Final = 60
-"""How long the postStart hook waits for the worker to listen on its metrics port before it
-fails (the kubelet then restarts the container and records ``FailedPostStartHook``)."""
-WORKER_READY_POLL_SECONDS: Final = 0.05
-
-
-def worker_ready_command(
-    port: int = METRICS_PORT, timeout_seconds: float = WORKER_READY_TIMEOUT_SECONDS
-) -> list[str]:
-    """The worker container's postStart hook: a POSIX shell loop that returns once a socket
-    listens on TCP ``port`` in the pod's network namespace (a ``LISTEN`` (``0A``) line of
-    ``/proc/net/tcp`` or ``tcp6`` with that local port), polling every
-    :data:`WORKER_READY_POLL_SECONDS`; after ``timeout_seconds`` it prints why and exits 1.
-    A shell and ``grep`` start in a millisecond; a Python hook would compete with the worker's
-    own start-up for the CPU."""
-    tries = max(1, round(timeout_seconds / WORKER_READY_POLL_SECONDS))
-    listening = f"':{port:04X} [0-9A-F]+:0000 0A'"
-    script = (
-        f"i=0; until grep -Eqs {listening} /proc/net/tcp /proc/net/tcp6; do "
-        f'i=$((i+1)); if [ "$i" -ge {tries} ]; then '
-        f"echo 'berth-worker did not listen on port {port} within {timeout_seconds:g} s' >&2; "
-        f"exit 1; fi; sleep {WORKER_READY_POLL_SECONDS}; done"
-    )
-    return ["/bin/sh", "-c", script]
-
-
 def worker_volumes(claim: str) -> list[dict[str, Any]]:
     """The shared claim (only its ``workspaces`` directory is mounted), the namespace's task
     master key (read-only, mode 0440) and a scratch ``/tmp``."""
@@ -228,7 +198,12 @@ def build_pod_template(
         "command": [WORKER_COMMAND],
         "env": worker_env(ref, spec),
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
-        "lifecycle": {"postStart": {"exec": {"command": worker_ready_command()}}},
+        "readinessProbe": {
+            "httpGet": {"path": "/metrics", "port": "metrics"},
+            "periodSeconds": 1,  # a scale-up counts once workers are Ready: probe often
+            "timeoutSeconds": 1,
+            "failureThreshold": 3,
+        },
         "volumeMounts": [
             {"name": "shared", "mountPath": WORKSPACES_MOUNT_PATH, "subPath": WORKSPACES_SUBDIR},
             {"name": "task-key", "mountPath": TASK_KEY_MOUNT_PATH, "readOnly": True},

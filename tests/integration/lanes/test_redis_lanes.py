@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
-import time
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -529,35 +527,3 @@ async def test_task_whose_reply_key_is_not_a_stream_is_refused_unrun(
     assert b"is a string" in dead[b"reason"]
     assert (await redis.xpending(stream, GROUP))["pending"] == 0  # settled, not left hanging
     await s.queue.close()
-
-
-async def test_the_metrics_port_opens_once_the_worker_can_take_tasks(
-    redis: Redis[Any], workers_factory: Any
-) -> None:
-    """The worker pod's postStart hook waits for the metrics port to listen, so the port must
-    mean "joined the group, liveness key written" — and never open for a worker that cannot
-    reach Redis."""
-
-    workers: Workers = workers_factory(NS, "pool-ready")
-    port = free_port()
-    workers.start("w-ready", metrics_port=port)
-    assert await asyncio.to_thread(accepting, port, 30)
-    assert await redis.exists(alive_key(NS, "pool-ready", "w-ready"))
-    groups = await redis.xinfo_groups(task_stream(NS, "pool-ready"))
-    assert [g["name"] for g in groups] in ([GROUP], [GROUP.encode()])
-
-    dead_port, no_redis = free_port(), free_port()
-    workers.start("w-cut", metrics_port=dead_port, BERTH_REDIS_URL=f"redis://127.0.0.1:{no_redis}")
-    assert not await asyncio.to_thread(accepting, dead_port, 3)
-
-
-def accepting(port: int, within: float) -> bool:
-    """Whether 127.0.0.1:``port`` accepts a connection within ``within`` seconds."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False

@@ -123,12 +123,7 @@ def test_writes_only_to_tmp_and_volumes() -> None:
 def test_one_image_for_the_three_programs() -> None:
     stages = parse(DOCKERFILE.read_text())
     build_runs = " ".join(stages[0].args("RUN"))
-    for script in (
-        "berth-operator",
-        "berth-session",
-        "berth-worker",
-        "kubectl-berth",
-    ):
+    for script in ("berth-operator", "berth-session", "berth-worker", "kubectl-berth"):
         assert f"test -x /opt/berth/bin/{script}" in build_runs, script
     assert (
         "import berth_operator.main, session_runtime.server, session_runtime.worker" in build_runs

@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +16,6 @@ from berth_operator.builders.laneworker import (
     deployment_name,
     selector_labels,
     selector_string,
-    worker_ready_command,
 )
 from berth_operator.errors import SpecError
 from berth_operator.settings import ImageSettings, OperatorSettings, PodSettings, RedisSettings
@@ -152,46 +148,8 @@ def test_scrape_annotations_and_readiness() -> None:
     ann = dep["spec"]["template"]["metadata"]["annotations"]
     port = container(dep)["ports"][0]["containerPort"]
     assert ann == {"prometheus.io/scrape": "true", "prometheus.io/port": str(port)}
-    # Ready once the worker serves its metrics port (postStart hook), no probe period
-    assert "readinessProbe" not in container(dep)
-    hook = container(dep)["lifecycle"]["postStart"]["exec"]["command"]
-    assert hook == worker_ready_command(port)
+    assert container(dep)["readinessProbe"]["httpGet"]["port"] == "metrics"
     assert {"name": "BERTH_METRICS_PORT", "value": str(port)} in container(dep)["env"]
-
-
-def _listening_socket() -> socket.socket:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen()
-    return s
-
-
-def test_the_ready_hook_returns_once_the_port_listens() -> None:
-    """The hook's real script, run here against this host's /proc/net/tcp."""
-    with _listening_socket() as s:
-        port = s.getsockname()[1]
-        done = subprocess.run(worker_ready_command(port, 5), capture_output=True, timeout=10)
-        assert done.returncode == 0, done.stderr
-    with _listening_socket() as s:  # a port that is only bound does not count
-        port = s.getsockname()[1]
-    with socket.socket() as bound:
-        bound.bind(("127.0.0.1", port))
-        started = time.monotonic()
-        done = subprocess.run(worker_ready_command(port, 0.3), capture_output=True, timeout=10)
-    assert done.returncode == 1
-    assert time.monotonic() - started >= 0.25
-    assert f"did not listen on port {port} within 0.3 s" in done.stderr.decode()
-
-
-def test_the_ready_hook_waits_for_a_port_that_listens_later() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        hook = subprocess.Popen(worker_ready_command(port, 10))
-        time.sleep(0.3)
-        assert hook.poll() is None  # still waiting
-        s.listen()
-        assert hook.wait(timeout=5) == 0
 
 
 def test_template_hash_tracks_the_template_only() -> None:
