@@ -72,7 +72,7 @@ The pod start-up after the decision is the same for both: the 'ready - decision'
 
 
 class PodSteps(threading.Thread):
-    """Watches the worker pods of LaneWorker ``lw`` and records, per pod, the monotonic time
+    """Watches the worker pods of LaneWorker ``lw`` and records, per pod, the wall-clock time
     it was first seen (created), bound to a node, seen with its container running, and seen
     Ready: where a scale-up's time goes after the decision."""
 
@@ -83,6 +83,7 @@ class PodSteps(threading.Thread):
         self.selector = selector_string(lw)
         self.at: dict[str, dict[str, float]] = {}
         self.stop = threading.Event()
+        self.error: Exception | None = None
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -94,10 +95,11 @@ class PodSteps(threading.Thread):
                     timeout_seconds=2,
                 )
                 for ev in stream:
-                    self.record(ev["object"], time.monotonic())
+                    self.record(ev["object"], time.time())
                     if self.stop.is_set():
                         return
-            except Exception:
+            except Exception as exc:  # a dropped watch: watch again
+                self.error = exc
                 time.sleep(0.1)
 
     def record(self, pod: Any, now: float) -> None:
@@ -113,6 +115,8 @@ class PodSteps(threading.Thread):
     def after(self, t0: float) -> dict[str, float]:
         """Medians over the pods first seen after ``t0``: seconds from ``t0`` to each step."""
         new = [s for s in self.at.values() if s["seen"] >= t0]
+        if not new:
+            print(f"no new worker pod seen ({len(self.at)} before; last error {self.error!r})")
         return {
             step: statistics.median([s[step] - t0 for s in new if step in s] or [float("nan")])
             for step in STEPS
