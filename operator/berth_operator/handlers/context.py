@@ -246,11 +246,11 @@ class OperatorContext:
                 self.tokens.setdefault(uid, token)
         return self.tokens.get(uid)
 
-    def wakeup(self, uid: str) -> asyncio.Event:
-        """The wake-up event of key ``uid`` (a SessionWarmPool's; created on first use)."""
-        event = self.wakeups.get(uid)
+    def wakeup(self, key: str) -> asyncio.Event:
+        """The wake-up event of ``key`` (a SessionWarmPool's; created on first use)."""
+        event = self.wakeups.get(key)
         if event is None:
-            event = self.wakeups[uid] = asyncio.Event()
+            event = self.wakeups[key] = asyncio.Event()
         return event
 
     def wake_session(self, uid: str) -> None:
@@ -294,7 +294,6 @@ class OperatorContext:
 
     def forget(self, uid: str) -> None:
         """Drop everything kept for a deleted session."""
-        self.wakeups.pop(uid, None)
         self.inflight.pop(uid, None)
         self.evictions.pop(uid, None)
         self.tokens.pop(uid, None)
