@@ -275,9 +275,9 @@ async def agentsession_delete(
     **_: Any,
 ) -> None:
     """Stop the session pods, then run the store-cleanup Job (berth.dev/delete-store is "true").
-    Only for a session that matches ``needs_delete_handler``: kopf's finalizer is added then;
-    a session whose annotation was taken back on the way is let go once its pods are asked
-    to stop."""
+    Only for a session that matches ``needs_delete_handler``: kopf adds its finalizer then, and
+    removes it at the next event once no handler needs it (the annotation taken back, or a
+    finalizer left by an older operator on a session that never asked)."""
     ctx: OperatorContext = memo.ctx
     namespace = namespace or ""
     ctx.forget(uid)
