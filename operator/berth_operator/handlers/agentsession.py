@@ -152,7 +152,7 @@ def migrating_uids(index: kopf.Index[str, bool] | None) -> list[str]:
     """The uids the ``migrating_sessions`` index marks as migrating ([] outside kopf)."""
     if index is None:
         return []
-    return [uid for uid, values in index.items() if any(values)]
+    return list(index)  # only migrating sessions have an entry
 
 
 @kopf.on.event("pods", labels=POD_LABELS)  # type: ignore[arg-type]
@@ -270,24 +270,22 @@ async def agentsession_delete(
     namespace: str | None,
     uid: str,
     spec: kopf.Spec,
-    annotations: kopf.Annotations,
     memo: kopf.Memo,
     **_: Any,
 ) -> None:
     """Stop the session pods, then run the store-cleanup Job (berth.dev/delete-store is "true").
-    Only for a session that matches ``needs_delete_handler``: kopf adds its finalizer then, and
-    removes it at the next event once no handler needs it (the annotation taken back, or a
-    finalizer left by an older operator on a session that never asked)."""
+    Only for a session that matches ``needs_delete_handler`` (kopf checks the filter at the
+    deletion too): kopf adds its finalizer then, and removes it at the next event once no
+    handler needs it (the annotation taken back, or a finalizer left by an older operator on a
+    session that never asked). What the operator keeps for the session is dropped on its
+    DELETED watch event (``agentsession_event``)."""
     ctx: OperatorContext = memo.ctx
     namespace = namespace or ""
-    ctx.forget(uid)
     pods = await ctx.kube.list_pods(namespace, f"{LABEL_SESSION_UID}={uid}")
     for pod in pods:
         meta = pod["metadata"]
         if not meta.get("deletionTimestamp"):
             await ctx.kube.delete_pod(namespace, meta["name"], uid=meta["uid"])
-    if not store_deletion_asked(annotations):
-        return
     if pods:
         raise kopf.TemporaryError(
             "waiting for session pods to stop before deleting the store", delay=2
