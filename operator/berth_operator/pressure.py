@@ -8,7 +8,8 @@ I/O only; the decisions live in :mod:`berth_operator.reconcile.scaling`. Called 
   :func:`session_runtime.transport.stream_pressure`): backlog = group ``lag`` (entries not yet
   delivered), in-flight = group ``pending`` (delivered, not acknowledged), and the pending count
   of every consumer (= worker pod), which the deletion-cost plan needs. A stream or group that
-  does not exist yet reads as zero.
+  does not exist yet reads as zero. :func:`task_arrival` waits for the next task to land, so a
+  burst is read as it arrives rather than at the next polling tick.
 - ``prometheus``: :func:`prometheus_pressure` runs the LaneWorker's PromQL query through the HTTP
   API (``GET <url>/api/v1/query``) and sums the returned samples. The query must give tasks
   waiting plus tasks running (ARCHITECTURE.md §4) and must exist while the pool is at zero
@@ -33,7 +34,7 @@ from redis.exceptions import RedisError
 
 from berth_operator.api.laneworker import task_stream
 from berth_operator.errors import BerthOperatorError
-from session_runtime.transport import GROUP, stream_pressure
+from session_runtime.transport import GROUP, await_new_entries, stream_pressure
 
 
 class PressureUnavailable(BerthOperatorError):
@@ -72,6 +73,19 @@ async def broker_pressure(redis: Redis[Any], namespace: str, laneworker: str) ->
         in_flight=int(raw["inFlight"]),
         per_consumer={str(k): int(v) for k, v in raw["per_consumer_pending"].items()},
     )
+
+
+async def task_arrival(
+    redis: Redis[Any], namespace: str, laneworker: str, timeout_seconds: float
+) -> bool:
+    """Wait up to ``timeout_seconds`` for a task to be added to the pool's task stream; True
+    when one was (``session_runtime.transport.await_new_entries``: a plain ``XREAD BLOCK``
+    that consumes nothing). Raises PressureUnavailable when Redis cannot be reached or refuses.
+    """
+    try:
+        return await await_new_entries(redis, task_stream(namespace, laneworker), timeout_seconds)
+    except (RedisError, OSError) as exc:
+        raise PressureUnavailable(f"redis: {exc}") from exc
 
 
 def parse_prometheus_answer(body: Any) -> int:

@@ -3,7 +3,8 @@
 - :mod:`~session_runtime.transport.names`: stream and key names;
 - :mod:`~session_runtime.transport.codec`: task/reply messages, validated with pydantic;
 - :class:`RedisTaskTransport`: the session side, an ``ExternalTransport`` for ``LaneQueue``;
-- :func:`stream_pressure`: lag + pending of a LaneWorker pool, for the autoscaler.
+- :func:`stream_pressure`: lag + pending of a LaneWorker pool, for the autoscaler;
+  :func:`await_new_entries`: its wake-up when tasks land.
 
 The worker side is ``session_runtime.worker`` (``berth-worker``).
 """
@@ -20,7 +21,7 @@ from session_runtime.transport.names import (
     reply_stream,
     task_stream,
 )
-from session_runtime.transport.pressure import stream_pressure
+from session_runtime.transport.pressure import await_new_entries, stream_pressure
 
 if TYPE_CHECKING:
     from session_runtime.transport.client import RedisTaskTransport
@@ -36,6 +37,7 @@ __all__ = [
     "ReplyMessage",
     "TaskMessage",
     "alive_key",
+    "await_new_entries",
     "dead_letter_stream",
     "parse_reply_stream",
     "reply_stream",

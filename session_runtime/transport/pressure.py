@@ -7,6 +7,7 @@ tests. Pressure = ``lag`` (entries not yet delivered to any consumer of the grou
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from redis.asyncio import Redis
@@ -69,3 +70,18 @@ async def stream_pressure(redis: Redis[Any], stream: str, group: str) -> dict[st
         "inFlight": int(info.get("pending", 0)),
         "per_consumer_pending": per_consumer,
     }
+
+
+async def await_new_entries(redis: Redis[Any], stream: str, timeout_seconds: float) -> bool:
+    """Block until an entry is added to ``stream`` after this call, for ``timeout_seconds`` at
+    most (rounded up to whole milliseconds, at least 1 ms); True when one was.
+
+    ``XREAD COUNT 1 BLOCK <ms> STREAMS <stream> $``: a plain read, outside every consumer group,
+    so it delivers, acknowledges and claims nothing; a stream that does not exist yet is waited
+    on as well (its first ``XADD`` ends the wait). Entries added before the call do not count.
+    Lets the autoscaler react to a burst as it lands instead of at its next polling tick.
+    Raises ``redis.exceptions.RedisError`` on connection problems or a refused command.
+    """
+    block_ms = max(1, math.ceil(timeout_seconds * 1000))
+    answer = await redis.xread({stream: "$"}, count=1, block=block_ms)
+    return bool(answer)

@@ -226,6 +226,91 @@ def test_bursts_scale_from_zero_and_back_with_broker_and_prometheus(harness: Har
     print("\nautoscaling e2e:", json.dumps(report, indent=2))
 
 
+class TaskPublisher:
+    """Publishes execute-lane tasks to LaneWorker ``lw`` from the test process, signed as session
+    "tester" with the key derived from the namespace's master (as a session pod does, with the
+    session runtime's own ``RedisTaskTransport``); its workspace is on the shared volume."""
+
+    def __init__(self, harness: Harness, lw: str) -> None:
+        ns = harness.namespace
+        self.harness, self.lw = harness, lw
+        self.workspace = harness.cluster.claim_dir(ns) / "workspaces" / ns / "tester"
+        harness.cluster.make_dirs(self.workspace)
+        self.uid = f"tester-{uuid.uuid4().hex[:6]}"
+        secret = json.loads(
+            harness.cluster.kubectl(
+                "-n", ns, "get", "secret", "berth-task-key", "-o", "json"
+            ).stdout
+        )
+        self.master = base64.b64decode(secret["data"]["master"])
+
+    async def publish(self, commands: list[tuple[str, str]]) -> None:
+        """One task per ``(call id, bash command)``, in order."""
+        from redis.asyncio import Redis
+
+        from session_runtime.lanes.external import ExternalTask
+        from session_runtime.tools.base import ToolContext
+        from session_runtime.transport import RedisTaskTransport
+        from session_runtime.transport.auth import derive_session_key
+
+        ns = self.harness.namespace
+        client: Redis[Any] = Redis.from_url(self.harness.redis_url)
+        transport = RedisTaskTransport(
+            client,
+            namespace=ns,
+            session_name="tester",
+            session_uid=self.uid,
+            epoch=1,
+            lane_workers={"execute": self.lw},
+            shared_root=str(self.workspace),
+            task_key=derive_session_key(self.master, ns, "tester"),
+        )
+        ctx = ToolContext(
+            session_id=f"{ns}/tester", workspace=str(self.workspace), run_id="r", turn=1
+        )
+        for call_id, command in commands:
+            task = ExternalTask(
+                task_id=call_id,
+                session_id=f"{ns}/tester",
+                lane="execute",
+                command_type="bash",
+                payload={"command": command},
+                timeout_ms=300_000,
+                created_ms=int(time.time() * 1000),
+                tool_call_id=call_id,
+            )
+            await transport.publish(task, ctx)
+        await client.aclose()  # type: ignore[attr-defined]
+
+
+def test_burst_scales_up_as_it_lands_not_at_the_next_tick(harness: Harness) -> None:
+    """With the broker source the scaling loop also wakes when tasks land: a pool polled every
+    600 s scales up for a burst long before its next tick (the guard below is a tenth of the
+    interval, a bound against "waited for the tick", not a performance claim)."""
+    interval = 600
+    harness.apply(
+        laneworker_manifest(
+            "lwe",
+            concurrency=1,
+            max_replicas=3,
+            scaling={"targetTasksPerReplica": 1, "pollingIntervalSeconds": interval},
+        )
+    )
+    harness.wait_pool_idle("lwe")  # the first tick has run; the next one is 600 s away
+    tester = TaskPublisher(harness, "lwe")
+    t_burst = time.time()
+    asyncio.run(tester.publish([("e-0", "true"), ("e-1", "true")]))
+
+    def replicas() -> int:
+        return int((harness.get("deployment", "lwe-workers") or {})["spec"].get("replicas") or 0)
+
+    wait("lwe scaled up for the burst", lambda: replicas() >= 2, cap=interval / 10)
+    took = time.time() - t_burst
+    status = (harness.get("laneworker", "lwe") or {}).get("status", {})
+    assert status.get("desiredReplicas") == 2, status
+    print(f"\nburst -> 2 replicas set, polling every {interval} s: {took:.2f} s")
+
+
 def test_scale_down_removes_idle_pods_first(harness: Harness) -> None:
     """Older pods go idle while newer ones hold tasks: the scale-down removes the idle ones.
 
@@ -233,12 +318,6 @@ def test_scale_down_removes_idle_pods_first(harness: Harness) -> None:
     exactly the busy ones, so this test fails if the cost annotations are missing or wrong.
     """
     import redis as redis_sync
-    from redis.asyncio import Redis
-
-    from session_runtime.lanes.external import ExternalTask
-    from session_runtime.tools.base import ToolContext
-    from session_runtime.transport import RedisTaskTransport
-    from session_runtime.transport.auth import derive_session_key
 
     ns = harness.namespace
     harness.apply(
@@ -254,42 +333,9 @@ def test_scale_down_removes_idle_pods_first(harness: Harness) -> None:
         )
     )
     harness.wait_pool_idle("lwd")
-    shared = harness.cluster.claim_dir(ns)
-    workspace = shared / "workspaces" / ns / "tester"
-    harness.cluster.make_dirs(workspace)
-    uid = f"tester-{uuid.uuid4().hex[:6]}"
-    # The tester signs as session "tester" with the key derived from the namespace's master.
-    secret = json.loads(
-        harness.cluster.kubectl("-n", ns, "get", "secret", "berth-task-key", "-o", "json").stdout
-    )
-    master = base64.b64decode(secret["data"]["master"])
-
-    async def publish(commands: list[tuple[str, str]]) -> None:
-        client: Redis[Any] = Redis.from_url(harness.redis_url)
-        transport = RedisTaskTransport(
-            client,
-            namespace=ns,
-            session_name="tester",
-            session_uid=uid,
-            epoch=1,
-            lane_workers={"execute": "lwd"},
-            shared_root=str(workspace),
-            task_key=derive_session_key(master, ns, "tester"),
-        )
-        ctx = ToolContext(session_id=f"{ns}/tester", workspace=str(workspace), run_id="r", turn=1)
-        for call_id, command in commands:
-            task = ExternalTask(
-                task_id=call_id,
-                session_id=f"{ns}/tester",
-                lane="execute",
-                command_type="bash",
-                payload={"command": command},
-                timeout_ms=300_000,
-                created_ms=int(time.time() * 1000),
-                tool_call_id=call_id,
-            )
-            await transport.publish(task, ctx)
-        await client.aclose()  # type: ignore[attr-defined]
+    tester = TaskPublisher(harness, "lwd")
+    workspace, uid = tester.workspace, tester.uid
+    publish = tester.publish
 
     stream = f"berth:{ns}:lw:lwd:tasks"
     sync = redis_sync.Redis.from_url(harness.redis_url, decode_responses=True)
@@ -339,7 +385,9 @@ def test_scale_down_removes_idle_pods_first(harness: Harness) -> None:
             cap=60,
         )
         t_settled = time.time()
-        before = [x for x in sampler.of("lwd") if x.spec_replicas == 4][-1]
+        # The last sample of all four pods (a sample reads the Deployment, then the pods: the
+        # one that still read 4 replicas may already list the removed pods as terminating).
+        before = [x for x in sampler.of("lwd") if len(live(x)) == 4][-1]
         removed = live(before) - alive
         (workspace / "release-long").touch()
         replies = wait(

@@ -39,7 +39,8 @@ class ScalingSpec(K8sModel):
     target_tasks_per_replica: Annotated[int, Field(ge=1, le=10000)] = 1
     """Desired pressure (backlog + in-flight) per replica."""
     polling_interval_seconds: Annotated[int, Field(ge=1, le=3600)] = 5
-    """How often pressure is read, in seconds."""
+    """How often pressure is read, in seconds. With source ``broker`` the pool is also scaled up
+    as soon as tasks land that call for more replicas, without waiting for the next reading."""
     scale_up_stabilization_seconds: Annotated[int, Field(ge=0, le=3600)] = 0
     """Window over which the lowest recommendation is used when scaling up (as the HPA does: a
     brief spike does not scale up), in seconds."""

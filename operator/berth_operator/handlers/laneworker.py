@@ -10,7 +10,8 @@ imports this module (or with ``kopf run -m berth_operator.handlers.laneworker``)
   current pod template; when ``spec.scaling`` is omitted, copy ``spec.replicas`` (the ``/scale``
   subresource) to it.
 - ``laneworker_scaler`` (a kopf daemon per LaneWorker): every ``scaling.pollingIntervalSeconds``
-  (5 s for pools without ``scaling``) read pressure, decide replicas, mark busy/idle pods with a
+  (5 s for pools without ``scaling``), and with the ``broker`` source also as soon as tasks land
+  that call for a scale-up, read pressure, decide replicas, mark busy/idle pods with a
   deletion cost before a scale-down, scale the Deployment, write the status and the
   ``berth_operator_laneworker_desired_replicas`` / ``berth_operator_lane_pressure`` gauges. The
   stabilization history lives in the daemon (memory); a restarted operator seeds it with the
@@ -63,6 +64,7 @@ from berth_operator.pressure import (
     PressureUnavailable,
     broker_pressure,
     prometheus_pressure,
+    task_arrival,
 )
 from berth_operator.reconcile.scaling import (
     DELETION_COST_ANNOTATION,
@@ -77,13 +79,21 @@ from berth_operator.reconcile.scaling import (
     owns_replicas,
     pod_view,
     pool_status,
+    scale_up_due,
     scaling_conditions,
     seed_history,
     stuck_worker_pod,
+    wakes_on_arrival,
 )
 
 UNSCALED_REFRESH_SECONDS = 5.0
 """Status refresh period of a LaneWorker without ``spec.scaling`` (seconds)."""
+ARRIVAL_WAIT_SECONDS = 1.0
+"""Longest single blocking read for new tasks between ticks (seconds): how often at least the
+waiting loop looks at whether the operator is stopping."""
+ARRIVAL_SETTLE_SECONDS = 0.1
+"""After a task lands between ticks, how long the rest of its burst is given to land before the
+pressure is read (seconds)."""
 
 
 def _lanes(memo: Any) -> LaneClients:
@@ -235,8 +245,9 @@ async def _tick(
     generation: int | None,
     state: _LoopState,
     logger: Any,
-) -> None:
-    """One polling interval of one LaneWorker: read, decide and scale, write the status."""
+) -> _Tick:
+    """One polling interval of one LaneWorker: read, decide and scale, write the status.
+    Returns what it read and decided (``desired`` is the Deployment's replicas now)."""
     dep_name = deployment_name(ref.name)
     deployment = await ctx.api.get_deployment(ref.namespace, dep_name)
     if deployment is None:
@@ -252,6 +263,56 @@ async def _tick(
     metrics.observe_laneworker(
         ref.namespace, ref.name, desired=tick.desired, pressure=tick.pressure
     )
+    return tick
+
+
+async def _until_next_tick(
+    ctx: LaneClients,
+    ref: LaneWorkerRef,
+    spec: LaneWorkerSpec | None,
+    last: _Tick | None,
+    state: _LoopState,
+    due: float,
+    stopped: Any,
+) -> None:
+    """Wait until ``due`` (the event loop's clock) or until the operator stops.
+
+    With the ``broker`` source (``reconcile.scaling.wakes_on_arrival``) the wait also ends when
+    tasks land and the pressure then read would scale up from ``last.desired``
+    (``reconcile.scaling.scale_up_due``, the tick's own decision): a burst is scaled for as it
+    lands, not up to one polling interval later. Each arrival is given
+    :data:`ARRIVAL_SETTLE_SECONDS` for the rest of its burst before the reading. Scale-downs, and
+    pools at ``maxReplicas``, wait for the tick. A failed read ends the watching; the tick
+    reports the problem.
+    """
+    loop = asyncio.get_running_loop()
+    watch = (
+        spec is not None
+        and last is not None
+        and wakes_on_arrival(spec)
+        and last.desired < spec.max_replicas
+    )
+    while not stopped and (left := due - loop.time()) > 0:
+        if not watch or spec is None or last is None:
+            await stopped.wait(left)
+            return
+        try:
+            wait = min(left, ARRIVAL_WAIT_SECONDS)
+            if not await task_arrival(ctx.redis, ref.namespace, ref.name, wait):
+                continue
+            await stopped.wait(min(ARRIVAL_SETTLE_SECONDS, max(0.0, due - loop.time())))
+            reading = await broker_pressure(ctx.redis, ref.namespace, ref.name)
+        except PressureUnavailable:
+            watch = False
+            continue
+        if scale_up_due(
+            spec,
+            pressure=reading.total,
+            current=last.desired,
+            history=state.history,
+            now=_now(),
+        ):
+            return
 
 
 async def _scale(
@@ -402,16 +463,19 @@ async def laneworker_scaler(
         while not stopped:
             started = loop.time()
             interval = UNSCALED_REFRESH_SECONDS
+            parsed: LaneWorkerSpec | None = None
+            last: _Tick | None = None
             try:
                 parsed = LaneWorkerSpec.model_validate(dict(spec))
                 if parsed.scaling is not None:
                     interval = float(parsed.scaling.polling_interval_seconds)
-                await _tick(ctx, ref, parsed, meta.get("generation"), state, logger)
+                last = await _tick(ctx, ref, parsed, meta.get("generation"), state, logger)
             except (ValidationError, SpecError) as exc:
                 logger.error(f"cannot scale: {exc}")
             except BerthOperatorError as exc:
                 logger.warning(f"scaling tick failed, retrying next interval: {exc}")
-            # Ticks start every ``interval`` seconds (the tick's own time is not added to it).
-            await stopped.wait(max(0.0, interval - (loop.time() - started)))
+            # Ticks start every ``interval`` seconds (the tick's own time is not added to it),
+            # or sooner when a burst of tasks calls for more replicas.
+            await _until_next_tick(ctx, ref, parsed, last, state, started + interval, stopped)
     finally:
         metrics.forget_laneworker(namespace, name)

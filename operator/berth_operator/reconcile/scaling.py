@@ -148,6 +148,13 @@ def recommend(
     return Recommendation(raw, raw, None)
 
 
+def wakes_on_arrival(spec: LaneWorkerSpec) -> bool:
+    """Whether the scaling loop also wakes when tasks land between ticks: only with the
+    ``broker`` source, the one that sees them at once (a Prometheus reading waits for the next
+    scrape, so an early tick would read the same number)."""
+    return spec.scaling is not None and spec.scaling.source == "broker"
+
+
 # ------------------------------------------------------------------------------ stabilization
 
 
@@ -264,6 +271,25 @@ def decide(
     desired = min(max(result.desired, spec.min_replicas), max(spec.min_replicas, spec.max_replicas))
     action: Action = "up" if desired > current else "down" if desired < current else "none"
     return ScaleDecision(desired, action, rec, result.history)
+
+
+def scale_up_due(
+    spec: LaneWorkerSpec,
+    *,
+    pressure: int,
+    current: int,
+    history: Sequence[Sample],
+    now: datetime,
+) -> bool:
+    """Whether a ``pressure`` (tasks) read between two ticks would make :func:`decide` scale up
+    from ``current`` replicas, given the tick's ``history`` (the scale-up window included): then
+    the scaling loop runs its tick at once, so a burst is scaled for as it lands rather than up
+    to one polling interval later (as KEDA's push scalers do). Scale-downs always wait for their
+    tick. False when ``spec.scaling`` is omitted. Nothing is recorded: the tick decides again."""
+    if spec.scaling is None:
+        return False
+    decision = decide(spec, pressure=pressure, current=current, history=history, now=now)
+    return decision.action == "up"
 
 
 # ------------------------------------------------------------------------------ deletion cost

@@ -11,6 +11,8 @@ Skipped without helm or redis-server.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import shutil
 import socket
 import subprocess
@@ -288,14 +290,15 @@ def test_session_command_sequence_passes(server: Server) -> None:
 
 
 async def test_real_transport_and_pressure_code_run_as_their_users(server: Server) -> None:
-    """RedisTaskTransport as berth-session and stream_pressure as berth-operator raise no
-    permission error (message signing is not this test's business: replies are built raw)."""
+    """RedisTaskTransport as berth-session, stream_pressure and await_new_entries as
+    berth-operator raise no permission error (message signing is not this test's business:
+    replies are built raw)."""
     from redis.asyncio import Redis
 
     from session_runtime.lanes.external import ExternalReply, ExternalTask
     from session_runtime.tools.base import ToolContext
     from session_runtime.transport.client import RedisTaskTransport
-    from session_runtime.transport.pressure import stream_pressure
+    from session_runtime.transport.pressure import await_new_entries, stream_pressure
 
     transport = RedisTaskTransport.from_url(
         server.url("session"),
@@ -333,6 +336,15 @@ async def test_real_transport_and_pressure_code_run_as_their_users(server: Serve
     )
     await transport.delete_replies()
     assert (await stream_pressure(operator, tasks, "workers"))["inFlight"] == 0
+    # The autoscaler's wake-up: a plain blocking read, which nothing added since ends by timeout
+    # and an XADD during it ends at once; the group's counts are untouched.
+    assert await await_new_entries(operator, tasks, 0.05) is False
+    waiting = asyncio.create_task(await_new_entries(operator, tasks, 30))
+    await asyncio.sleep(0.2)
+    assert not waiting.done()
+    await transport.publish(dataclasses.replace(task, task_id="t-10", tool_call_id="c-10"), ctx)
+    assert await asyncio.wait_for(waiting, 10) is True
+    assert (await stream_pressure(operator, tasks, "workers"))["backlog"] == 1
     await transport.close()
     closer: Any = operator
     await closer.aclose()

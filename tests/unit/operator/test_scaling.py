@@ -19,8 +19,10 @@ from berth_operator.reconcile.scaling import (
     external_replicas,
     owns_replicas,
     recommend,
+    scale_up_due,
     seed_history,
     stabilize,
+    wakes_on_arrival,
 )
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -181,6 +183,50 @@ def test_decide(
 def test_decide_needs_scaling() -> None:
     with pytest.raises(ValueError, match="scaling"):
         decide(spec(scaling=None), pressure=1, current=0, history=(), now=at(0))
+
+
+# --------------------------------------------------------------------------- early ticks
+
+SCALE_UP_DUE = [
+    # name, spec fields, pressure, current, due
+    ("burst beyond the replicas", {"scaling": {"targetTasksPerReplica": 40}}, 160, 1, True),
+    ("within the replicas", {"scaling": {"targetTasksPerReplica": 40}}, 40, 1, False),
+    ("from zero", {"scaling": {"targetTasksPerReplica": 40}}, 1, 0, True),
+    ("fewer tasks: a scale-down waits for its tick", {}, 0, 3, False),
+    ("at maxReplicas", {"maxReplicas": 2}, 50, 2, False),
+    (
+        "scale-up window not yet passed",
+        {"scaling": {"scaleUpStabilizationSeconds": 30}},
+        5,
+        1,
+        False,
+    ),
+    ("no scaling: replicas are external", {"scaling": None}, 50, 0, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "fields", "pressure", "current", "due"),
+    SCALE_UP_DUE,
+    ids=[row[0] for row in SCALE_UP_DUE],
+)
+def test_scale_up_due_is_the_ticks_own_decision(
+    name: str, fields: dict[str, Any], pressure: int, current: int, due: bool
+) -> None:
+    lw = spec(**fields)
+    history = seed_history(current, at(-1))
+    assert scale_up_due(lw, pressure=pressure, current=current, history=history, now=at(0)) is due
+    if lw.scaling is not None:  # never earlier than decide() itself would scale up
+        d = decide(lw, pressure=pressure, current=current, history=history, now=at(0))
+        assert (d.action == "up") is due
+
+
+@pytest.mark.parametrize(
+    ("fields", "wakes"),
+    [({}, True), ({"scaling": {"source": "prometheus"}}, False), ({"scaling": None}, False)],
+)
+def test_only_the_broker_source_wakes_on_arrival(fields: dict[str, Any], wakes: bool) -> None:
+    assert wakes_on_arrival(spec(**fields)) is wakes
 
 
 # --------------------------------------------------------------------------- ownership
