@@ -105,7 +105,13 @@ def _lanes(memo: Any) -> LaneClients:
 
 
 def _now() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)
+    """The time of a reading (microseconds kept: the loop may read twice within a second)."""
+    return datetime.now(UTC)
+
+
+def _seconds(at: datetime) -> datetime:
+    """``at`` to whole seconds, as the status' timestamps are written (metav1.Time)."""
+    return at.replace(microsecond=0)
 
 
 def _parse(spec: Mapping[str, Any]) -> LaneWorkerSpec:
@@ -259,7 +265,7 @@ async def _tick(
     tick = _Tick(current=current, desired=current)
     if owns_replicas(spec):
         await _scale(ctx, ref, spec, counts is not None, state, tick, now, logger)
-    await _write_status(ctx, ref, spec, counts, generation, state, tick, now)
+    await _write_status(ctx, ref, spec, counts, generation, state, tick, _seconds(now))
     metrics.observe_laneworker(
         ref.namespace, ref.name, desired=tick.desired, pressure=tick.pressure
     )
@@ -353,7 +359,7 @@ async def _scale(
                 await ctx.api.annotate_pod(ref.namespace, pod, {DELETION_COST_ANNOTATION: cost})
     dep_name = deployment_name(ref.name)
     await ctx.api.scale_deployment(ref.namespace, dep_name, tick.desired)
-    state.last_scale_time = now
+    state.last_scale_time = _seconds(now)
     source = spec.scaling.source if spec.scaling else "-"
     message = (
         f"New size: {tick.desired} (was {tick.current}); reason: pressure {tick.pressure} "

@@ -195,13 +195,17 @@ def stabilize(
       ``down_limit``; otherwise keep ``current``.
 
     Samples older than both windows are dropped from the returned history, so it stays bounded by
-    ``window / polling interval`` entries. A sample exactly ``window`` seconds old still counts.
+    ``window / polling interval`` entries. A sample exactly ``window`` seconds old still counts;
+    a window of 0 counts only the new recommendation, however close an earlier one is (two
+    readings may share a timestamp: the scaling loop also reads between its ticks).
     """
     samples = [*history, Sample(now, recommendation)]
     up_from = now - timedelta(seconds=up_window_seconds)
     down_from = now - timedelta(seconds=down_window_seconds)
-    up_limit = min(s.replicas for s in samples if s.at >= up_from)
-    down_limit = max(s.replicas for s in samples if s.at >= down_from)
+    earlier_up = [s.replicas for s in history if up_window_seconds and s.at >= up_from]
+    earlier_down = [s.replicas for s in history if down_window_seconds and s.at >= down_from]
+    up_limit = min([recommendation, *earlier_up])
+    down_limit = max([recommendation, *earlier_down])
     keep_from = min(up_from, down_from)
     kept = tuple(sorted((s for s in samples if s.at >= keep_from), key=lambda s: s.at))
     if current < up_limit:

@@ -109,6 +109,17 @@ def test_stabilize(
     assert (result.desired, result.action) == (desired, action)
 
 
+def test_a_zero_window_counts_only_the_new_reading_even_at_the_same_instant() -> None:
+    """The loop also reads between ticks: an earlier reading with the very same timestamp must
+    not hold a scale-up (up window 0) or a scale-down (down window 0) back."""
+    up = stabilize([Sample(at(0), 0)], 0, 4, at(0), up_window_seconds=0, down_window_seconds=300)
+    assert (up.desired, up.action) == (4, "up")
+    down = stabilize([Sample(at(0), 4)], 4, 1, at(0), up_window_seconds=0, down_window_seconds=0)
+    assert (down.desired, down.action) == (1, "down")
+    held = stabilize([Sample(at(0), 0)], 0, 4, at(0), up_window_seconds=5, down_window_seconds=300)
+    assert held.action == "none"  # a window > 0 still counts a sample of the same instant
+
+
 def test_stabilize_history_is_bounded_and_sorted() -> None:
     samples = [Sample(at(t), 1) for t in (-100, -50, -31, -30, -1)]
     result = stabilize(samples, 1, 1, at(0), up_window_seconds=0, down_window_seconds=30)
