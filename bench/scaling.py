@@ -1,6 +1,8 @@
 """Benchmark: LaneWorker reaction time to a burst, at polling intervals 1 s and 5 s.
 
     .venv/bin/python bench/scaling.py [--intervals 1 5] [--runs 3] [--sessions 4] [--tasks 40]
+    .venv/bin/python bench/scaling.py --intervals 1 --runs 3 --baseline-src /tmp/berth-base
+                    # each run also with another checkout's operator, alternating, same run
 
 Needs the dev cluster (``make cluster-up``; started here if it is not up). Per run: a fresh
 LaneWorker (``targetTasksPerReplica`` 40, concurrency 8, ``scaleDownStabilizationSeconds`` 5,
@@ -187,11 +189,16 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--tasks", type=int, default=40)
+    parser.add_argument(
+        "--baseline-src",
+        help="also run every burst with the operator of this checkout (e.g. a git worktree of "
+        "an older commit), alternating with this one's, in the same run",
+    )
     args = parser.parse_args()
 
     cluster = DevCluster.ensure()
     install_crds(cluster)
-    figures: dict[int, list[dict[str, float]]] = {}
+    figures: dict[tuple[str, int], list[dict[str, float]]] = {}
     with (
         cluster.namespace("bench-scaling", shared_pvc=True) as ns,
         tempfile.TemporaryDirectory(prefix="berth-bench-") as tmp,
@@ -206,18 +213,30 @@ def main() -> int:
         op.start()
         try:
             h = Harness(cluster, ns, str(ROOT))
+            sides: list[tuple[str, Path]] = [("this", ROOT)]
+            if args.baseline_src:
+                sides.append(("baseline", Path(args.baseline_src).resolve()))
+            running = ROOT
             for interval in args.intervals:
                 for index in range(args.runs):
-                    fig = run_once(h, interval, index, args.sessions, args.tasks)
-                    figures.setdefault(interval, []).append(fig)
-                    print(
-                        f"interval {interval}s run {index}: {fig['replicas']:.0f} replicas, "
-                        f"first scale-up {fig['first']:.2f}s decision {fig['decision']:.2f}s "
-                        f"ready {fig['ready']:.2f}s drain {fig['drain']:.2f}s "
-                        f"worker lost {fig['worker_lost']:.0f}; new pods (median, from the "
-                        "burst): " + ", ".join(f"{k} {fig['pod_' + k]:.2f}s" for k in STEPS),
-                        flush=True,
-                    )
+                    order = sides if index % 2 == 0 else sides[::-1]  # the machine drifts
+                    for side, src in order:
+                        if src != running:  # that checkout's operator, this one's CRDs and RBAC
+                            op.stop_all()
+                            op.use_checkout(src)
+                            op.start()
+                            running = src
+                        fig = run_once(h, interval, index, args.sessions, args.tasks)
+                        figures.setdefault((side, interval), []).append(fig)
+                        print(
+                            f"{side} interval {interval}s run {index}: {fig['replicas']:.0f} "
+                            f"replicas, first scale-up {fig['first']:.2f}s decision "
+                            f"{fig['decision']:.2f}s ready {fig['ready']:.2f}s drain "
+                            f"{fig['drain']:.2f}s worker lost {fig['worker_lost']:.0f}; new pods "
+                            "(median, from the burst): "
+                            + ", ".join(f"{k} {fig['pod_' + k]:.2f}s" for k in STEPS),
+                            flush=True,
+                        )
         except BaseException:
             print(op.logs(), file=sys.stderr)
             raise
@@ -232,21 +251,32 @@ def main() -> int:
         f"{args.runs} runs per interval; seconds, min / median / max"
     )
     print(
-        f"{'polling':>8} | {'burst -> decision':>24} | {'burst -> replicas Ready':>24} | "
-        f"{'burst -> all answered':>24}"
+        f"{'operator':>8} | {'polling':>8} | {'burst -> decision':>24} | "
+        f"{'burst -> replicas Ready':>24} | {'burst -> all answered':>24}"
     )
     rows: list[Any] = []
-    for interval, figs in figures.items():
+    for (side, interval), figs in figures.items():
         rows.append(
-            f"{interval:>7}s | {summary([f['decision'] for f in figs]):>24} | "
+            f"{side:>8} | {interval:>7}s | {summary([f['decision'] for f in figs]):>24} | "
             f"{summary([f['ready'] for f in figs]):>24} | {summary([f['drain'] for f in figs]):>24}"
         )
     print("\n".join(rows))
-    for interval, figs in figures.items():
+    for (side, interval), figs in figures.items():
         print(
-            f"{interval:>7}s | new worker pods, burst -> "
+            f"{side:>8} | {interval:>7}s | new worker pods, burst -> "
             + "; ".join(f"{k} {summary([f['pod_' + k] for f in figs]).strip()}" for k in STEPS)
         )
+    for interval in args.intervals:
+        mine, base = figures.get(("this", interval)), figures.get(("baseline", interval))
+        if mine and base:
+            ratio = {
+                k: statistics.median(f[k] for f in mine) / statistics.median(f[k] for f in base)
+                for k in ("decision", "ready")
+            }
+            print(
+                f"{interval}s polling, this / baseline (medians): decision "
+                f"{ratio['decision']:.2f}x, replicas Ready {ratio['ready']:.2f}x"
+            )
     lost = sum(f["worker_lost"] for v in figures.values() for f in v)
     print(f"tasks answered 'worker lost': {lost:.0f}")
     print()
