@@ -253,6 +253,12 @@ class OperatorContext:
             event = self.wakeups[key] = asyncio.Event()
         return event
 
+    def drop_wakeup(self, key: str, event: asyncio.Event) -> None:
+        """Forget the wake-up event of ``key`` when it is still ``event`` (the stopped daemon's:
+        a daemon of a pool made again under the same name may already have its own)."""
+        if self.wakeups.get(key) is event:
+            del self.wakeups[key]
+
     def wake_session(self, uid: str) -> None:
         """Make session ``uid`` reconcile now: queued for a worker (if the watch has shown it)
         instead of waiting for its next timer."""

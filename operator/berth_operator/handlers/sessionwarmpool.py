@@ -140,6 +140,7 @@ async def warmpool_daemon(
     finally:
         if stopped:
             ctx.warm.forget(key)
+            ctx.drop_wakeup(_wake_key(key), wake)
             forget_pool(*key)
 
 

@@ -232,6 +232,30 @@ async def test_wake_session_queues_sessions_and_wake_sets_only_daemon_events() -
     assert pool.is_set()
 
 
+class _Stopped:
+    """Stands in for kopf's DaemonStopped flag: already set (the pool was deleted)."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
+async def test_a_stopped_warm_pool_daemon_drops_its_wakeup_event_only() -> None:
+    from berth_operator.handlers import sessionwarmpool
+
+    ctx = _ctx()
+    memo = kopf.Memo(ctx=ctx)
+    run = sessionwarmpool.warmpool_daemon
+    await run(stopped=_Stopped(), name="p", namespace="ns", uid="u", memo=memo, warm_pods={})
+    assert ctx.wakeups == {}  # nothing kept for a deleted pool
+    # A pool made again under the same name has its own event: the old daemon leaves it alone.
+    ctx.wakeup("swp:ns/p")
+    newer = ctx.wakeups["swp:ns/p"]
+    ctx.drop_wakeup("swp:ns/p", asyncio.Event())
+    assert ctx.wakeups["swp:ns/p"] is newer
+    ctx.drop_wakeup("swp:ns/p", newer)
+    assert "swp:ns/p" not in ctx.wakeups
+
+
 def deleted(annotations: dict[str, str], status: dict[str, Any]) -> dict[str, Any]:
     meta = {"uid": "u1", "name": "s1", "namespace": "ns", "annotations": annotations}
     return {"metadata": meta, "spec": {"prompt": "p", "model": "openai/m"}, "status": status}
