@@ -19,7 +19,9 @@ Printed figures, per interval (min / median / max over the runs):
   the worker's readiness probe, period 1 s);
 - **drain**: burst -> every task answered;
 - the new worker pods' steps (median over the pods of a run): burst -> first seen (created),
-  bound to a node, container running, Ready, as a pod watch sees them.
+  bound to a node, container running, Ready, as a pod watch sees them; and burst -> the last of
+  them Ready (the workers all serve then; **ready** above also waits for the ReplicaSet and
+  Deployment controllers to count them).
 
 Timing is printed, never asserted. The KEDA comparison is in the printed note: KEDA's documented
 defaults are ``pollingInterval: 30`` s and ``cooldownPeriod: 300`` s (keda.sh, ScaledObject
@@ -115,13 +117,18 @@ class PodSteps(threading.Thread):
             steps.setdefault("ready", now)
 
     def after(self, t0: float) -> dict[str, float]:
-        """Medians over the pods first seen after ``t0``: seconds from ``t0`` to each step."""
+        """Medians over the pods first seen after ``t0``: seconds from ``t0`` to each step; and
+        ``last_ready``, to the last of them seen Ready."""
         new = [s for s in self.at.values() if s["seen"] >= t0]
         if not new:
             print(f"no new worker pod seen ({len(self.at)} before; last error {self.error!r})")
+        ready = [s["ready"] - t0 for s in new if "ready" in s]
         return {
-            step: statistics.median([s[step] - t0 for s in new if step in s] or [float("nan")])
-            for step in STEPS
+            **{
+                step: statistics.median([s[step] - t0 for s in new if step in s] or [float("nan")])
+                for step in STEPS
+            },
+            "last_ready": max(ready) if len(ready) == len(new) and ready else float("nan"),
         }
 
 
@@ -232,7 +239,8 @@ def main() -> int:
                             f"{side} interval {interval}s run {index}: {fig['replicas']:.0f} "
                             f"replicas, first scale-up {fig['first']:.2f}s decision "
                             f"{fig['decision']:.2f}s ready {fig['ready']:.2f}s drain "
-                            f"{fig['drain']:.2f}s worker lost {fig['worker_lost']:.0f}; new pods "
+                            f"{fig['drain']:.2f}s worker lost {fig['worker_lost']:.0f}; last new "
+                            f"pod Ready {fig['pod_last_ready']:.2f}s; new pods "
                             "(median, from the burst): "
                             + ", ".join(f"{k} {fig['pod_' + k]:.2f}s" for k in STEPS),
                             flush=True,
@@ -265,17 +273,19 @@ def main() -> int:
         print(
             f"{side:>8} | {interval:>7}s | new worker pods, burst -> "
             + "; ".join(f"{k} {summary([f['pod_' + k] for f in figs]).strip()}" for k in STEPS)
+            + f"; last Ready {summary([f['pod_last_ready'] for f in figs]).strip()}"
         )
     for interval in args.intervals:
         mine, base = figures.get(("this", interval)), figures.get(("baseline", interval))
         if mine and base:
             ratio = {
                 k: statistics.median(f[k] for f in mine) / statistics.median(f[k] for f in base)
-                for k in ("decision", "ready")
+                for k in ("decision", "ready", "pod_last_ready")
             }
             print(
                 f"{interval}s polling, this / baseline (medians): decision "
-                f"{ratio['decision']:.2f}x, replicas Ready {ratio['ready']:.2f}x"
+                f"{ratio['decision']:.2f}x, replicas Ready {ratio['ready']:.2f}x, last new pod "
+                f"Ready {ratio['pod_last_ready']:.2f}x"
             )
     lost = sum(f["worker_lost"] for v in figures.values() for f in v)
     print(f"tasks answered 'worker lost': {lost:.0f}")
