@@ -279,7 +279,7 @@ async def _until_next_tick(
     last: _Tick | None,
     state: _LoopState,
     due: float,
-    stopped: Any,
+    stopped: kopf.DaemonStopped,
 ) -> None:
     """Wait until ``due`` (the event loop's clock) or until the operator stops.
 
