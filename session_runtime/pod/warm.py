@@ -349,9 +349,11 @@ async def serve_until_adopted(wc: WarmConfig, token: bytes) -> tuple[PodConfig, 
 
 
 def warm_imports() -> None:
-    """Import what the session will need (the LLM client and the agent) and warm the LLM
-    client's HTTP stack (:func:`session_runtime.llm.client.warm_up`), so adoption does not pay
-    for it."""
+    """Import what the session will need (the LLM client, the agent, the cluster budget guard
+    a session under a BudgetPolicy uses) and warm the LLM client's HTTP stack
+    (:func:`session_runtime.llm.client.warm_up`), so adoption does not pay for it."""
+    # (a created pod imports the budget guard only when it has a budget service)
+    import session_runtime.budget.guard
     import session_runtime.pod.lifecycle  # noqa: F401
     from session_runtime.llm import client
 

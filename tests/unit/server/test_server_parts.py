@@ -201,3 +201,27 @@ def test_build_failures_map_to_outcomes(
     pod = SessionPod(parse_env(env(tmp_path)), opts(), SessionMetrics())
     message = pod.build_failed(error)
     assert (message.outcome, message.exit_code, message.reason) == (outcome, code, str(error))
+
+
+def test_session_guard_wraps_the_own_guard_only_with_a_budget_service(tmp_path: Path) -> None:
+    from session_runtime.budget.guard import ClusterBudgetGuard
+    from session_runtime.pod.budget import session_guard
+    from session_runtime.pod.config import PodConfig
+
+    own = MeteredBudgetGuard(BudgetOptions(), SessionMetrics())
+    token = tmp_path / "token"
+    token.write_text("t" * 32)
+    base = {
+        "namespace": "ns",
+        "name": "s",
+        "session_uid": "u",
+        "epoch": 1,
+        "store_dir": tmp_path,
+        "workspace": tmp_path,
+        "options_file": tmp_path / "options.json",
+        "api_token_file": token,
+    }
+    assert session_guard(PodConfig(**base), own) is own  # type: ignore[arg-type]
+    cluster = session_guard(PodConfig(**base, budget_url="http://budget:8082"), own)  # type: ignore[arg-type]
+    assert isinstance(cluster, ClusterBudgetGuard)
+    assert (cluster.url, cluster.session_uid) == ("http://budget:8082", "u")

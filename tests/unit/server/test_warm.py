@@ -213,3 +213,26 @@ def test_warm_imports_leave_nothing_for_the_first_model_call_and_start_no_thread
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "none", f"imported by the first call: {out.stdout}"
+
+
+def test_a_created_session_pod_loads_the_cluster_budget_guard_only_when_it_has_one() -> None:
+    """The cluster budget guard (its service client, the Redis ledger's types) is ~35 ms of a
+    session process' start-up: ``berth-session`` does not import it unless the pod is given a
+    budget service, while a warm pod imports it before adoption (an adopted session may have
+    one)."""
+    code = textwrap.dedent(
+        """
+        import sys
+        import session_runtime.server
+        heavy = ("session_runtime.budget.guard", "redis")
+        print(*[m for m in heavy if m in sys.modules] or ["none"])
+        from session_runtime.pod.warm import warm_imports
+        warm_imports()
+        print(*[m for m in heavy if m in sys.modules] or ["none"])
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    created, warm = out.stdout.splitlines()
+    assert created == "none", f"imported at start-up: {created}"
+    assert "session_runtime.budget.guard" in warm.split()
