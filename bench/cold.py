@@ -1,0 +1,214 @@
+"""Benchmark: where a cold session pod's time and CPU go — N AgentSessions created at once (no
+warm pool) on the dev cluster's real nodes.
+
+    .venv/bin/python bench/cold.py            # N=20 (BERTH_BENCH_N to change)
+
+Real pieces: the dev cluster's two real nodes (kubelet + containerd), ``berth-operator`` as a
+subprocess, the scripted model over HTTP. Per session, seconds from its create (the bench's
+clock, as ``placement.py --warm`` stamps it) until a pod watch first saw its pod, saw it bound,
+saw its container running, saw it Ready, and until the run's first model request. Over the whole
+burst (create → the last first request): the machine's busy CPU (``/proc/stat``), the CPU of the
+pods' containers (the ``k8s.io`` cpuacct cgroup containerd puts them under on this cluster), and
+by process name the CPU of every process alive at the end, plus what each process reaped from
+its children (runc, shims, session processes that exited). Nothing is asserted; ``placement.py
+--warm`` gives the same create → first request figure beside adopted sessions.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
+
+from kubernetes import client, config, watch  # noqa: E402
+
+from tests.cluster import DevCluster  # noqa: E402
+from tests.integration.operator.harness import (  # noqa: E402
+    SECRET,
+    apply_in,
+    operator,
+    scripted_model,
+    session_manifest,
+    wait,
+)
+
+N = int(os.environ.get("BERTH_BENCH_N", "20"))
+STEPS = ("seen", "bound", "started", "ready", "first request")
+TICK = os.sysconf("SC_CLK_TCK")
+CONTAINERS_CGROUP = Path("/sys/fs/cgroup/cpuacct/k8s.io/cpuacct.usage")
+
+
+def busy_seconds() -> float:
+    """CPU seconds the whole machine spent outside idle and iowait so far (``/proc/stat``)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(values) - values[3] - values[4]) / TICK
+
+
+def cgroup_seconds(path: Path) -> float | None:
+    """A cgroup v1 cpuacct counter in seconds, or None where this machine has no such cgroup."""
+    try:
+        return int(path.read_text()) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
+def processes() -> dict[int, tuple[str, float, float]]:
+    """pid → (name, own CPU seconds, CPU seconds of the children it reaped)."""
+    out: dict[int, tuple[str, float, float]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text[text.rindex(")") + 2 :].split()
+        own = (int(fields[11]) + int(fields[12])) / TICK
+        reaped = (int(fields[13]) + int(fields[14])) / TICK
+        out[int(stat.parent.name)] = (name, own, reaped)
+    return out
+
+
+def by_name(
+    before: dict[int, tuple[str, float, float]], after: dict[int, tuple[str, float, float]]
+) -> tuple[Counter[str], Counter[str]]:
+    """CPU spent between two :func:`processes` readings, summed by process name: own, reaped."""
+    own: Counter[str] = Counter()
+    reaped: Counter[str] = Counter()
+    for pid, (name, cpu, children) in after.items():
+        old = before.get(pid)
+        base = old if old is not None and old[0] == name else (name, 0.0, 0.0)
+        own[name] += cpu - base[1]
+        reaped[name] += children - base[2]
+    return own, reaped
+
+
+class PodSteps(threading.Thread):
+    """Watches the namespace's pods; per session (its ``berth.dev/session`` label), the wall-clock
+    time its pod was first seen, bound, seen with its container running, and seen Ready."""
+
+    def __init__(self, api: Any, namespace: str) -> None:
+        super().__init__(daemon=True)
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self.at: dict[str, dict[str, float]] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                stream = watch.Watch().stream(
+                    self.core.list_namespaced_pod, self.namespace, timeout_seconds=2
+                )
+                for ev in stream:
+                    self.record(ev["object"], time.time())
+                    if self.stop.is_set():
+                        return
+            except Exception:  # a dropped watch: watch again
+                time.sleep(0.1)
+
+    def record(self, pod: Any, now: float) -> None:
+        session = (pod.metadata.labels or {}).get("berth.dev/session")
+        if session is None:
+            return
+        steps = self.at.setdefault(session, {"seen": now})
+        if pod.spec.node_name:
+            steps.setdefault("bound", now)
+        if any(c.state and c.state.running for c in pod.status.container_statuses or []):
+            steps.setdefault("started", now)
+        if any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []):
+            steps.setdefault("ready", now)
+
+
+def first_request(llm: Any, prompt: str) -> float | None:
+    for req in list(llm.requests):
+        if any(m.get("role") == "user" and m.get("content") == prompt for m in req["messages"]):
+            return float(req["at"])
+    return None
+
+
+def main() -> int:
+    dc = DevCluster.ensure()
+    names = [f"c{i:03d}" for i in range(N)]
+    script = {"turns": [{"text": "done"}], "on_exhausted": "repeat_last"}
+    with (
+        scripted_model(script) as llm,
+        dc.namespace("bench-cold-steps", shared_pvc=True) as ns,
+        operator(dc, ns),
+    ):
+        apply_in(dc, ns, [SECRET])
+        time.sleep(2)  # operator leading, watches established
+        api = config.new_client_from_config(config_file=dc.kubeconfig)
+        pods = PodSteps(api, ns)
+        pods.start()
+        time.sleep(1)
+        custom = client.CustomObjectsApi(api)
+        created: dict[str, float] = {}
+
+        def create(name: str) -> None:
+            doc = session_manifest(name, llm.base_url, f"bench {ns} {name}")
+            created[name] = time.time()
+            custom.create_namespaced_custom_object(
+                "berth.dev", "v1alpha1", ns, "agentsessions", doc
+            )
+
+        procs0, busy0 = processes(), busy_seconds()
+        cg0 = cgroup_seconds(CONTAINERS_CGROUP)
+        t0 = time.time()
+        with ThreadPoolExecutor(max_workers=N) as pool:
+            list(pool.map(create, names))
+        wait(
+            f"{N} runs started",
+            lambda: all(first_request(llm, f"bench {ns} {n}") for n in names),
+            cap=600,
+        )
+        wall = time.time() - t0
+        busy = busy_seconds() - busy0
+        cg1 = cgroup_seconds(CONTAINERS_CGROUP)
+        own, reaped = by_name(procs0, processes())
+        pods.stop.set()
+        rows = []
+        for n in names:
+            steps = pods.at.get(n, {})
+            row = {k: steps.get(k, float("nan")) - created[n] for k in STEPS[:-1]}
+            row["first request"] = (first_request(llm, f"bench {ns} {n}") or 0.0) - created[n]
+            rows.append(row)
+    print(f"N={N} AgentSessions created at once (no warm pool), real nodes {dc.nodes}")
+    print("seconds after each create, p50 / max over the sessions:")
+    for step in STEPS:
+        # A pod whose run ended between two watch events may never be seen running or Ready.
+        values = sorted(v for r in rows if (v := r[step]) == v)  # NaN != NaN
+        if values:
+            print(
+                f"  {step:>14}: {statistics.median(values):6.2f} / {values[-1]:6.2f}"
+                + (f" ({len(values)} of {N} seen)" if len(values) < N else "")
+            )
+    cores = os.cpu_count() or 1
+    print(
+        f"burst: {wall:.2f} s wall; machine busy {busy:.2f} core-s of {cores * wall:.1f} "
+        f"({cores} cores)"
+    )
+    if cg0 is not None and cg1 is not None:
+        containers = cg1 - cg0
+        print(
+            f"  pods' containers (k8s.io cgroup): {containers:.2f} core-s, "
+            f"{containers / N:.2f} per session"
+        )
+    print("  by process (own): " + ", ".join(f"{k} {v:.2f}" for k, v in own.most_common(10)))
+    print(
+        "  reaped from children: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in reaped.most_common(4) if v > 0.005)
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
