@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +28,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
 
-from kubernetes import client, config, watch  # noqa: E402
+from kubernetes import client, config  # noqa: E402
+from podsteps import PodSteps  # noqa: E402  (bench/, the script's own directory)
+from warm_placement import first_request  # noqa: E402
 
 from tests.cluster import DevCluster  # noqa: E402
 from tests.integration.operator.harness import (  # noqa: E402
@@ -42,7 +43,7 @@ from tests.integration.operator.harness import (  # noqa: E402
 )
 
 N = int(os.environ.get("BERTH_BENCH_N", "20"))
-STEPS = ("seen", "bound", "started", "ready", "first request")
+STEPS = ("seen", "bound", "started", "ready", "first request")  # podsteps.STEPS + the run's
 TICK = os.sysconf("SC_CLK_TCK")
 CONTAINERS_CGROUP = Path("/sys/fs/cgroup/cpuacct/k8s.io/cpuacct.usage")
 
@@ -91,48 +92,9 @@ def by_name(
     return own, reaped
 
 
-class PodSteps(threading.Thread):
-    """Watches the namespace's pods; per session (its ``berth.dev/session`` label), the wall-clock
-    time its pod was first seen, bound, seen with its container running, and seen Ready."""
-
-    def __init__(self, api: Any, namespace: str) -> None:
-        super().__init__(daemon=True)
-        self.core = client.CoreV1Api(api)
-        self.namespace = namespace
-        self.at: dict[str, dict[str, float]] = {}
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                stream = watch.Watch().stream(
-                    self.core.list_namespaced_pod, self.namespace, timeout_seconds=2
-                )
-                for ev in stream:
-                    self.record(ev["object"], time.time())
-                    if self.stop.is_set():
-                        return
-            except Exception:  # a dropped watch: watch again
-                time.sleep(0.1)
-
-    def record(self, pod: Any, now: float) -> None:
-        session = (pod.metadata.labels or {}).get("berth.dev/session")
-        if session is None:
-            return
-        steps = self.at.setdefault(session, {"seen": now})
-        if pod.spec.node_name:
-            steps.setdefault("bound", now)
-        if any(c.state and c.state.running for c in pod.status.container_statuses or []):
-            steps.setdefault("started", now)
-        if any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []):
-            steps.setdefault("ready", now)
-
-
-def first_request(llm: Any, prompt: str) -> float | None:
-    for req in list(llm.requests):
-        if any(m.get("role") == "user" and m.get("content") == prompt for m in req["messages"]):
-            return float(req["at"])
-    return None
+def session_of(pod: Any) -> str | None:
+    """A pod's session (its ``berth.dev/session`` label); None for other pods."""
+    return (pod.metadata.labels or {}).get("berth.dev/session")
 
 
 def main() -> int:
@@ -147,7 +109,7 @@ def main() -> int:
         apply_in(dc, ns, [SECRET])
         time.sleep(2)  # operator leading, watches established
         api = config.new_client_from_config(config_file=dc.kubeconfig)
-        pods = PodSteps(api, ns)
+        pods = PodSteps(api, ns, key=session_of)
         pods.start()
         time.sleep(1)
         custom = client.CustomObjectsApi(api)

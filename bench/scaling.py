@@ -37,17 +37,15 @@ import random
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
-
-from kubernetes import client, watch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from berth_operator.builders.laneworker import selector_string  # noqa: E402
+from podsteps import STEPS, PodSteps  # noqa: E402  (bench/, the script's own directory)
 
 from tests.cluster import DevCluster  # noqa: E402
 from tests.e2e.autoscaling_support import (  # noqa: E402
@@ -59,7 +57,6 @@ from tests.e2e.autoscaling_support import (  # noqa: E402
 from tests.integration.operator.harness import OperatorProcess, install_crds  # noqa: E402
 
 TARGET = 40
-STEPS = ("seen", "bound", "started", "ready")
 CONCURRENCY = 8
 DOWN_WINDOW = 5
 
@@ -75,46 +72,12 @@ scaleDownStabilizationSeconds (default 300 s, the HPA's own default, 5 s in this
 The pod start-up after the decision is the same for both: the 'ready - decision' part above."""
 
 
-class PodSteps(threading.Thread):
-    """Watches the worker pods of LaneWorker ``lw`` and records, per pod, the wall-clock time
-    it was first seen (created), bound to a node, seen with its container running, and seen
-    Ready: where a scale-up's time goes after the decision."""
+class WorkerPodSteps(PodSteps):
+    """The new worker pods of LaneWorker ``lw``: where a scale-up's time goes after the
+    decision."""
 
     def __init__(self, api: Any, namespace: str, lw: str) -> None:
-        super().__init__(daemon=True)
-        self.core = client.CoreV1Api(api)
-        self.namespace = namespace
-        self.selector = selector_string(lw)
-        self.at: dict[str, dict[str, float]] = {}
-        self.stop = threading.Event()
-        self.error: Exception | None = None
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                stream = watch.Watch().stream(
-                    self.core.list_namespaced_pod,
-                    self.namespace,
-                    label_selector=self.selector,
-                    timeout_seconds=2,
-                )
-                for ev in stream:
-                    self.record(ev["object"], time.time())
-                    if self.stop.is_set():
-                        return
-            except Exception as exc:  # a dropped watch: watch again
-                self.error = exc
-                time.sleep(0.1)
-
-    def record(self, pod: Any, now: float) -> None:
-        steps = self.at.setdefault(pod.metadata.name, {"seen": now})
-        if pod.spec.node_name:
-            steps.setdefault("bound", now)
-        statuses = pod.status.container_statuses or []
-        if any(c.state and c.state.running for c in statuses):
-            steps.setdefault("started", now)
-        if any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []):
-            steps.setdefault("ready", now)
+        super().__init__(api, namespace, selector_string(lw))
 
     def after(self, t0: float) -> dict[str, float]:
         """Medians over the pods first seen after ``t0``: seconds from ``t0`` to each step; and
@@ -150,7 +113,7 @@ def run_once(h: Harness, interval: int, index: int, sessions: int, tasks: int) -
     sims = h.start_sims(lw, "go", count=sessions, tasks=tasks, command="sleep 2")
     h.wait_sims_ready(sims)
     time.sleep(random.uniform(0, interval))
-    pods = PodSteps(h.api, h.namespace, lw)
+    pods = WorkerPodSteps(h.api, h.namespace, lw)
     pods.start()
     with Sampler(h.api, h.namespace, [lw], every=0.1) as sampler:
         t_go = h.go(lw, "go")

@@ -57,7 +57,9 @@ def pct(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
-def _first_request(llm: Any, prompt: str) -> float | None:
+def first_request(llm: Any, prompt: str) -> float | None:
+    """When the scripted model ``llm`` received the first request carrying the user message
+    ``prompt`` (its clock), or None before that."""
     for req in list(llm.requests):
         if any(m.get("role") == "user" and m.get("content") == prompt for m in req["messages"]):
             return float(req["at"])
@@ -78,10 +80,10 @@ def batch(dc: DevCluster, ns: str, llm: Any, names: list[str], **spec: Any) -> l
         list(pool.map(create, names))
     wait(
         f"{len(names)} runs started",
-        lambda: all(_first_request(llm, f"bench {ns} {n}") is not None for n in names),
+        lambda: all(first_request(llm, f"bench {ns} {n}") is not None for n in names),
         cap=600,
     )
-    return [(_first_request(llm, f"bench {ns} {n}") or float("nan")) - created[n] for n in names]
+    return [(first_request(llm, f"bench {ns} {n}") or float("nan")) - created[n] for n in names]
 
 
 def _ready_warm(dc: DevCluster, ns: str) -> int:

@@ -1,0 +1,72 @@
+"""A pod watch for the benchmarks: per pod (or per what a key function names it by), the
+wall-clock time it was first seen, bound to a node, seen with a container running, and seen
+Ready. ``scaling.py`` watches a LaneWorker's new worker pods with it, ``cold.py`` the session
+pods of a burst."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client, watch
+
+STEPS = ("seen", "bound", "started", "ready")
+
+
+def by_name(pod: Any) -> str | None:
+    """The default key: the pod's own name."""
+    return str(pod.metadata.name)
+
+
+class PodSteps(threading.Thread):
+    """Watches the pods of ``namespace`` (those matching ``selector``, when given) until
+    ``stop`` is set; ``at[key(pod)]`` maps each step of :data:`STEPS` to the wall-clock time
+    (``time.time()``) it was first seen. Pods the key names None are skipped. A dropped watch
+    is watched again; the last error is kept in ``error``."""
+
+    def __init__(
+        self,
+        api: Any,
+        namespace: str,
+        selector: str | None = None,
+        key: Callable[[Any], str | None] = by_name,
+    ) -> None:
+        super().__init__(daemon=True)
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self.selector = selector
+        self.key = key
+        self.at: dict[str, dict[str, float]] = {}
+        self.stop = threading.Event()
+        self.error: Exception | None = None
+
+    def run(self) -> None:
+        options: dict[str, Any] = {"timeout_seconds": 2}
+        if self.selector:
+            options["label_selector"] = self.selector
+        while not self.stop.is_set():
+            try:
+                stream = watch.Watch().stream(
+                    self.core.list_namespaced_pod, self.namespace, **options
+                )
+                for ev in stream:
+                    self.record(ev["object"], time.time())
+                    if self.stop.is_set():
+                        return
+            except Exception as exc:  # a dropped watch: watch again
+                self.error = exc
+                time.sleep(0.1)
+
+    def record(self, pod: Any, now: float) -> None:
+        name = self.key(pod)
+        if name is None:
+            return
+        steps = self.at.setdefault(name, {"seen": now})
+        if pod.spec.node_name:
+            steps.setdefault("bound", now)
+        if any(c.state and c.state.running for c in pod.status.container_statuses or []):
+            steps.setdefault("started", now)
+        if any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []):
+            steps.setdefault("ready", now)
