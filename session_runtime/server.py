@@ -75,6 +75,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Mapping
 from typing import NoReturn, TypeVar
@@ -104,16 +105,25 @@ log = logging.getLogger("berth.session")
 BodyT = TypeVar("BodyT", bound=BaseModel)
 
 
-async def run(cfg: PodConfig, opts: PodOptions, token: bytes) -> TerminationMessage:
+async def run(
+    cfg: PodConfig, opts: PodOptions, token: bytes, listener: socket.socket | None = None
+) -> TerminationMessage:
     """Serve the pod until the session ends; return its termination message. ``token`` guards
-    the API (see the module docstring)."""
+    the API (see the module docstring). ``listener``: the listening socket to serve on (an
+    adopted warm pod's, still open: ``session_runtime.pod.warm``); else one is bound on
+    ``cfg.pod_ip:cfg.http_port``."""
     metrics = SessionMetrics()
     pod = SessionPod(cfg, opts, metrics)
     runner = web.AppRunner(make_app(pod, token), access_log=None)
     await runner.setup()
     try:
         try:
-            await web.TCPSite(runner, cfg.pod_ip, cfg.http_port).start()
+            site = (
+                web.SockSite(runner, listener)
+                if listener is not None
+                else web.TCPSite(runner, cfg.pod_ip, cfg.http_port)
+            )
+            await site.start()
         except OSError as exc:
             return TerminationMessage(
                 "failed", reason=f"cannot listen on {cfg.pod_ip}:{cfg.http_port}: {exc}"
@@ -168,13 +178,15 @@ def main() -> None:
         stream=sys.stderr,
     )
     env = os.environ
+    listener = None
     try:
         if env.get(warm.WARM_POOL_ENV):
             try:
-                cfg, opts, token = warm.wait_for_adoption(env)  # a warm pod: wait to be given one
+                adopted = warm.wait_for_adoption(env)  # a warm pod: wait to be given one
             except warm.WarmStopped:
                 log.info("warm pod stopped before it was adopted")
                 exit_now(0)
+            cfg, opts, token, listener = adopted.cfg, adopted.opts, adopted.token, adopted.listener
         else:
             cfg, opts, token = load(env)
     except (PodConfigError, OptionsError, warm.WarmError) as exc:
@@ -183,7 +195,7 @@ def main() -> None:
         termination.write(termination_log_from_env(env), message)
         sys.exit(message.exit_code)
     try:
-        message = asyncio.run(run(cfg, opts, token))
+        message = asyncio.run(run(cfg, opts, token, listener))
     except Exception as exc:  # a bug: still leave a termination message behind
         log.exception("berth-session crashed")
         message = TerminationMessage(

@@ -30,7 +30,12 @@ HTTP while warm (same port as the session API)::
                       namespace, unsafe workspace path, bad options).
 
 After the 202 the warm server closes, the process confines itself and serves the session API on
-the same port with the session's own token (``session_runtime.server.run``).
+the same port with the session's own token (``session_runtime.server.run``). The listening socket
+itself is handed over, never closed: a request that arrives in between (the operator asking
+``GET /v1/state`` once the adopted pod's watch event comes, a readiness probe) waits in the
+socket's accept queue and is answered by the session API, instead of being refused and retried on
+the operator's next pass a second later. The 202 says ``Connection: close``, so the client does not
+send its next request on a connection of the closing warm server.
 """
 
 from __future__ import annotations
@@ -256,6 +261,8 @@ class WarmServer:
         self.result: tuple[PodConfig, PodOptions, bytes] | None = None
         self.key: tuple[str, int] | None = None
         self.adopted = asyncio.Event()
+        self.site: web.BaseSite | None = None
+        """The site serving the warm API, stopped at the adoption (None: not served by a site)."""
 
     async def healthz(self, _: web.Request) -> web.Response:
         return web.json_response({"ok": True})
@@ -290,13 +297,19 @@ class WarmServer:
             return web.json_response({"error": "bad_request", "detail": str(exc)[:500]}, status=400)
         self.key, self.result = key, result
         log.info("adopted by %s/%s epoch %d", req.session.namespace, req.session.name, req.epoch)
+        if self.site is not None:
+            # Accept no more: what comes next waits in the listening socket for the session API
+            # (this connection stays open for the answer).
+            await self.site.stop()
         asyncio.get_running_loop().call_soon(self.adopted.set)
         return self._accepted(req)
 
     @staticmethod
     def _accepted(req: AdoptRequest) -> web.Response:
         who = f"{req.session.namespace}/{req.session.name}"
-        return web.json_response({"adopted": True, "session": who, "epoch": req.epoch}, status=202)
+        resp = web.json_response({"adopted": True, "session": who, "epoch": req.epoch}, status=202)
+        resp.force_close()  # the warm server closes next: no keep-alive on its connections
+        return resp
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -319,10 +332,23 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve_until_adopted(wc: WarmConfig, token: bytes) -> tuple[PodConfig, PodOptions, bytes]:
-    """Serve the warm API until a valid adoption; close the server; return the session's
-    (config, options, API token). Raises WarmStopped on SIGTERM/SIGINT before an adoption."""
+@dataclass(frozen=True)
+class Adopted:
+    """What a warm pod was given: the session's config, options and API token, and the listening
+    socket of the pod's HTTP port, still open (the session API serves on it: module docstring)."""
+
+    cfg: PodConfig
+    opts: PodOptions
+    token: bytes
+    listener: socket.socket
+
+
+async def serve_until_adopted(wc: WarmConfig, token: bytes) -> Adopted:
+    """Serve the warm API until a valid adoption; close the server (not its listening socket);
+    return what the pod was given. Raises WarmStopped on SIGTERM/SIGINT before an adoption
+    (the socket is closed then)."""
     server = WarmServer(wc, token)
+    listener = _listen(wc.pod_ip, wc.http_port)
     runner = web.AppRunner(server.app(), access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     stop = asyncio.Event()
@@ -330,7 +356,9 @@ async def serve_until_adopted(wc: WarmConfig, token: bytes) -> tuple[PodConfig, 
     for sig in (signal.SIGTERM, signal.SIGINT):  # PID 1 has no default action: stop on both
         loop.add_signal_handler(sig, stop.set)
     try:
-        await web.SockSite(runner, _listen(wc.pod_ip, wc.http_port)).start()
+        # The site gets a duplicate: stopping it leaves ``listener`` listening (same socket).
+        server.site = web.SockSite(runner, listener.dup())
+        await server.site.start()
         log.info("warm pod of pool %s ready on %s:%d", wc.pool, wc.pod_ip, wc.http_port)
         adopted = asyncio.ensure_future(server.adopted.wait())
         stopped = asyncio.ensure_future(stop.wait())
@@ -344,8 +372,10 @@ async def serve_until_adopted(wc: WarmConfig, token: bytes) -> tuple[PodConfig, 
         with contextlib.suppress(Exception):
             await runner.cleanup()
     if server.result is None:
+        listener.close()
         raise WarmStopped("stopped while warm")
-    return server.result
+    cfg, opts, session_token = server.result
+    return Adopted(cfg, opts, session_token, listener)
 
 
 def warm_imports() -> None:
@@ -385,7 +415,7 @@ def confine(cfg: PodConfig, llm_dirs: tuple[str, ...] = (), tmp_dir: str = "/tmp
         raise WarmError(str(exc)) from None
 
 
-def wait_for_adoption(env: Mapping[str, str]) -> tuple[PodConfig, PodOptions, bytes]:
+def wait_for_adoption(env: Mapping[str, str]) -> Adopted:
     """Run the warm pod until adopted and confined; return what ``server.run`` needs.
 
     Raises PodConfigError (bad environment), WarmError (no Landlock, cannot confine), WarmStopped
@@ -395,17 +425,18 @@ def wait_for_adoption(env: Mapping[str, str]) -> tuple[PodConfig, PodOptions, by
         raise WarmError("warm pods need Landlock (Linux >= 5.13) to confine the adopted session")
     token = read_secret_file(wc.token_file, "BERTH_WARM_TOKEN_FILE")
     warm_imports()
-    cfg, opts, session_token = asyncio.run(serve_until_adopted(wc, token))
+    adopted = asyncio.run(serve_until_adopted(wc, token))
     key_file = env.get("BERTH_LLM_API_KEY_FILE")
     llm = (*LLM_DIRS, str(Path(key_file).parent)) if key_file else LLM_DIRS
-    confine(cfg, llm, str(wc.tmp_dir))
-    return cfg, opts, session_token
+    confine(adopted.cfg, llm, str(wc.tmp_dir))
+    return adopted
 
 
 __all__ = [
     "TOKEN_HEADER",
     "WARM_POOL_ENV",
     "AdoptRequest",
+    "Adopted",
     "WarmConfig",
     "WarmError",
     "adopted_config",

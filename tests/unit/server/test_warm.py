@@ -4,18 +4,26 @@ Landlock confinement of the adopted process."""
 from __future__ import annotations
 
 import base64
+import json
+import os
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from session_runtime.llm.scripted import ScriptedServer
 from session_runtime.pod.config import PodConfigError
 from session_runtime.pod.warm import AdoptRequest, WarmConfig, WarmServer, adopted_config
 from session_runtime.tools import sandbox
+from tests.e2e.passivation_support import step_script
 
 TOKEN = b"pool-token-0123456789"
 
@@ -91,6 +99,7 @@ async def test_adopt_needs_the_pool_token_and_is_idempotent(tmp_path: Path) -> N
         assert bad.status == 400 and server.result is None
         ok = await client.post("/v1/adopt", json=body(), headers=auth)
         assert ok.status == 202 and server.result is not None
+        assert ok.headers.get("Connection") == "close"  # the warm server closes next
         again = await client.post("/v1/adopt", json=body(), headers=auth)
         assert again.status == 202  # the same session and epoch: idempotent
         other = body(session={"namespace": "ns", "name": "t", "uid": "uid-2"})
@@ -139,48 +148,108 @@ def test_confined_process_reaches_only_its_own_session(tmp_path: Path) -> None:
     assert "child 1 -" in out.stdout, out.stdout
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_warm(tmp_path: Path, port: int, **env: str) -> subprocess.Popen[bytes]:
+    """``berth-session`` in warm mode on 127.0.0.1:``port``, once its /readyz answers 200."""
+    (tmp_path / "token").write_bytes(TOKEN)
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "berth-session")],
+        env={
+            **os.environ,
+            "BERTH_WARM_POOL": "p",
+            "BERTH_WARM_TOKEN_FILE": str(tmp_path / "token"),
+            "BERTH_STORE_DIR": str(tmp_path / "store"),
+            "BERTH_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+            "POD_NAMESPACE": "ns",
+            "POD_IP": "127.0.0.1",
+            "BERTH_HTTP_PORT": str(port),
+            **env,
+        },
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.1)
+        if proc.poll() is not None:
+            break
+    proc.kill()
+    _, err = proc.communicate()
+    raise AssertionError(f"warm process never ready: {err.decode(errors='replace')[-2000:]}")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.mark.skipif(sandbox.landlock_abi() < 1, reason="needs Landlock (Linux >= 5.13)")
 def test_a_warm_pod_is_ready_and_stops_on_sigterm(tmp_path: Path) -> None:
     """``berth-session`` in warm mode answers /readyz and exits 0 on SIGTERM (as PID 1 it would
     otherwise wait for the kubelet's SIGKILL)."""
-    import os
-    import signal
-    import socket
-    import time
-    import urllib.request
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    (tmp_path / "token").write_bytes(TOKEN)
-    env = {
-        **os.environ,
-        "BERTH_WARM_POOL": "p",
-        "BERTH_WARM_TOKEN_FILE": str(tmp_path / "token"),
-        "BERTH_STORE_DIR": str(tmp_path / "store"),
-        "BERTH_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-        "POD_NAMESPACE": "ns",
-        "POD_IP": "127.0.0.1",
-        "BERTH_HTTP_PORT": str(port),
-    }
-    exe = Path(sys.executable).parent / "berth-session"
-    proc = subprocess.Popen([str(exe)], env=env, stderr=subprocess.PIPE)
+    proc = start_warm(tmp_path, free_port())
     try:
-        deadline = time.monotonic() + 30
-        ready = False
-        while time.monotonic() < deadline and not ready:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
-                    ready = r.status == 200
-            except OSError:
-                time.sleep(0.1)
-        assert ready, proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop(proc)
+
+
+@pytest.mark.skipif(sandbox.landlock_abi() < 1, reason="needs Landlock (Linux >= 5.13)")
+def test_the_session_api_answers_a_request_sent_the_moment_the_adoption_is_answered(
+    tmp_path: Path,
+) -> None:
+    """The warm server hands its listening socket to the session API: one ``GET /v1/state``
+    sent right after the 202, on a new connection and never retried, waits for the session API
+    and is answered with the adopted run — not refused while the process switches over (the
+    operator would only ask again on its next pass)."""
+    (tmp_path / "key").write_text("sk-test")
+    (tmp_path / "tmp").mkdir()
+    srv = ScriptedServer(step_script(50, delay_ms=100, sleep_s=0.1))
+    srv.start_in_thread()
+    port = free_port()
+    proc = start_warm(
+        tmp_path,
+        port,
+        TMPDIR=str(tmp_path / "tmp"),
+        OPENAI_BASE_URL=srv.base_url,
+        BERTH_LLM_API_KEY_FILE=str(tmp_path / "key"),
+        BERTH_TERMINATION_LOG=str(tmp_path / "tmp" / "termination-log"),
+    )
+    try:
+        api_token = "t" * 32
+        adopt = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/adopt",
+            data=json.dumps(
+                body(apiToken=api_token, options={"prompt": "p", "model": "openai/x"})
+            ).encode(),
+            method="POST",
+            headers={"Authorization": f"Bearer {TOKEN.decode()}"},
+        )
+        with urllib.request.urlopen(adopt, timeout=30) as r:
+            assert r.status == 202
+            assert r.headers.get("Connection") == "close"
+        state = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/state",
+            headers={"Authorization": f"Bearer {api_token}"},
+        )
+        with urllib.request.urlopen(state, timeout=30) as r:  # once: no retry
+            answer = json.loads(r.read())
+        assert answer["session"] == "ns/s" and answer["epoch"] == 1
+        assert answer["runId"], answer
+    finally:
+        stop(proc)
+        srv.stop_thread()
 
 
 def test_warm_imports_leave_nothing_for_the_first_model_call_and_start_no_thread() -> None:
