@@ -1,7 +1,8 @@
 """Benchmark: the warm session process's share of an adoption — ``POST /v1/adopt`` answered →
-the adopted run's first model request — and of a passivation — ``POST /v1/passivate`` → the
-process has exited — for N warm ``berth-session`` processes adopted (and, 3 s later, passivated)
-at once, this tree against another checkout (``--baseline-src``) in the same run.
+the adopted run's first model request, and → its ``GET /v1/state`` naming the run — and of a
+passivation — ``POST /v1/passivate`` → the process has exited — for N warm ``berth-session``
+processes adopted (and, 3 s later, passivated) at once, this tree against another checkout
+(``--baseline-src``) in the same run.
 
 No cluster: the processes run on this machine the way a warm pod runs them (warm mode, the
 environment the operator's warm-pod builder sets, Landlock confinement after the adoption), the
@@ -69,6 +70,25 @@ def get(url: str) -> int:
         return int(r.status)
 
 
+def run_seen(port: int) -> tuple[float, int]:
+    """Ask ``GET /v1/state`` of the adopted process at once, and every 20 ms after a failed
+    try (refused, reset, no run yet), until it names a run: (when it did, the failed tries). The
+    operator notices a resumed run this way; it asks once the adopted pod's watch event comes."""
+    failed = 0
+    while True:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/state", headers={"Authorization": f"Bearer {API_TOKEN}"}
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                if json.loads(r.read()).get("runId"):
+                    return time.time(), failed
+        except OSError:
+            pass
+        failed += 1
+        time.sleep(0.02)
+
+
 def run_side(src: Path, n: int, srv: ScriptedServer, tag: str, work: Path) -> dict[str, float]:
     """Start ``n`` warm processes of the checkout ``src``, adopt them at once; the figures."""
     work.mkdir()
@@ -113,7 +133,7 @@ def run_side(src: Path, n: int, srv: ScriptedServer, tag: str, work: Path) -> di
         before = [cpu_seconds(p.pid) for p, _ in procs]
         prompts = [f"bench {tag} {i}" for i in range(n)]
 
-        def adopt(i: int) -> float:
+        def adopt(i: int) -> tuple[float, float, int]:
             body = {
                 "session": {"namespace": "bench", "name": f"{tag}-{i}", "uid": f"uid-{tag}-{i}"},
                 "epoch": 1,
@@ -132,10 +152,14 @@ def run_side(src: Path, n: int, srv: ScriptedServer, tag: str, work: Path) -> di
             )
             with urllib.request.urlopen(req, timeout=60) as r:
                 r.read()
-            return time.time()
+            answered = time.time()
+            seen, failed = run_seen(procs[i][1])
+            return answered, seen - answered, failed
 
         with ThreadPoolExecutor(n) as pool:
-            accepted = list(pool.map(adopt, range(n)))
+            adopted = list(pool.map(adopt, range(n)))
+        accepted = [a for a, _, _ in adopted]
+        seen = [s for _, s, _ in adopted]
         first: dict[int, float] = {}
         cpu: dict[int, float] = {}
         deadline = time.monotonic() + 120
@@ -174,6 +198,9 @@ def run_side(src: Path, n: int, srv: ScriptedServer, tag: str, work: Path) -> di
             "p99_ms": pct(wall, 99) * 1000,
             "max_ms": max(wall) * 1000,
             "cpu_ms": sum(cpu.values()) / n * 1000,
+            "seen_p50_ms": pct(seen, 50) * 1000,
+            "seen_max_ms": max(seen) * 1000,
+            "seen_failed": sum(f for _, _, f in adopted),
             "written_p50_ms": pct([w for w, _ in ended], 50) * 1000,
             "exit_p50_ms": pct([e for _, e in ended], 50) * 1000,
             "exit_max_ms": max(e for _, e in ended) * 1000,
@@ -208,13 +235,15 @@ def main() -> int:
         srv.stop_thread()
     print(
         "| N | tree | adopt → first request p50 | p99 | max | CPU per process "
+        "| adopt → state names the run p50 | max | failed state tries "
         "| passivate → termination written p50 | → exited p50 | max |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n, tag, f in rows:
         print(
             f"| {n} | {tag} | {f['p50_ms']:.0f} ms | {f['p99_ms']:.0f} ms | "
-            f"{f['max_ms']:.0f} ms | {f['cpu_ms']:.0f} ms | {f['written_p50_ms']:.0f} ms | "
+            f"{f['max_ms']:.0f} ms | {f['cpu_ms']:.0f} ms | {f['seen_p50_ms']:.0f} ms | "
+            f"{f['seen_max_ms']:.0f} ms | {f['seen_failed']:.0f} | {f['written_p50_ms']:.0f} ms | "
             f"{f['exit_p50_ms']:.0f} ms | {f['exit_max_ms']:.0f} ms |"
         )
     if args.baseline_src:
@@ -224,7 +253,8 @@ def main() -> int:
             print(
                 f"N={n}: now/base p50 {now['p50_ms'] / base['p50_ms']:.2f}x, "
                 f"p99 {now['p99_ms'] / base['p99_ms']:.2f}x, "
-                f"CPU {now['cpu_ms'] / base['cpu_ms']:.2f}x; passivation → exited p50 "
+                f"CPU {now['cpu_ms'] / base['cpu_ms']:.2f}x; state names the run, max "
+                f"{now['seen_max_ms'] / base['seen_max_ms']:.2f}x; passivation → exited p50 "
                 f"{now['exit_p50_ms'] / base['exit_p50_ms']:.2f}x"
             )
     return 0

@@ -16,6 +16,11 @@ total drain time for both cases, and how long until every session ran again. Not
 
     .venv/bin/python bench/drain.py          # N=20 (BERTH_BENCH_N to change)
     .venv/bin/python bench/drain.py --warm   # also the same drain with a SessionWarmPool on B
+
+A change of the session image alone is compared in one run with ``--baseline-image IMAGE``
+(``--rounds K``, default 2): only the drains with a pool, K with each image, alternating (this
+checkout's operator on both sides; the image under test is ``BERTH_BENCH_IMAGE``, else the dev
+cluster's).
 """
 
 from __future__ import annotations
@@ -80,6 +85,23 @@ def _phase_count(dc: DevCluster, ns: str) -> dict[str, int]:
     return out
 
 
+def _bench_namespaces(dc: DevCluster) -> list[str]:
+    """The ``bench-drain-*`` namespaces that still exist (deleted ones included until gone)."""
+    out = dc.kubectl("get", "namespaces", "-o", "name").stdout.split()
+    return [n for n in out if n.startswith("namespace/bench-drain-")]
+
+
+def _resumed_or_ended(dc: DevCluster, ns: str) -> int:
+    """Sessions whose passivation record says resumed, or whose run ended."""
+    items = json.loads(dc.kubectl("-n", ns, "get", "agentsessions", "-o", "json").stdout)["items"]
+    return sum(
+        1
+        for item in items
+        if ((item.get("status") or {}).get("passivation") or {}).get("resumedAt")
+        or (item.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    )
+
+
 def _all_running_on(dc: DevCluster, ns: str, names: list[str], node: str) -> bool:
     items = json.loads(dc.kubectl("-n", ns, "get", "agentsessions", "-o", "json").stdout)["items"]
     ready = 0
@@ -132,10 +154,13 @@ def _warm_pool_on(dc: DevCluster, ns: str, base_url: str, nodes: PrivateNodes) -
         dc.kubectl("taint", "nodes", nodes.a, f"{FILL_TAINT}-", check=False)
 
 
-def berth_drain(dc: DevCluster, nodes: PrivateNodes, warm: bool = False) -> dict[str, Any]:
+def berth_drain(
+    dc: DevCluster, nodes: PrivateNodes, warm: bool = False, image: str = IMAGE
+) -> dict[str, Any]:
     """N sessions on A, drain A; latencies from status.passivation. ``warm``: the sessions name
     a SessionWarmPool, filled on B before the drain (their first pods are created: the pool does
-    not exist yet), so every resume is an adoption."""
+    not exist yet), so every resume is an adoption. ``image``: the session image (default: the
+    dev cluster's)."""
     cert_dir = Path(tempfile.mkdtemp(prefix="berth-bench-wh-"))
     with (
         dc.namespace("bench-drain", shared_pvc=True) as ns,
@@ -144,7 +169,7 @@ def berth_drain(dc: DevCluster, nodes: PrivateNodes, warm: bool = False) -> dict
             dc,
             ns,
             **operator_env(**webhook_env(dc, ns, cert_dir)),
-            **({"BERTH_SESSION_IMAGE": IMAGE} if IMAGE else {}),
+            **({"BERTH_SESSION_IMAGE": image} if image else {}),
         ),
     ):
         apply(dc, ns, [SECRET])
@@ -165,16 +190,19 @@ def berth_drain(dc: DevCluster, nodes: PrivateNodes, warm: bool = False) -> dict
             dc.kubectl("uncordon", nodes.b)
         if warm:
             _warm_pool_on(dc, ns, srv.base_url, nodes)
+        ended = _phase_count(dc, ns).get("Succeeded", 0) + _phase_count(dc, ns).get("Failed", 0)
+        if ended:
+            raise RuntimeError(
+                f"{ended} of {N} runs ended before the drain (the pool filled too slowly): "
+                "raise BERTH_BENCH_ROUNDS"
+            )
         res, drain_seconds = drain(dc, nodes.a, timeout=600)
         drained_at = time.monotonic()
         if res.returncode != 0:
             raise RuntimeError(f"drain failed: {res.stderr}")
         wait(
-            "every session finished",
-            lambda: (
-                _phase_count(dc, ns).get("Succeeded", 0) + _phase_count(dc, ns).get("Failed", 0)
-                == N
-            ),
+            "every session resumed or finished",
+            lambda: _resumed_or_ended(dc, ns) == N,
             cap=900,
             every=2,
         )
@@ -290,9 +318,46 @@ def report(title: str, berth: dict[str, Any]) -> None:
     print(f"  kubectl drain with Berth: {berth['drain_seconds']:.1f}s ({retries} eviction retries)")
 
 
+def compare_images(dc: DevCluster, baseline: str, rounds: int) -> int:
+    """``rounds`` drains with a pool per image, alternating; resume figures side by side."""
+    sides = [("now", IMAGE or dc.image), ("base", baseline)]
+    runs: dict[str, list[dict[str, Any]]] = {tag: [] for tag, _ in sides}
+    with private_nodes(dc) as nodes:
+        try:
+            for k in range(rounds):
+                for tag, image in sides:
+                    print(f"round {k + 1}: {tag} ({image})", file=sys.stderr, flush=True)
+                    runs[tag].append(berth_drain(dc, nodes, warm=True, image=image))
+                    # the next round starts on quiet nodes: the last one's pods gone
+                    wait("the round's namespace gone", lambda: not _bench_namespaces(dc), 600, 2)
+        finally:
+            delete_webhook_configurations(dc, "berth-eviction-bench-")
+    for tag, image in sides:
+        for k, r in enumerate(runs[tag]):
+            report(f"{tag} ({image}), round {k + 1}, SessionWarmPool of {N} on the other node", r)
+    med = {
+        tag: (
+            statistics.median(pct(r["resume"], 50) for r in runs[tag]),
+            statistics.median(pct(r["resume"], 99) for r in runs[tag]),
+        )
+        for tag, _ in sides
+    }
+    for tag, (p50, p99) in med.items():
+        print(f"{tag}: resume p50 median {p50:.2f}s, p99 median {p99:.2f}s")
+    print(
+        f"now/base: resume p50 {med['now'][0] / med['base'][0]:.2f}x, "
+        f"p99 {med['now'][1] / med['base'][1]:.2f}x"
+    )
+    return 0
+
+
 def main() -> int:
-    warm = "--warm" in sys.argv[1:]
+    args = sys.argv[1:]
     dc = DevCluster.ensure()
+    if "--baseline-image" in args:
+        rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 2
+        return compare_images(dc, args[args.index("--baseline-image") + 1], rounds)
+    warm = "--warm" in args
     with private_nodes(dc) as nodes:
         try:
             cold = berth_drain(dc, nodes)
