@@ -17,10 +17,10 @@ total drain time for both cases, and how long until every session ran again. Not
     .venv/bin/python bench/drain.py          # N=20 (BERTH_BENCH_N to change)
     .venv/bin/python bench/drain.py --warm   # also the same drain with a SessionWarmPool on B
 
-A change of the session image alone is compared in one run with ``--baseline-image IMAGE``
-(``--rounds K``, default 2): only the drains with a pool, K with each image, alternating (this
-checkout's operator on both sides; the image under test is ``BERTH_BENCH_IMAGE``, else the dev
-cluster's).
+A change is compared in one run with ``--baseline-image IMAGE`` (another session image) and/or
+``--baseline-src DIR`` (another checkout's operator, e.g. a git worktree of an older commit), with
+``--rounds K`` (default 2): only the drains with a pool, K on each side, alternating (the side
+under test runs this checkout's operator and ``BERTH_BENCH_IMAGE``, else the dev cluster's image).
 """
 
 from __future__ import annotations
@@ -155,12 +155,16 @@ def _warm_pool_on(dc: DevCluster, ns: str, base_url: str, nodes: PrivateNodes) -
 
 
 def berth_drain(
-    dc: DevCluster, nodes: PrivateNodes, warm: bool = False, image: str = IMAGE
+    dc: DevCluster,
+    nodes: PrivateNodes,
+    warm: bool = False,
+    image: str = IMAGE,
+    source: Path | None = None,
 ) -> dict[str, Any]:
     """N sessions on A, drain A; latencies from status.passivation. ``warm``: the sessions name
     a SessionWarmPool, filled on B before the drain (their first pods are created: the pool does
     not exist yet), so every resume is an adoption. ``image``: the session image (default: the
-    dev cluster's)."""
+    dev cluster's); ``source``: another checkout whose operator runs instead of this one's."""
     cert_dir = Path(tempfile.mkdtemp(prefix="berth-bench-wh-"))
     with (
         dc.namespace("bench-drain", shared_pvc=True) as ns,
@@ -170,8 +174,12 @@ def berth_drain(
             ns,
             **operator_env(**webhook_env(dc, ns, cert_dir)),
             **({"BERTH_SESSION_IMAGE": image} if image else {}),
-        ),
+        ) as op,
     ):
+        if source is not None:  # that checkout's operator instead, with this one's CRDs and RBAC
+            op.stop_all()
+            op.use_checkout(source.resolve())
+            op.start()
         apply(dc, ns, [SECRET])
         names = [f"b{i:02d}" for i in range(N)]
         extra: dict[str, Any] = {"limits": {"maxToolRounds": ROUNDS + 10}}
@@ -318,29 +326,34 @@ def report(title: str, berth: dict[str, Any]) -> None:
     print(f"  kubectl drain with Berth: {berth['drain_seconds']:.1f}s ({retries} eviction retries)")
 
 
-def compare_images(dc: DevCluster, baseline: str, rounds: int) -> int:
-    """``rounds`` drains with a pool per image, alternating; resume figures side by side."""
-    sides = [("now", IMAGE or dc.image), ("base", baseline)]
-    runs: dict[str, list[dict[str, Any]]] = {tag: [] for tag, _ in sides}
+def compare(dc: DevCluster, image: str | None, source: Path | None, rounds: int) -> int:
+    """``rounds`` drains with a pool per side, alternating: this checkout with its image, and
+    ``image`` (default: the same) with ``source``'s operator (default: this one's); resume
+    figures side by side."""
+    mine = IMAGE or dc.image
+    sides = [("now", mine, None), ("base", image or mine, source)]
+    runs: dict[str, list[dict[str, Any]]] = {tag: [] for tag, _, _ in sides}
     with private_nodes(dc) as nodes:
         try:
             for k in range(rounds):
-                for tag, image in sides:
-                    print(f"round {k + 1}: {tag} ({image})", file=sys.stderr, flush=True)
-                    runs[tag].append(berth_drain(dc, nodes, warm=True, image=image))
+                for tag, img, src in sides:
+                    what = f"{img}, operator of {src or ROOT}"
+                    print(f"round {k + 1}: {tag} ({what})", file=sys.stderr, flush=True)
+                    runs[tag].append(berth_drain(dc, nodes, warm=True, image=img, source=src))
                     # the next round starts on quiet nodes: the last one's pods gone
                     wait("the round's namespace gone", lambda: not _bench_namespaces(dc), 600, 2)
         finally:
             delete_webhook_configurations(dc, "berth-eviction-bench-")
-    for tag, image in sides:
+    for tag, img, src in sides:
         for k, r in enumerate(runs[tag]):
-            report(f"{tag} ({image}), round {k + 1}, SessionWarmPool of {N} on the other node", r)
+            what = f"{img}, operator of {src or ROOT}"
+            report(f"{tag} ({what}), round {k + 1}, SessionWarmPool of {N} on the other node", r)
     med = {
         tag: (
             statistics.median(pct(r["resume"], 50) for r in runs[tag]),
             statistics.median(pct(r["resume"], 99) for r in runs[tag]),
         )
-        for tag, _ in sides
+        for tag, _, _ in sides
     }
     for tag, (p50, p99) in med.items():
         print(f"{tag}: resume p50 median {p50:.2f}s, p99 median {p99:.2f}s")
@@ -354,9 +367,11 @@ def compare_images(dc: DevCluster, baseline: str, rounds: int) -> int:
 def main() -> int:
     args = sys.argv[1:]
     dc = DevCluster.ensure()
-    if "--baseline-image" in args:
+    if "--baseline-image" in args or "--baseline-src" in args:
         rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 2
-        return compare_images(dc, args[args.index("--baseline-image") + 1], rounds)
+        image = args[args.index("--baseline-image") + 1] if "--baseline-image" in args else None
+        src = Path(args[args.index("--baseline-src") + 1]) if "--baseline-src" in args else None
+        return compare(dc, image, src, rounds)
     warm = "--warm" in args
     with private_nodes(dc) as nodes:
         try:
