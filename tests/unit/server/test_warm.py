@@ -225,6 +225,7 @@ def test_the_session_api_answers_a_request_sent_the_moment_the_adoption_is_answe
         OPENAI_BASE_URL=srv.base_url,
         BERTH_LLM_API_KEY_FILE=str(tmp_path / "key"),
         BERTH_TERMINATION_LOG=str(tmp_path / "tmp" / "termination-log"),
+        BERTH_LOG_LEVEL="WARNING",  # stderr is a pipe nobody reads while the run goes on
     )
     try:
         api_token = "t" * 32
