@@ -25,12 +25,12 @@ under test runs this checkout's operator and ``BERTH_BENCH_IMAGE``, else the dev
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
 import sys
 import tempfile
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -198,14 +198,14 @@ def berth_drain(
             dc.kubectl("uncordon", nodes.b)
         if warm:
             _warm_pool_on(dc, ns, srv.base_url, nodes)
-        ended = _phase_count(dc, ns).get("Succeeded", 0) + _phase_count(dc, ns).get("Failed", 0)
+        phases = _phase_count(dc, ns)
+        ended = phases.get("Succeeded", 0) + phases.get("Failed", 0)
         if ended:
             raise RuntimeError(
                 f"{ended} of {N} runs ended before the drain (the pool filled too slowly): "
                 "raise BERTH_BENCH_ROUNDS"
             )
         res, drain_seconds = drain(dc, nodes.a, timeout=600)
-        drained_at = time.monotonic()
         if res.returncode != 0:
             raise RuntimeError(f"drain failed: {res.stderr}")
         wait(
@@ -237,7 +237,6 @@ def berth_drain(
             else float("nan")
         )
         dc.kubectl("uncordon", nodes.a)
-        del drained_at
         adopted = sum(
             1
             for name in names
@@ -365,14 +364,16 @@ def compare(dc: DevCluster, image: str | None, source: Path | None, rounds: int)
 
 
 def main() -> int:
-    args = sys.argv[1:]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--warm", action="store_true", help="also drain with a SessionWarmPool on B")
+    ap.add_argument("--baseline-image", help="compare pool drains against this session image")
+    ap.add_argument("--baseline-src", type=Path, help="... or against this checkout's operator")
+    ap.add_argument("--rounds", type=int, default=2, help="pool drains per side when comparing")
+    args = ap.parse_args()
     dc = DevCluster.ensure()
-    if "--baseline-image" in args or "--baseline-src" in args:
-        rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 2
-        image = args[args.index("--baseline-image") + 1] if "--baseline-image" in args else None
-        src = Path(args[args.index("--baseline-src") + 1]) if "--baseline-src" in args else None
-        return compare(dc, image, src, rounds)
-    warm = "--warm" in args
+    if args.baseline_image or args.baseline_src:
+        return compare(dc, args.baseline_image, args.baseline_src, args.rounds)
+    warm = args.warm
     with private_nodes(dc) as nodes:
         try:
             cold = berth_drain(dc, nodes)
