@@ -11,7 +11,9 @@ prints p50/p99/max of adopt → first request (wall, the bench's clock for both:
 model stamps each request's arrival) and the CPU each process spent from just before the
 adoption to its first request (utime+stime from ``/proc``); then p50/max of passivation request →
 termination message written and → process exited (the kubelet sees a pod end only at the
-exit). The runs are scripted tool rounds (bash, 0.3 s model latency) that outlast the 3 s. The
+exit); then N new warm processes are adopted at once to resume the passivated runs (epoch 2,
+``resumeRunId``): the same figures as the first adoption, until the resumed run's first model
+request and its ``GET /v1/state`` naming it — a warm resume's share in the process. The runs are scripted tool rounds (bash, 0.3 s model latency) that outlast the 3 s. The
 cluster's part (the operator's decisions, the API writes, the pod network, the kubelet) is
 ``placement.py --warm`` and ``drain.py --warm``. Nothing is asserted.
 
@@ -30,8 +32,10 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
@@ -70,10 +74,11 @@ def get(url: str) -> int:
         return int(r.status)
 
 
-def run_seen(port: int) -> tuple[float, int]:
+def run_seen(port: int, want: Callable[[dict[str, Any]], bool]) -> tuple[float, int]:
     """Ask ``GET /v1/state`` of the adopted process at once, and every 20 ms after a failed
-    try (refused, reset, no run yet), until it names a run: (when it did, the failed tries). The
-    operator notices a resumed run this way; it asks once the adopted pod's watch event comes."""
+    try (refused, reset, not yet the run ``want`` accepts), until ``want`` accepts the answer:
+    (when it did, the failed tries). The operator notices an adopted run this way; it asks once
+    the adopted pod's watch event comes."""
     failed = 0
     while True:
         req = urllib.request.Request(
@@ -81,7 +86,7 @@ def run_seen(port: int) -> tuple[float, int]:
         )
         try:
             with urllib.request.urlopen(req, timeout=10) as r:
-                if json.loads(r.read()).get("runId"):
+                if want(json.loads(r.read())):
                     return time.time(), failed
         except OSError:
             pass
@@ -89,14 +94,16 @@ def run_seen(port: int) -> tuple[float, int]:
         time.sleep(0.02)
 
 
-def run_side(src: Path, n: int, srv: ScriptedServer, tag: str, work: Path) -> dict[str, float]:
-    """Start ``n`` warm processes of the checkout ``src``, adopt them at once; the figures."""
-    work.mkdir()
-    (work / "token").write_text(POOL_TOKEN)
-    (work / "key").write_text("sk-bench")
-    procs: list[tuple[subprocess.Popen[bytes], int]] = []
+Proc = tuple[subprocess.Popen[bytes], int, Path]
+"""A warm process, its HTTP port and its temporary directory."""
+
+
+def start_warm(src: Path, n: int, srv: ScriptedServer, tag: str, work: Path) -> list[Proc]:
+    """Start ``n`` warm processes of the checkout ``src`` sharing ``work``'s store and
+    workspaces, and wait until each answers ``/readyz``."""
+    procs: list[Proc] = []
     for i in range(n):
-        port, tmp = free_port(), work / f"tmp{i}"
+        port, tmp = free_port(), work / f"{tag}-tmp{i}"
         tmp.mkdir()
         env = {
             **os.environ,
@@ -116,67 +123,135 @@ def run_side(src: Path, n: int, srv: ScriptedServer, tag: str, work: Path) -> di
         }
         cmd = [sys.executable, "-c", START]
         proc = subprocess.Popen(cmd, env=env, cwd=src, stderr=subprocess.DEVNULL)
-        procs.append((proc, port))
-    try:
-        for proc, port in procs:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if get(f"http://127.0.0.1:{port}/readyz") == 200:
-                        break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"{tag}: warm process on port {port} never became ready")
-                time.sleep(0.05)
-        time.sleep(1.0)  # let start-up settle: only the adoptions run from here
-        before = [cpu_seconds(p.pid) for p, _ in procs]
-        prompts = [f"bench {tag} {i}" for i in range(n)]
-
-        def adopt(i: int) -> tuple[float, float, int]:
-            body = {
-                "session": {"namespace": "bench", "name": f"{tag}-{i}", "uid": f"uid-{tag}-{i}"},
-                "epoch": 1,
-                "options": {
-                    "prompt": prompts[i],
-                    "model": "openai/bench",
-                    "limits": {"maxToolRounds": 1000},
-                },
-                "apiToken": API_TOKEN,
-            }
-            req = urllib.request.Request(
-                f"http://127.0.0.1:{procs[i][1]}/v1/adopt",
-                data=json.dumps(body).encode(),
-                method="POST",
-                headers={"Authorization": f"Bearer {POOL_TOKEN}"},
-            )
-            with urllib.request.urlopen(req, timeout=60) as r:
-                r.read()
-            answered = time.time()
-            seen, failed = run_seen(procs[i][1])
-            return answered, seen - answered, failed
-
-        with ThreadPoolExecutor(n) as pool:
-            adopted = list(pool.map(adopt, range(n)))
-        accepted = [a for a, _, _ in adopted]
-        seen = [s for _, s, _ in adopted]
-        first: dict[int, float] = {}
-        cpu: dict[int, float] = {}
+        procs.append((proc, port, tmp))
+    for proc, port, _ in procs:
         deadline = time.monotonic() + 120
-        while len(first) < n and time.monotonic() < deadline:
-            for req in list(srv.requests):
-                for i, prompt in enumerate(prompts):
-                    if i not in first and any(m.get("content") == prompt for m in req["messages"]):
-                        first[i] = float(req["at"])
-                        cpu[i] = cpu_seconds(procs[i][0].pid) - before[i]
-            time.sleep(0.005)
-        if len(first) < n:
-            raise SystemExit(f"{tag}: {n - len(first)} adopted runs never asked the model")
-        wall = [first[i] - accepted[i] for i in range(n)]
+        while True:
+            try:
+                if get(f"http://127.0.0.1:{port}/readyz") == 200:
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{tag}: warm process on port {port} never became ready")
+            time.sleep(0.05)
+    time.sleep(1.0)  # let start-up settle: only the adoptions run from here
+    return procs
+
+
+def stop(procs: list[Proc]) -> None:
+    for proc, _, _ in procs:
+        proc.terminate()
+    for proc, _, _ in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def adopt_all(
+    procs: list[Proc],
+    bodies: list[dict[str, Any]],
+    want: Callable[[int, dict[str, Any]], bool],
+    srv: ScriptedServer,
+    prompts: list[str],
+    tag: str,
+) -> dict[str, Any]:
+    """Adopt ``procs[i]`` with ``bodies[i]``, all at once; the figures: adopt answered → the
+    first model request carrying ``prompts[i]`` made after it, the CPU each process spent
+    until then, adopt answered → ``GET /v1/state`` accepted by ``want(i, state)``."""
+    n = len(procs)
+    before = [cpu_seconds(p.pid) for p, _, _ in procs]
+
+    def adopt(i: int) -> tuple[float, float, int]:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{procs[i][1]}/v1/adopt",
+            data=json.dumps(bodies[i]).encode(),
+            method="POST",
+            headers={"Authorization": f"Bearer {POOL_TOKEN}"},
+        )
+        with urllib.request.urlopen(req, timeout=60) as r:
+            r.read()
+        answered = time.time()
+        seen, failed = run_seen(procs[i][1], lambda state: want(i, state))
+        return answered, seen - answered, failed
+
+    with ThreadPoolExecutor(n) as pool:
+        adopted = list(pool.map(adopt, range(n)))
+    accepted = [a for a, _, _ in adopted]
+    seen = [s for _, s, _ in adopted]
+    first: dict[int, float] = {}
+    cpu: dict[int, float] = {}
+    deadline = time.monotonic() + 120
+    while len(first) < n and time.monotonic() < deadline:
+        for req in list(srv.requests):
+            for i, prompt in enumerate(prompts):
+                if (
+                    i not in first
+                    and float(req["at"]) > accepted[i]
+                    and any(m.get("content") == prompt for m in req["messages"])
+                ):
+                    first[i] = float(req["at"])
+                    cpu[i] = cpu_seconds(procs[i][0].pid) - before[i]
+        time.sleep(0.005)
+    if len(first) < n:
+        raise SystemExit(f"{tag}: {n - len(first)} adopted runs never asked the model")
+    wall = [first[i] - accepted[i] for i in range(n)]
+    return {
+        "p50_ms": pct(wall, 50) * 1000,
+        "p99_ms": pct(wall, 99) * 1000,
+        "max_ms": max(wall) * 1000,
+        "cpu_ms": sum(cpu.values()) / n * 1000,
+        "seen_p50_ms": pct(seen, 50) * 1000,
+        "seen_max_ms": max(seen) * 1000,
+        "seen_failed": sum(f for _, _, f in adopted),
+    }
+
+
+def state_of(port: int) -> dict[str, Any]:
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/state", headers={"Authorization": f"Bearer {API_TOKEN}"}
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return dict(json.loads(r.read()))
+
+
+def run_side(src: Path, n: int, srv: ScriptedServer, tag: str, work: Path) -> dict[str, float]:
+    """Adopt ``n`` warm processes of the checkout ``src`` at once, passivate them at once, then
+    adopt ``n`` new warm processes at once to resume the passivated runs; the figures."""
+    work.mkdir()
+    (work / "token").write_text(POOL_TOKEN)
+    (work / "key").write_text("sk-bench")
+    prompts = [f"bench {tag} {i}" for i in range(n)]
+
+    def body(i: int, epoch: int, resume: str | None) -> dict[str, Any]:
+        return {
+            "session": {"namespace": "bench", "name": f"{tag}-{i}", "uid": f"uid-{tag}-{i}"},
+            "epoch": epoch,
+            "resumeRunId": resume,
+            "options": {
+                "prompt": prompts[i],
+                "model": "openai/bench",
+                "limits": {"maxToolRounds": 1000},
+            },
+            "apiToken": API_TOKEN,
+        }
+
+    procs = start_warm(src, n, srv, f"{tag}-a", work)
+    try:
+        fig = adopt_all(
+            procs,
+            [body(i, 1, None) for i in range(n)],
+            lambda _i, state: bool(state.get("runId")),
+            srv,
+            prompts,
+            tag,
+        )
         time.sleep(RUN_SECONDS)
+        runs = [str(state_of(port)["runId"]) for _, port, _ in procs]
 
         def passivate(i: int) -> tuple[float, float]:
-            proc, port = procs[i]
+            proc, port, tmp = procs[i]
             req = urllib.request.Request(
                 f"http://127.0.0.1:{port}/v1/passivate",
                 data=json.dumps({"reason": "bench"}).encode(),
@@ -188,31 +263,32 @@ def run_side(src: Path, n: int, srv: ScriptedServer, tag: str, work: Path) -> di
                 r.read()
             proc.wait(timeout=120)
             exited = time.time()
-            written = os.path.getmtime(work / f"tmp{i}" / "termination-log")
+            written = os.path.getmtime(tmp / "termination-log")
             return written - asked, exited - asked
 
         with ThreadPoolExecutor(n) as pool:
             ended = list(pool.map(passivate, range(n)))
-        return {
-            "p50_ms": pct(wall, 50) * 1000,
-            "p99_ms": pct(wall, 99) * 1000,
-            "max_ms": max(wall) * 1000,
-            "cpu_ms": sum(cpu.values()) / n * 1000,
-            "seen_p50_ms": pct(seen, 50) * 1000,
-            "seen_max_ms": max(seen) * 1000,
-            "seen_failed": sum(f for _, _, f in adopted),
-            "written_p50_ms": pct([w for w, _ in ended], 50) * 1000,
-            "exit_p50_ms": pct([e for _, e in ended], 50) * 1000,
-            "exit_max_ms": max(e for _, e in ended) * 1000,
-        }
     finally:
-        for proc, _ in procs:
-            proc.terminate()
-        for proc, _ in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop(procs)
+    fig.update(
+        written_p50_ms=pct([w for w, _ in ended], 50) * 1000,
+        exit_p50_ms=pct([e for _, e in ended], 50) * 1000,
+        exit_max_ms=max(e for _, e in ended) * 1000,
+    )
+    procs = start_warm(src, n, srv, f"{tag}-b", work)
+    try:
+        resumed = adopt_all(
+            procs,
+            [body(i, 2, runs[i]) for i in range(n)],
+            lambda i, state: state.get("resumedFrom") == runs[i] or state.get("runId") == runs[i],
+            srv,
+            prompts,
+            f"{tag} resume",
+        )
+    finally:
+        stop(procs)
+    fig.update({f"resume_{k}": v for k, v in resumed.items()})
+    return fig
 
 
 def main() -> int:
@@ -246,6 +322,20 @@ def main() -> int:
             f"{f['seen_max_ms']:.0f} ms | {f['seen_failed']:.0f} | {f['written_p50_ms']:.0f} ms | "
             f"{f['exit_p50_ms']:.0f} ms | {f['exit_max_ms']:.0f} ms |"
         )
+    print()
+    print(
+        "Resume (new warm processes adopted with the passivated runs' ids, epoch 2):\n"
+        "| N | tree | adopt → first request p50 | p99 | max | CPU per process "
+        "| adopt → state names the resumed run p50 | max | failed state tries |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for n, tag, f in rows:
+        print(
+            f"| {n} | {tag} | {f['resume_p50_ms']:.0f} ms | {f['resume_p99_ms']:.0f} ms | "
+            f"{f['resume_max_ms']:.0f} ms | {f['resume_cpu_ms']:.0f} ms | "
+            f"{f['resume_seen_p50_ms']:.0f} ms | {f['resume_seen_max_ms']:.0f} ms | "
+            f"{f['resume_seen_failed']:.0f} |"
+        )
     if args.baseline_src:
         by = {(n, tag): f for n, tag, f in rows}
         for n in sorted({n for n, _, _ in rows}):
@@ -255,7 +345,8 @@ def main() -> int:
                 f"p99 {now['p99_ms'] / base['p99_ms']:.2f}x, "
                 f"CPU {now['cpu_ms'] / base['cpu_ms']:.2f}x; state names the run, max "
                 f"{now['seen_max_ms'] / base['seen_max_ms']:.2f}x; passivation → exited p50 "
-                f"{now['exit_p50_ms'] / base['exit_p50_ms']:.2f}x"
+                f"{now['exit_p50_ms'] / base['exit_p50_ms']:.2f}x; resume p99 "
+                f"{now['resume_p99_ms'] / base['resume_p99_ms']:.2f}x"
             )
     return 0
 
