@@ -1,21 +1,22 @@
-"""Benchmark: the warm session process's share of an adoption — ``POST /v1/adopt`` answered →
-the adopted run's first model request, and → its ``GET /v1/state`` naming the run — and of a
+"""Benchmark: the warm session process's share of an adoption — ``POST /v1/adopt`` answered → the
+adopted run's first model request, and → its ``GET /v1/state`` naming the run — and of a
 passivation — ``POST /v1/passivate`` → the process has exited — for N warm ``berth-session``
 processes adopted (and, 3 s later, passivated) at once, this tree against another checkout
 (``--baseline-src``) in the same run.
 
 No cluster: the processes run on this machine the way a warm pod runs them (warm mode, the
 environment the operator's warm-pod builder sets, Landlock confinement after the adoption), the
-scripted model answers over HTTP, the adoptions are sent from a thread pool at once. Per side it
-prints p50/p99/max of adopt → first request (wall, the bench's clock for both: the scripted
+scripted model answers over HTTP, the adoptions are sent from a thread pool at once. Per side
+it prints p50/p99/max of adopt → first request (wall, the bench's clock for both: the scripted
 model stamps each request's arrival) and the CPU each process spent from just before the
-adoption to its first request (utime+stime from ``/proc``); then p50/max of passivation request →
-termination message written and → process exited (the kubelet sees a pod end only at the
+adoption to its first request (utime+stime from ``/proc``); then p50/max of passivation request
+→ termination message written and → process exited (the kubelet sees a pod end only at the
 exit); then N new warm processes are adopted at once to resume the passivated runs (epoch 2,
 ``resumeRunId``): the same figures as the first adoption, until the resumed run's first model
-request and its ``GET /v1/state`` naming it — a warm resume's share in the process. The runs are scripted tool rounds (bash, 0.3 s model latency) that outlast the 3 s. The
-cluster's part (the operator's decisions, the API writes, the pod network, the kubelet) is
-``placement.py --warm`` and ``drain.py --warm``. Nothing is asserted.
+request and its ``GET /v1/state`` naming it — a warm resume's share in the process. The runs
+are scripted tool rounds (bash, 0.3 s model latency) that outlast the 3 s. The cluster's part
+(the operator's decisions, the API writes, the pod network, the kubelet) is ``placement.py
+--warm`` and ``drain.py --warm``. Nothing is asserted.
 
     git worktree add -f /tmp/berth-base HEAD~1
     .venv/bin/python bench/adoption.py --n 1,10,20 --baseline-src /tmp/berth-base
