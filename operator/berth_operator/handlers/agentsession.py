@@ -685,8 +685,9 @@ async def _apply(
     """Carry out ``plan`` in order: status (the bumped epoch is durable before any pod of that
     epoch exists), deletes, the passivate call, Events, the create, then the deletes of pods
     that have ended (``ObservedPod.ended``: they hold the new pod back no more, so their
-    deletes wait instead of it). ``early``: the task writing the objects a first pod needs,
-    started before the decision (``_prepare_early``). Returns the requeue delay."""
+    deletes wait instead of it, off the pass: ``_delete_ended``). ``early``: the task writing
+    the objects a first pod needs, started before the decision (``_prepare_early``). Returns
+    the requeue delay."""
     if live is not None:
         since = None if live.last_write is None else time.monotonic() - live.last_write
         wait = write_delay(
@@ -722,7 +723,7 @@ async def _apply(
         first = not obs.status.epoch and plan.create.epoch == 1 and written
         listed = await _create(ctx, obs, plan.create, first_pod=first)
         for d in later:
-            await _delete(ctx, obs.ref.namespace, d)
+            ctx.spawn(_delete_ended(ctx, obs.ref, d))
         if listed:
             # The cache was stale: other pods exist. Decide again with what the apiserver
             # listed (never two live pods of one session); that decision waits for them to end.
@@ -740,6 +741,18 @@ async def _delete(ctx: OperatorContext, namespace: str, d: DeletePod) -> None:
     await ctx.kube.delete_pod(
         namespace, d.name, uid=d.uid, force=d.force, grace_seconds=d.grace_seconds
     )
+
+
+async def _delete_ended(ctx: OperatorContext, ref: SessionRef, d: DeletePod) -> None:
+    """Delete a pod that has ended, beside the session's next pass rather than before it: the
+    replacement is placed already, and the pass that the new pod's first event queues (the one
+    that sees the resumed run) does not wait for this round trip. A failed delete is logged;
+    every decision deletes the session's pods that are neither current nor being deleted
+    (``reconcile.session``), so the next pass asks again."""
+    try:
+        await _delete(ctx, ref.namespace, d)
+    except KubeError as exc:
+        log.warning("%s: ended pod %s not deleted yet: %s", ref.key, d.name, exc)
 
 
 async def _passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -13,7 +14,7 @@ from berth_operator.builders.pdb import build_session_pdb
 from berth_operator.builders.session_pod import build_session_pod, with_avoided_nodes
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile.observe import observe_node
-from berth_operator.reconcile.plan import PassivateCall, Plan
+from berth_operator.reconcile.plan import DeletePod, PassivateCall, Plan
 from berth_operator.reconcile.replacement import Verdict
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings, PassivationSettings, SessionApiSettings
@@ -464,7 +465,8 @@ async def test_the_replacement_is_created_before_the_ended_pods_delete(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The handler carries out such a plan with the status first, then the create, and the
-    delete of the ended pod last: it holds the replacement back no more."""
+    delete of the ended pod last: it holds the replacement back no more, nor the session's
+    next pass (the pass returns before the delete, which runs in the background)."""
     from berth_operator.handlers import agentsession
     from berth_operator.handlers.context import OperatorContext
 
@@ -495,4 +497,36 @@ async def test_the_replacement_is_created_before_the_ended_pods_delete(
     ctx = OperatorContext(settings=SETTINGS, kube=Kube(), runtime=None)  # type: ignore[arg-type]
     monkeypatch.setattr(agentsession, "_post_events", lambda body, plan: calls.append("events"))
     await agentsession._apply(ctx, session.obj(), obs, plan)
-    assert calls == ["status epoch 2", "events", "list", "create demo-e2", "delete demo-e1"]
+    assert calls == ["status epoch 2", "events", "list", "create demo-e2"]
+    assert ctx.background, "the ended pod's delete was not started"
+    await asyncio.gather(*ctx.background)
+    assert calls[-1] == "delete demo-e1"
+
+
+async def test_a_failed_delete_of_an_ended_pod_is_logged_and_asked_again_next_pass(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The background delete of an ended pod does not raise into nothing: it logs, and the next
+    decision (the pod still there, neither current nor being deleted) deletes it again."""
+    from berth_operator.errors import KubeError
+    from berth_operator.handlers import agentsession
+    from berth_operator.handlers.context import OperatorContext
+
+    class Kube:
+        async def delete_pod(self, namespace: str, name: str, **_: Any) -> None:
+            raise KubeError("delete pod: 503 Service Unavailable")
+
+    session = running_session()
+    ctx = OperatorContext(settings=SETTINGS, kube=Kube(), runtime=None)  # type: ignore[arg-type]
+    with caplog.at_level("WARNING", logger="berth.operator"):
+        await agentsession._delete_ended(ctx, session.ref(), DeletePod("demo-e1", "pod-uid-1"))
+    assert "ended pod demo-e1 not deleted yet" in caplog.text
+
+    msg = {"outcome": "passivated", "runId": "run-1", "turn": 2, "reason": "node_drain"}
+    ended = make_pod(1).on("proc-a").running().terminated(0, msg)
+    replacement = make_pod(2).on("proc-b").running()
+    again = running_session().with_status(
+        epoch=2, podName="demo-e2", podUid="pod-uid-2", passivation=record().wire(), runId="run-1"
+    )
+    plan = decide(observation(again, ended, replacement, now=6), SETTINGS)
+    assert [d.name for d in plan.delete] == [ended.obj()["metadata"]["name"]]
