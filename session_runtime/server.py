@@ -74,7 +74,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import socket
 import sys
 from collections.abc import Mapping
@@ -83,6 +82,7 @@ from typing import NoReturn, TypeVar
 from aiohttp import web
 from pydantic import BaseModel
 
+from session_runtime import early_signals
 from session_runtime.errors import (
     SessionRuntimeError,
 )
@@ -136,8 +136,10 @@ async def run(
             deadline_s = opts.passivation.deadline_seconds
             pod.request_passivation("sigterm", now_ms() + deadline_s * 1000)
 
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in early_signals.STOP_SIGNALS:
             loop.add_signal_handler(sig, on_signal, sig.name)
+        if (early := early_signals.take()) is not None:  # came while the pod started
+            on_signal(early.name)
         try:
             try:
                 pod.build()
@@ -171,7 +173,9 @@ def load(env: Mapping[str, str]) -> tuple[PodConfig, PodOptions, bytes]:
 
 
 def main() -> None:
-    """Console script ``berth-session``. Exits with the outcome's code (module docstring)."""
+    """Run the session pod (``berth-session``, via ``session_runtime.launch``). Exits with the
+    outcome's code (module docstring)."""
+    early_signals.catch()  # (the launcher caught them already, before the imports)
     logging.basicConfig(
         level=os.environ.get("BERTH_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

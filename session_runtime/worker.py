@@ -1,8 +1,8 @@
 """``berth-worker``: a LaneWorker pod's process. Runs sessions' execute-lane tools from Redis.
 
 Owned by the lane-queue/transport layer; started by the LaneWorker Deployment the operator owns
-(console script ``berth-worker = session_runtime.worker:main``). Talks only to Redis and the
-shared volume (ARCHITECTURE §2, §4, §7).
+(console script ``berth-worker``: ``session_runtime.launch.worker``, then :func:`main`). Talks only
+to Redis and the shared volume (ARCHITECTURE §2, §4, §7).
 
 Loop: read tasks from ``berth:{ns}:lw:{laneworker}:tasks`` as consumer ``POD_NAME`` of group
 ``workers`` (at most ``BERTH_WORKER_CONCURRENCY`` at once), run each tool with the runtime's own
@@ -59,7 +59,6 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -71,6 +70,7 @@ from pydantic_core import PydanticUndefined
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError, WatchError
 
+from session_runtime import early_signals
 from session_runtime.lanes.config import LANES
 from session_runtime.tools import ToolResult, run_tool
 from session_runtime.transport import names
@@ -764,8 +764,10 @@ async def serve(settings: WorkerSettings) -> None:
         server = start_http_server(settings.metrics_port, settings.pod_ip, metrics.registry)
     worker = LaneWorker(settings, redis, metrics=metrics)
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in early_signals.STOP_SIGNALS:
         loop.add_signal_handler(sig, worker.stop)
+    if early_signals.take() is not None:  # came while the worker started
+        worker.stop()
     log.info(
         "serving %s as %s (concurrency %d, workspaces under %s)",
         settings.task_stream,
@@ -783,7 +785,9 @@ async def serve(settings: WorkerSettings) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console entry point ``berth-worker``; returns the exit code (0 after a clean stop)."""
+    """Run a LaneWorker (``berth-worker``, via ``session_runtime.launch``); returns the exit
+    code (0 after a clean stop)."""
+    early_signals.catch()  # (the launcher caught them already, before the imports)
     logging.basicConfig(
         level=os.environ.get("BERTH_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",

@@ -48,7 +48,6 @@ import json
 import logging
 import os
 import re
-import signal
 import socket
 import threading
 from collections.abc import Mapping
@@ -60,6 +59,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from session_runtime import early_signals
 from session_runtime.pod.config import (
     DEFAULT_HTTP_PORT,
     PodConfig,
@@ -353,8 +353,10 @@ async def serve_until_adopted(wc: WarmConfig, token: bytes) -> Adopted:
     await runner.setup()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):  # PID 1 has no default action: stop on both
+    for sig in early_signals.STOP_SIGNALS:  # PID 1 has no default action: stop on both
         loop.add_signal_handler(sig, stop.set)
+    if early_signals.take() is not None:  # deleted while it started
+        stop.set()
     try:
         # The site gets a duplicate: stopping it leaves ``listener`` listening (same socket).
         server.site = web.SockSite(runner, listener.dup())
@@ -367,8 +369,9 @@ async def serve_until_adopted(wc: WarmConfig, token: bytes) -> Adopted:
             task.cancel()
         await asyncio.sleep(0)  # let the 202 leave
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in early_signals.STOP_SIGNALS:
             loop.remove_signal_handler(sig)
+        early_signals.catch()  # until the session's loop takes over
         with contextlib.suppress(Exception):
             await runner.cleanup()
     if server.result is None:

@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from tests.unit.server.test_early_signals import as_pid_1
+
 REPO = Path(__file__).resolve().parents[3]
 
 
@@ -115,7 +117,17 @@ class Workers:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
 
-    def start(self, name: str, concurrency: int = 1, metrics_port: int = 0, **env: str) -> None:
+    def start(
+        self,
+        name: str,
+        concurrency: int = 1,
+        metrics_port: int = 0,
+        pid_1: bool = False,
+        **env: str,
+    ) -> int:
+        """Start worker ``name``; its pid. ``pid_1``: the installed ``berth-worker`` as PID 1 of
+        a new PID namespace, as in a container (``self.procs[name]`` is then the ``unshare``
+        process and the pid returned the worker's own)."""
         log = self.shared_root.parent / f"{name}.log"
         (self.shared_root / "workspaces").mkdir(exist_ok=True)
         (self.shared_root.parent / "master").write_bytes(MASTER)
@@ -141,6 +153,11 @@ class Workers:
             **env,
         }
         self.logs[name] = log
+        if pid_1:
+            script = str(Path(sys.executable).parent / "berth-worker")
+            with log.open("wb") as err:
+                self.procs[name], pid = as_pid_1([script], full, stderr=err)
+            return pid
         self.procs[name] = subprocess.Popen(
             [sys.executable, "-m", "session_runtime.worker"],
             env=full,
@@ -148,6 +165,7 @@ class Workers:
             stdout=subprocess.DEVNULL,
             stderr=log.open("wb"),
         )
+        return self.procs[name].pid
 
     def signal(self, name: str, sig: int) -> None:
         self.procs[name].send_signal(sig)

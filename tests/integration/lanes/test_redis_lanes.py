@@ -7,7 +7,10 @@ elapsed time. Side effects are counted in files the tools append to.
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import signal
+import subprocess
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -29,6 +32,7 @@ from session_runtime.transport import (
     task_stream,
 )
 from session_runtime.transport.auth import derive_session_key, sign_fields
+from tests.unit.server.test_early_signals import wait_until_importing
 
 from .conftest import MASTER, Workers, free_port
 
@@ -213,6 +217,25 @@ async def test_killed_worker_task_fails_once_and_other_worker_keeps_serving(
     assert pressure["inFlight"] == 0 and pressure["backlog"] == 0
     assert holder not in pressure["per_consumer_pending"]  # the lost pod left the group
     await s.queue.close()
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1) (util-linux)")
+async def test_a_worker_signalled_while_it_imports_stops_cleanly(
+    redis: Redis[Any], workers_factory: Any
+) -> None:
+    """``berth-worker`` as PID 1 of its PID namespace (a container's process), signalled while
+    it still imports: it stops as soon as it runs (exit 0, out of the group) instead of
+    dropping the signal (PID 1 has no default action) and serving until SIGKILL."""
+    workers: Workers = workers_factory(NS, "pool-early")
+    pid = workers.start("w-e", pid_1=True)
+    wait_until_importing(pid, "_pydantic_core")
+    os.kill(pid, signal.SIGTERM)
+    try:
+        code = await asyncio.to_thread(workers.procs["w-e"].wait, 30)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the SIGTERM sent while it imported was dropped") from None
+    assert code == 0, workers.log("w-e")[-2000:]
+    assert "stopped" in workers.log("w-e")
 
 
 async def test_sigterm_finishes_held_task_and_takes_no_new_one(

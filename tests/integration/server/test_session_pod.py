@@ -9,6 +9,7 @@ count. Tools that must still be running when the test acts block until the test 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -19,7 +20,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from session_runtime.pod.termination import validate
-from tests.integration.server.harness import bash, blocking_bash, free_port, pod_world, wait_for
+from tests.integration.server.harness import (
+    bash,
+    blocking_bash,
+    free_port,
+    pod_world,
+    session_command,
+    wait_for,
+)
+from tests.unit.server.test_early_signals import as_pid_1, wait_until_importing
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -178,6 +187,31 @@ def test_sigterm_passivates(tmp_path: Path) -> None:
         assert pod.wait_exit() == 0, pod.stderr()
         msg = pod.termination()
         assert (msg["outcome"], msg["reason"], msg["turn"]) == ("passivated", "sigterm", 1)
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1) (util-linux)")
+def test_sigterm_while_the_pod_imports_passivates_before_any_run(tmp_path: Path) -> None:
+    """``berth-session`` as PID 1 of its PID namespace (a container's process), signalled while
+    it still imports the runtime: it passivates at once, before any run starts, instead of
+    dropping the signal (PID 1 has no default action) and running the task."""
+    with pod_world(tmp_path, WAIT_THEN_FINISH) as world:
+        env = world.env(epoch=1, resume_run_id=None, tag="a")
+        proc, pid = as_pid_1(session_command(), env)
+        try:
+            wait_until_importing(pid, "_pydantic_core")
+            os.kill(pid, signal.SIGTERM)
+            try:
+                _, raw = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                raise AssertionError("the SIGTERM sent while it imported was dropped") from None
+            assert proc.returncode == 0, raw.decode(errors="replace")[-2000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        msg = json.loads(Path(env["BERTH_TERMINATION_LOG"]).read_text())
+        assert (msg["outcome"], msg["reason"]) == ("passivated", "sigterm")
+        assert world.model_requests() == [] and world.lines("c1.txt") == []
 
 
 def test_sigkill_mid_round_then_resume_runs_no_recorded_tool_twice(tmp_path: Path) -> None:
