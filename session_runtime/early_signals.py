@@ -1,13 +1,16 @@
 """Stop signals that arrive before an event loop can take them.
 
-A pod's process is PID 1 of its container, and the kernel never applies a signal's default action
-to the init of a PID namespace: a SIGTERM that arrives while the process has no handler for it is
-dropped. Without this module that was a pod's whole start-up (the interpreter importing the
-runtime: about half a second of CPU, several seconds on a busy node) and the moment between one
-event loop and the next (a warm pod's server and the adopted session's). A pod deleted then ran on
-until the kubelet killed it at the end of its grace period (``terminationGracePeriodSeconds``:
-the passivation deadline plus slack, 135 s by default), and ``kubectl drain``, a namespace's
-deletion or a warm pool's scale-down waited all that time.
+As PID 1 of its PID namespace (a container's process, unless the pod shares its PID namespace),
+a process gets no default action for a signal it has no handler for: the kernel drops it. Without
+this module that was a pod's whole start-up (the interpreter importing the runtime: about half a
+second of CPU, seconds on a busy node) and the moment between one event loop and the next (a warm
+pod's server and the adopted session's). A pod deleted then ran on until the kubelet killed it at
+the end of its grace period (``terminationGracePeriodSeconds``: the passivation deadline plus
+slack, 135 s by default), and ``kubectl drain``, a namespace's deletion or a warm pool's
+scale-down waited all that time. The operator's pods also share their PID namespace with pause
+(``berth_operator.builders.security.SHARE_PROCESS_NAMESPACE``), so a signal that comes even before
+:func:`catch` ends the process by the default action; one that comes after it ends the process the
+way a signal during the run does (a warm pod exits 0, a session pod passivates before its run).
 
 :func:`catch` installs a handler that only remembers the signal. An event loop's own handlers
 (``loop.add_signal_handler``) replace it; whoever installs them calls :func:`take` and acts on a

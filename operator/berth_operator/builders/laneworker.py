@@ -63,6 +63,7 @@ from berth_operator.api.constants import (
 from berth_operator.api.laneworker import LaneWorkerSpec
 from berth_operator.builders.claim import claim_name
 from berth_operator.builders.security import (
+    SHARE_PROCESS_NAMESPACE,
     hardened_container_security,
     pod_security_context,
     pull_secrets,
@@ -215,6 +216,7 @@ def build_pod_template(
     container["resources"] = with_default_resources(user_resources, settings)
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
+        "shareProcessNamespace": SHARE_PROCESS_NAMESPACE,
         "terminationGracePeriodSeconds": termination_grace_seconds(spec),
         "securityContext": pod_security_context(uid),
         "containers": [container],

@@ -7,6 +7,7 @@ contract, "Pod hardening").
   a non-root ``runAsUser``/``runAsGroup``, ``seLinuxOptions`` or a non-``Unconfined``
   ``appArmorProfile``; everything else it says is replaced by the hardened value (the CRD's CEL
   rules already refuse the dangerous ones, so this also covers objects stored before them).
+- :data:`SHARE_PROCESS_NAMESPACE`: Berth's processes are not PID 1 of their PID namespace.
 - :func:`with_default_resources`: container resources with the operator's default requests and
   limits filled in where the user set none (a limit is never below the user's request).
 """
@@ -31,6 +32,15 @@ HARDENED_SECURITY: Final[Mapping[str, Any]] = {
 """The container securityContext forced on every session and worker container."""
 
 _PASS_THROUGH: Final = ("runAsUser", "runAsGroup", "seLinuxOptions", "appArmorProfile")
+
+SHARE_PROCESS_NAMESPACE: Final = True
+"""``shareProcessNamespace`` of session, warm and worker pods: the pod's containers share one PID
+namespace whose PID 1 is the pause container (which also reaps orphaned tool processes), so
+``berth-session`` and ``berth-worker`` are not PID 1. The kernel drops a signal sent to PID 1
+without a handler; a process that is not PID 1 gets the default action instead. A pod deleted
+while its interpreter starts (before ``session_runtime.early_signals`` catches SIGTERM) therefore
+ends at once instead of running on until the kubelet's SIGKILL at the end of its grace period
+(135 s for a session pod). The only other process the containers see is pause."""
 
 
 def pull_secrets(

@@ -77,6 +77,7 @@ from berth_operator.builders.names import (
     workspace_root_subpath,
 )
 from berth_operator.builders.security import (
+    SHARE_PROCESS_NAMESPACE,
     hardened_container_security,
     pod_security_context,
     pull_secrets,
@@ -394,6 +395,7 @@ def build_session_pod(
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
+        "shareProcessNamespace": SHARE_PROCESS_NAMESPACE,
         "terminationGracePeriodSeconds": spec.passivation_deadline_seconds(
             settings.passivation.deadline_seconds
         )

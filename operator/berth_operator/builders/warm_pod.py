@@ -57,6 +57,7 @@ from berth_operator.api.sessionwarmpool import (
 )
 from berth_operator.builders.names import owner_reference, relative_workspace, session_labels
 from berth_operator.builders.security import (
+    SHARE_PROCESS_NAMESPACE,
     hardened_container_security,
     pod_security_context,
     pull_secrets,
@@ -230,6 +231,7 @@ def build_warm_pod(
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
+        "shareProcessNamespace": SHARE_PROCESS_NAMESPACE,
         "terminationGracePeriodSeconds": settings.passivation.deadline_seconds
         + SHUTDOWN_MARGIN_SECONDS,
         "securityContext": pod_security_context(settings.pods.run_as_user),

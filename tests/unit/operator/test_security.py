@@ -14,6 +14,7 @@ import pytest
 from berth_operator.api.agentsession import WorkspaceSpec
 from berth_operator.api.conditions import get_condition
 from berth_operator.api.laneworker import LaneWorkerSpec
+from berth_operator.api.sessionwarmpool import WarmPodTemplate
 from berth_operator.builders.laneworker import LaneWorkerRef, build_deployment
 from berth_operator.builders.names import subpath_problem, workspace_subpath
 from berth_operator.builders.secrets import (
@@ -33,6 +34,7 @@ from berth_operator.builders.secrets import (
 )
 from berth_operator.builders.security import hardened_container_security, with_default_resources
 from berth_operator.builders.session_pod import build_session_pod
+from berth_operator.builders.warm_pod import build_warm_pod
 from berth_operator.errors import SpecError
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import ImageSettings, OperatorSettings, PodSettings, RedisSettings
@@ -114,6 +116,25 @@ def test_session_container_is_hardened_and_has_limits() -> None:
     assert pod["spec"]["automountServiceAccountToken"] is False
     assert c["resources"]["limits"] == {"cpu": "2", "memory": "4Gi"}
     assert pod["spec"]["securityContext"]["fsGroup"] == 10001
+
+
+def test_no_berth_process_is_pid_1_of_its_pod() -> None:
+    """Session, warm and worker pods share one PID namespace with pause as PID 1: a SIGTERM that
+    comes before ``berth-session`` or ``berth-worker`` handles it ends the process (the default
+    action) instead of being dropped, as it is for PID 1."""
+    template = WarmPodTemplate.model_validate(
+        {"llm": {"baseURL": "http://llm:1", "apiKeySecretRef": {"name": "k", "key": "api-key"}}}
+    )
+    pods = {
+        "session": pod_of(make_session())["spec"],
+        "warm": build_warm_pod("team-a", "p", "uid-p", template, "h1", SETTINGS)["spec"],
+        "worker": worker_pod(),
+    }
+    assert {kind: spec.get("shareProcessNamespace") for kind, spec in pods.items()} == {
+        "session": True,
+        "warm": True,
+        "worker": True,
+    }
 
 
 @pytest.mark.parametrize(
