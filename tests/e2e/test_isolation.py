@@ -209,7 +209,10 @@ def test_agent_tools_cannot_reach_another_session(dev_cluster: DevCluster) -> No
     probe = (
         "for p in ../victim/secret.txt ../../workspaces/{ns}/victim/secret.txt "
         "/var/lib/berth/workspaces/{ns}/victim/secret.txt /var/lib/berth/store/{ns}/victim "
-        '/proc/1/environ /var/run/berth; do echo "== $p"; cat $p; ls $p; done > leak.txt 2>&1; '
+        # /proc/1 is pause (the pod shares its PID namespace); $PPID is the session's or the
+        # worker's own process, which runs the tool
+        '/proc/1/environ /proc/$PPID/environ /var/run/berth; do echo "== $p"; cat $p; ls $p; '
+        "done > leak.txt 2>&1; "
         "echo x > ../victim/pwned 2>> leak.txt; ln -s ../victim/secret.txt link 2>> leak.txt; "
         "cat link >> leak.txt 2>&1; env > env.txt"
     )
