@@ -9,7 +9,6 @@ count. Tools that must still be running when the test acts block until the test 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -28,7 +27,7 @@ from tests.integration.server.harness import (
     session_command,
     wait_for,
 )
-from tests.unit.server.test_early_signals import as_pid_1, wait_until_importing
+from tests.unit.server.test_early_signals import signalled_while_importing
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -196,19 +195,8 @@ def test_sigterm_while_the_pod_imports_passivates_before_any_run(tmp_path: Path)
     dropping the signal (PID 1 has no default action) and running the task."""
     with pod_world(tmp_path, WAIT_THEN_FINISH) as world:
         env = world.env(epoch=1, resume_run_id=None, tag="a")
-        proc, pid = as_pid_1(session_command(), env)
-        try:
-            wait_until_importing(pid, "_pydantic_core")
-            os.kill(pid, signal.SIGTERM)
-            try:
-                _, raw = proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                raise AssertionError("the SIGTERM sent while it imported was dropped") from None
-            assert proc.returncode == 0, raw.decode(errors="replace")[-2000:]
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        code, err = signalled_while_importing(session_command(), env)
+        assert code == 0, err[-2000:]
         msg = json.loads(Path(env["BERTH_TERMINATION_LOG"]).read_text())
         assert (msg["outcome"], msg["reason"]) == ("passivated", "sigterm")
         assert world.model_requests() == [] and world.lines("c1.txt") == []

@@ -18,7 +18,7 @@ from typing import IO
 import pytest
 
 from session_runtime.tools import sandbox
-from tests.unit.server.test_warm import TOKEN, free_port
+from tests.unit.server.test_warm import free_port, warm_env
 
 
 def test_a_stop_signal_before_any_handler_is_remembered_and_taken_once() -> None:
@@ -73,29 +73,10 @@ def wait_until_importing(pid: int, library: str) -> None:
     raise AssertionError(f"{library} never loaded into pid {pid}")
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-
-
-@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1) (util-linux)")
-@pytest.mark.skipif(sandbox.landlock_abi() < 1, reason="needs Landlock (Linux >= 5.13)")
-def test_a_warm_pod_signalled_while_it_imports_stops_at_once(tmp_path: Path) -> None:
-    """SIGTERM while ``berth-session`` (warm mode, PID 1) is still importing the runtime: the
-    process exits 0 as soon as it could serve, instead of serving on and ignoring it."""
-    (tmp_path / "token").write_bytes(TOKEN)
-    env = {
-        **os.environ,
-        "BERTH_WARM_POOL": "p",
-        "BERTH_WARM_TOKEN_FILE": str(tmp_path / "token"),
-        "BERTH_STORE_DIR": str(tmp_path / "store"),
-        "BERTH_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-        "POD_NAMESPACE": "ns",
-        "POD_IP": "127.0.0.1",
-        "BERTH_HTTP_PORT": str(free_port()),
-    }
-    proc, pid = as_pid_1([str(Path(sys.executable).parent / "berth-session")], env)
+def signalled_while_importing(cmd: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run ``cmd`` as PID 1, send it SIGTERM while it imports the runtime; (its exit status,
+    its stderr). AssertionError when it is still running 30 s later (the signal dropped)."""
+    proc, pid = as_pid_1(cmd, env)
     try:
         wait_until_importing(pid, "_pydantic_core")
         os.kill(pid, signal.SIGTERM)
@@ -103,8 +84,19 @@ def test_a_warm_pod_signalled_while_it_imports_stops_at_once(tmp_path: Path) -> 
             _, raw = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             raise AssertionError("the SIGTERM sent while it imported was dropped") from None
-        err = raw.decode(errors="replace")
-        assert proc.returncode == 0, err[-2000:]
-        assert "warm pod stopped before it was adopted" in err
+        return proc.returncode, raw.decode(errors="replace")
     finally:
-        stop(proc)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1) (util-linux)")
+@pytest.mark.skipif(sandbox.landlock_abi() < 1, reason="needs Landlock (Linux >= 5.13)")
+def test_a_warm_pod_signalled_while_it_imports_stops_at_once(tmp_path: Path) -> None:
+    """SIGTERM while ``berth-session`` (warm mode, PID 1) is still importing the runtime: the
+    process exits 0 as soon as it could serve, instead of serving on and ignoring it."""
+    script = str(Path(sys.executable).parent / "berth-session")
+    code, err = signalled_while_importing([script], warm_env(tmp_path, free_port()))
+    assert code == 0, err[-2000:]
+    assert "warm pod stopped before it was adopted" in err

@@ -154,22 +154,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def warm_env(tmp_path: Path, port: int) -> dict[str, str]:
+    """The environment of a warm ``berth-session`` on 127.0.0.1:``port`` (pool token written)."""
+    (tmp_path / "token").write_bytes(TOKEN)
+    return {
+        **os.environ,
+        "BERTH_WARM_POOL": "p",
+        "BERTH_WARM_TOKEN_FILE": str(tmp_path / "token"),
+        "BERTH_STORE_DIR": str(tmp_path / "store"),
+        "BERTH_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+        "POD_NAMESPACE": "ns",
+        "POD_IP": "127.0.0.1",
+        "BERTH_HTTP_PORT": str(port),
+    }
+
+
 def start_warm(tmp_path: Path, port: int, **env: str) -> subprocess.Popen[bytes]:
     """``berth-session`` in warm mode on 127.0.0.1:``port``, once its /readyz answers 200."""
-    (tmp_path / "token").write_bytes(TOKEN)
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "berth-session")],
-        env={
-            **os.environ,
-            "BERTH_WARM_POOL": "p",
-            "BERTH_WARM_TOKEN_FILE": str(tmp_path / "token"),
-            "BERTH_STORE_DIR": str(tmp_path / "store"),
-            "BERTH_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-            "POD_NAMESPACE": "ns",
-            "POD_IP": "127.0.0.1",
-            "BERTH_HTTP_PORT": str(port),
-            **env,
-        },
+        env={**warm_env(tmp_path, port), **env},
         stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 30
