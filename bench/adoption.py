@@ -48,7 +48,11 @@ POOL_TOKEN = "pool-token-0123456789"
 API_TOKEN = "t" * 32
 RUN_SECONDS = 3.0
 """How long the adopted runs go on before they are all asked to passivate."""
-START = "from session_runtime.server import main; main()"
+START = (  # the console script's entry (an older checkout has no launcher)
+    "try:\n    from session_runtime.launch import session\n"
+    "except ImportError:\n    from session_runtime.server import main as session\n"
+    "session()"
+)
 
 
 def pct(values: list[float], q: float) -> float:

@@ -175,7 +175,6 @@ def load(env: Mapping[str, str]) -> tuple[PodConfig, PodOptions, bytes]:
 def main() -> None:
     """Run the session pod (``berth-session``, via ``session_runtime.launch``). Exits with the
     outcome's code (module docstring)."""
-    early_signals.catch()  # (the launcher caught them already, before the imports)
     logging.basicConfig(
         level=os.environ.get("BERTH_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

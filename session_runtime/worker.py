@@ -787,7 +787,6 @@ async def serve(settings: WorkerSettings) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a LaneWorker (``berth-worker``, via ``session_runtime.launch``); returns the exit
     code (0 after a clean stop)."""
-    early_signals.catch()  # (the launcher caught them already, before the imports)
     logging.basicConfig(
         level=os.environ.get("BERTH_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",

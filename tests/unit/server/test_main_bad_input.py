@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -98,9 +99,13 @@ def test_main_reports_bad_input(
             monkeypatch.delenv(key)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     with pytest.raises(SystemExit) as info:
         server.main()
     assert info.value.code == 2
+    # run in-process, main() leaves the signal handlers alone (only the console script's
+    # launcher installs the early one, session_runtime.launch)
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
     msg = json.loads(Path(env["BERTH_TERMINATION_LOG"]).read_text())
     assert validate(msg) == []
     assert msg["outcome"] == "failed" and fragment in msg["reason"]
