@@ -79,6 +79,15 @@ def get(url: str) -> int:
         return int(r.status)
 
 
+def state_of(port: int) -> dict[str, Any]:
+    """``GET /v1/state`` of the process on ``port``, with the session's API token."""
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/state", headers={"Authorization": f"Bearer {API_TOKEN}"}
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return dict(json.loads(r.read()))
+
+
 def run_seen(port: int, want: Callable[[dict[str, Any]], bool]) -> tuple[float, int]:
     """Ask ``GET /v1/state`` of the adopted process at once, and every 20 ms after a failed
     try (refused, reset, not yet the run ``want`` accepts), until ``want`` accepts the answer:
@@ -86,13 +95,9 @@ def run_seen(port: int, want: Callable[[dict[str, Any]], bool]) -> tuple[float, 
     the adopted pod's watch event comes."""
     failed = 0
     while True:
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{port}/v1/state", headers={"Authorization": f"Bearer {API_TOKEN}"}
-        )
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                if want(json.loads(r.read())):
-                    return time.time(), failed
+            if want(state_of(port)):
+                return time.time(), failed
         except OSError:
             pass
         failed += 1
@@ -211,14 +216,6 @@ def adopt_all(
         "seen_max_ms": max(seen) * 1000,
         "seen_failed": sum(f for _, _, f in adopted),
     }
-
-
-def state_of(port: int) -> dict[str, Any]:
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}/v1/state", headers={"Authorization": f"Bearer {API_TOKEN}"}
-    )
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return dict(json.loads(r.read()))
 
 
 def run_side(src: Path, n: int, srv: ScriptedServer, tag: str, work: Path) -> dict[str, float]:
