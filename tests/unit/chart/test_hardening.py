@@ -40,6 +40,17 @@ def test_every_chart_container_is_hardened_with_limits() -> None:
                 assert c["resources"]["limits"]["memory"], c["name"]
 
 
+def test_the_operator_is_not_pid_1_of_its_pod() -> None:
+    """berth-operator installs its signal handlers only once kopf is imported; as PID 1 it would
+    drop a SIGTERM that came before and live out its grace period. With a shared process
+    namespace pause is PID 1 and such a signal ends the process. Nothing else runs beside it."""
+    for values in (None, ALL_FEATURES):
+        pod = _pod(one(documents(render(values)), "Deployment", "-operator"))
+        assert pod["shareProcessNamespace"] is True
+        assert [c["name"] for c in pod["containers"]] == ["operator"]
+        assert "initContainers" not in pod
+
+
 def test_redis_mounts_no_token_and_reads_its_acl_from_an_init_container() -> None:
     docs = documents(render())
     pod = _pod(one(docs, "Deployment", "-redis"))
