@@ -28,9 +28,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -83,6 +85,40 @@ def _phase_count(dc: DevCluster, ns: str) -> dict[str, int]:
         phase = (item.get("status") or {}).get("phase", "")
         out[phase] = out.get(phase, 0) + 1
     return out
+
+
+def _first_request_after(llm: Any, prompt: str, after: float) -> float | None:
+    """When the scripted model ``llm`` first received a request of the run started with user
+    message ``prompt`` after ``after`` (both the wall clock, epoch seconds); None if none came."""
+    return min(
+        (
+            float(req["at"])
+            for req in list(llm.requests)
+            if req["at"] > after
+            and any(m.get("role") == "user" and m.get("content") == prompt for m in req["messages"])
+        ),
+        default=None,
+    )
+
+
+ADOPTED_LINE = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO berth\.operator\.warm: "
+    r"[^/\s]+/(\S+): adopted warm pod \S+ of pool \S+ \(epoch (\d+)\)"
+)
+"""The operator's log line for a done adoption (its ``asctime``, local time, and the session)."""
+
+
+def _adoptions(log_dir: Path, epoch: int) -> dict[str, float]:
+    """Per session name, when the operator logged the adoption of a warm pod for ``epoch``
+    (epoch seconds; the adopt call answered and the pod relabelled)."""
+    done: dict[str, float] = {}
+    for path in sorted(log_dir.glob("operator-*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            m = ADOPTED_LINE.match(line)
+            if m and int(m.group(4)) == epoch:
+                at = time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S"))
+                done.setdefault(m.group(3), at + int(m.group(2)) / 1000)
+    return done
 
 
 def _bench_namespaces(dc: DevCluster) -> list[str]:
@@ -187,7 +223,8 @@ def berth_drain(
             extra["warmPoolRef"] = {"name": "pool"}
         dc.kubectl("cordon", nodes.b)
         try:
-            apply(dc, ns, [session_doc(n, srv.base_url, nodes, 120, **extra) for n in names])
+            docs = {n: session_doc(n, srv.base_url, nodes, 120, **extra) for n in names}
+            apply(dc, ns, list(docs.values()))
             wait(
                 f"{N} sessions running on {nodes.a}",
                 lambda: _all_running_on(dc, ns, names, nodes.a),
@@ -216,6 +253,11 @@ def berth_drain(
         )
         pas: list[float] = []
         res_l: list[float] = []
+        to_request: list[float] = []  # pod ended -> the resumed run's first model request
+        to_seen: list[float] = []  # that request -> the operator records the resume
+        to_adopted: list[float] = []  # pod ended -> the operator adopted a warm pod
+        adopted_to_request: list[float] = []  # -> the resumed run's first model request
+        adopted_at = _adoptions(op.log_dir, epoch=2) if warm else {}
         last_resume: datetime | None = None
         first_request: datetime | None = None
         for name in names:
@@ -231,6 +273,15 @@ def berth_drain(
             if done and back:
                 res_l.append((back - done).total_seconds())
                 last_resume = max(last_resume or back, back)
+                prompt = docs[name]["spec"]["prompt"]
+                asked = _first_request_after(srv, prompt, done.timestamp())
+                if asked is not None:
+                    to_request.append(asked - done.timestamp())
+                    to_seen.append(back.timestamp() - asked)
+                if name in adopted_at:
+                    to_adopted.append(adopted_at[name] - done.timestamp())
+                    if asked is not None:
+                        adopted_to_request.append(asked - adopted_at[name])
         all_back = (
             (last_resume - first_request).total_seconds()
             if last_resume and first_request
@@ -250,6 +301,10 @@ def berth_drain(
             "drain_seconds": drain_seconds,
             "passivation": pas,
             "resume": res_l,
+            "resume_to_request": to_request,
+            "request_to_seen": to_seen,
+            "ended_to_adopted": to_adopted,
+            "adopted_to_request": adopted_to_request,
             "retries": res.stderr.count("will retry"),
             "first_request_to_last_resume": all_back,
             "phases": _phase_count(dc, ns),
@@ -319,6 +374,19 @@ def report(title: str, berth: dict[str, Any]) -> None:
     )
     print(f"  resume (pod ended -> run seen running): p50 {pct(res, 50):.2f}s", end="")
     print(f"  p99 {pct(res, 99):.2f}s")
+    asked, seen = berth.get("resume_to_request") or [], berth.get("request_to_seen") or []
+    print(
+        f"    pod ended -> resumed run's first model request: p50 {pct(asked, 50):.2f}s"
+        f"  p99 {pct(asked, 99):.2f}s; that request -> resume recorded: p50 {pct(seen, 50):.2f}s"
+        f"  p99 {pct(seen, 99):.2f}s"
+    )
+    adopt, started = berth.get("ended_to_adopted") or [], berth.get("adopted_to_request") or []
+    if adopt:
+        print(
+            f"    pod ended -> warm pod adopted (operator log): p50 {pct(adopt, 50):.2f}s"
+            f"  p99 {pct(adopt, 99):.2f}s; adopted -> first model request: p50"
+            f" {pct(started, 50):.2f}s  p99 {pct(started, 99):.2f}s"
+        )
     back = berth["first_request_to_last_resume"]
     print(f"  first request -> last session running again: {back:.1f}s")
     retries = berth["retries"]
