@@ -53,7 +53,7 @@ import time
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import kopf
 from pydantic import ValidationError
@@ -112,7 +112,6 @@ from berth_operator.reconcile.plan import CreatePod, DeletePod, Observation, Pas
 from berth_operator.reconcile.session import decide
 
 log = logging.getLogger("berth.operator")
-T = TypeVar("T")
 
 POD_LABELS = {LABEL_SESSION_UID: kopf.PRESENT, LABEL_COMPONENT: COMPONENT_SESSION}
 ERROR_RETRY_SECONDS = 5.0
@@ -697,9 +696,16 @@ async def _apply(
             return wait
     creating = plan.create is not None and may_create
     status_write = write_status(ctx.kube, body, obs.status, plan.status)
-    if creating:
-        # The objects the new pod needs do not depend on the epoch: written alongside the status.
-        stored = await _concurrently(status_write, _prepare_pod(ctx, obs, early))
+    existing: list[dict[str, Any]] | None = None
+    if creating and obs.status.epoch:
+        # The objects the new pod needs, and the guard's LIST of the session's pods, do not
+        # depend on the epoch: both go alongside the status write. (Without a stored epoch the
+        # pod may be the session's first, whose LIST the written status makes needless.)
+        stored, _, existing = await _concurrently(
+            status_write, _prepare_pod(ctx, obs, early), _list_pods(ctx, obs.ref)
+        )
+    elif creating:
+        stored, _ = await _concurrently(status_write, _prepare_pod(ctx, obs, early))
     else:
         stored = await status_write
     if live is not None and stored is not body:
@@ -721,7 +727,7 @@ async def _apply(
     _post_events(body, plan)
     if plan.create is not None and creating:
         first = not obs.status.epoch and plan.create.epoch == 1 and written
-        listed = await _create(ctx, obs, plan.create, first_pod=first)
+        listed = await _create(ctx, obs, plan.create, first_pod=first, existing=existing)
         for d in later:
             ctx.spawn(_delete_ended(ctx, obs.ref, d))
         if listed:
@@ -765,14 +771,19 @@ async def _passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall)
         log.info("%s: passivate not delivered yet: %s", ref.key, exc)
 
 
-async def _concurrently(first: Awaitable[T], *others: Awaitable[Any]) -> T:
-    """Await all; return ``first``'s result. Every awaitable runs to its end; then the first
-    error in argument order is raised."""
-    results = await asyncio.gather(first, *others, return_exceptions=True)
+async def _concurrently(*awaitables: Awaitable[Any]) -> list[Any]:
+    """Await all; return their results in argument order. Every awaitable runs to its end; then
+    the first error in argument order is raised."""
+    results = await asyncio.gather(*awaitables, return_exceptions=True)
     for result in results:
         if isinstance(result, BaseException):
             raise result
-    return cast(T, results[0])
+    return results
+
+
+async def _list_pods(ctx: OperatorContext, ref: SessionRef) -> list[dict[str, Any]]:
+    """The session's pods as the apiserver lists them (not the cache): ``_create``'s guard."""
+    return await ctx.kube.list_pods(ref.namespace, f"{LABEL_SESSION_UID}={ref.uid}")
 
 
 async def _prepare_pod(
@@ -803,7 +814,12 @@ async def _prepare_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSes
 
 
 async def _create(
-    ctx: OperatorContext, obs: Observation, create: CreatePod, *, first_pod: bool = False
+    ctx: OperatorContext,
+    obs: Observation,
+    create: CreatePod,
+    *,
+    first_pod: bool = False,
+    existing: list[dict[str, Any]] | None = None,
 ) -> tuple[ObservedPod, ...]:
     """Create the pod of ``create.epoch`` (``_prepare_pod`` has run) unless the apiserver
     (listed directly: the guard against a stale cache and a restarted operator) shows other
@@ -812,7 +828,8 @@ async def _create(
 
     ``first_pod``: this iteration stored epoch 1 over a status without an epoch (a PUT with the
     resourceVersion of that status). Pods of an epoch are only created after the epoch is
-    stored, so no pod of this session can exist and the LIST is skipped."""
+    stored, so no pod of this session can exist and the LIST is skipped. ``existing``: that
+    LIST, made already (``_list_pods``, beside the status write); None lists here."""
     ref = obs.ref
     pod = build_session_pod(
         ref,
@@ -825,7 +842,8 @@ async def _create(
     )
     target = pod["metadata"]["name"]
     if not first_pod:
-        existing = await ctx.kube.list_pods(ref.namespace, f"{LABEL_SESSION_UID}={ref.uid}")
+        if existing is None:
+            existing = await _list_pods(ctx, ref)
         if any(p["metadata"]["name"] == target for p in existing):
             ctx.mark_inflight(ref.uid, target)
             return ()

@@ -464,19 +464,23 @@ def _x() -> Any:
 async def test_the_replacement_is_created_before_the_ended_pods_delete(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The handler carries out such a plan with the status first, then the create, and the
-    delete of the ended pod last: it holds the replacement back no more, nor the session's
-    next pass (the pass returns before the delete, which runs in the background)."""
+    """The handler carries out such a plan with the status first (the guard's LIST of the
+    session's pods beside it: the status write here answers only once the LIST has been
+    made), then the create, and the delete of the ended pod last: it holds the replacement
+    back no more, nor the session's next pass (the pass returns before the delete, which runs
+    in the background)."""
     from berth_operator.handlers import agentsession
     from berth_operator.handlers.context import OperatorContext
 
     calls: list[str] = []
+    listed = asyncio.Event()
     msg = {"outcome": "passivated", "runId": "run-1", "turn": 2, "reason": "node_drain"}
     ended = make_pod(1).on("proc-a").running().terminated(0, msg)
 
     class Kube:
         async def replace_session_status(self, body: dict[str, Any]) -> dict[str, Any]:
             calls.append(f"status epoch {body['status']['epoch']}")
+            await asyncio.wait_for(listed.wait(), timeout=5)  # the LIST is not made after
             return {**body, "metadata": {**body["metadata"], "resourceVersion": "2"}}
 
         async def delete_pod(self, namespace: str, name: str, **_: Any) -> None:
@@ -484,6 +488,7 @@ async def test_the_replacement_is_created_before_the_ended_pods_delete(
 
         async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
             calls.append("list")
+            listed.set()
             return [ended.obj()]  # the ended pod is still there: no obstacle
 
         async def create_pod(self, body: dict[str, Any]) -> None:
@@ -497,7 +502,7 @@ async def test_the_replacement_is_created_before_the_ended_pods_delete(
     ctx = OperatorContext(settings=SETTINGS, kube=Kube(), runtime=None)  # type: ignore[arg-type]
     monkeypatch.setattr(agentsession, "_post_events", lambda body, plan: calls.append("events"))
     await agentsession._apply(ctx, session.obj(), obs, plan)
-    assert calls == ["status epoch 2", "events", "list", "create demo-e2"]
+    assert calls == ["status epoch 2", "list", "events", "create demo-e2"]
     assert ctx.background, "the ended pod's delete was not started"
     await asyncio.gather(*ctx.background)
     assert calls[-1] == "delete demo-e1"
