@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -258,6 +259,11 @@ def berth_drain(
         to_adopted: list[float] = []  # pod ended -> the operator adopted a warm pod
         adopted_to_request: list[float] = []  # -> the resumed run's first model request
         adopted_at = _adoptions(op.log_dir, epoch=2) if warm else {}
+        if keep := os.environ.get("BERTH_BENCH_LOG_DIR"):  # the operator's log, for a trace
+            kept = Path(keep) / ns
+            kept.mkdir(parents=True, exist_ok=True)
+            for log in op.log_dir.glob("operator-*.log"):
+                shutil.copy(log, kept / log.name)
         last_resume: datetime | None = None
         first_request: datetime | None = None
         for name in names:
@@ -386,6 +392,12 @@ def report(title: str, berth: dict[str, Any]) -> None:
             f"    pod ended -> warm pod adopted (operator log): p50 {pct(adopt, 50):.2f}s"
             f"  p99 {pct(adopt, 99):.2f}s; adopted -> first model request: p50"
             f" {pct(started, 50):.2f}s  p99 {pct(started, 99):.2f}s"
+        )
+        print(
+            "    the slowest five of each: "
+            + ", ".join(f"{x:.2f}" for x in sorted(adopt)[-5:])
+            + "; "
+            + ", ".join(f"{x:.2f}" for x in sorted(started)[-5:])
         )
     back = berth["first_request_to_last_resume"]
     print(f"  first request -> last session running again: {back:.1f}s")
