@@ -114,7 +114,8 @@ async def run(
     ``cfg.pod_ip:cfg.http_port``."""
     metrics = SessionMetrics()
     pod = SessionPod(cfg, opts, metrics)
-    runner = web.AppRunner(make_app(pod, token), access_log=None)
+    outcome: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    runner = web.AppRunner(make_app(pod, token, outcome), access_log=None)
     await runner.setup()
     try:
         try:
@@ -144,11 +145,19 @@ async def run(
             try:
                 pod.build()
             except (SessionRuntimeError, ValueError) as exc:
-                return pod.build_failed(exc)
-            pod.start()
-            return await pod.wait()
+                message = pod.build_failed(exc)
+            else:
+                pod.start()
+                message = await pod.wait()
         finally:
             await pod.close()
+        if pod.settled():
+            # Done with the session: nothing touches its store any more. ``GET /v1/outcome``
+            # answers now; the runner's cleanup lets those answers go out before it closes.
+            outcome.set_result(termination.render(message))
+        else:  # the operator waits for the kubelet's report of the container's end instead
+            log.warning("a run outlived its cancellation: the end is not reported early")
+        return message
     finally:
         with contextlib.suppress(Exception):
             await runner.cleanup()

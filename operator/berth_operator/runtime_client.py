@@ -1,6 +1,6 @@
-"""HTTP client of the session pod API (ARCHITECTURE.md §5): ``GET /v1/state`` and
-``POST /v1/passivate`` (and a warm pod's ``POST /v1/adopt``) on ``http://<status.podIP>:8080``
-(no Services or DNS needed).
+"""HTTP client of the session pod API (ARCHITECTURE.md §5): ``GET /v1/state``,
+``POST /v1/passivate`` and ``GET /v1/outcome`` (and a warm pod's ``POST /v1/adopt``) on
+``http://<status.podIP>:8080`` (no Services or DNS needed).
 
 Every call carries ``Authorization: Bearer <token>``, the session's API token from its
 ``<name>-berth`` Secret (the Berth security contract); the token is never part of an error
@@ -24,6 +24,9 @@ from pydantic import ValidationError
 from berth_operator.api.constants import MAX_STATE_BODY_BYTES, SESSION_PORT
 from berth_operator.api.options import RuntimeState
 from berth_operator.errors import RuntimeUnauthorized, RuntimeUnreachable
+
+MAX_OUTCOME_BYTES = 4096
+"""The largest ``GET /v1/outcome`` body read: a termination message (the kubelet's limit)."""
 
 KEEPALIVE_SECONDS = 2.0
 """How long an idle connection to a session pod is kept for the next request. Shorter than the
@@ -113,6 +116,33 @@ class RuntimeClient:
                     raise RuntimeUnreachable(f"POST {url}: HTTP {resp.status}")
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise RuntimeUnreachable(f"POST {url}: {exc or type(exc).__name__}") from exc
+
+    async def outcome(self, pod_ip: str, token: str | None, wait_seconds: int) -> str | None:
+        """GET /v1/outcome?waitSeconds=N: the session process's termination message (its JSON
+        text, as it writes it to its termination log) once it is done with its session; None
+        when it was not within ``wait_seconds`` (204). A body over ``MAX_OUTCOME_BYTES`` is
+        refused. Raises RuntimeUnauthorized (401/403), RuntimeUnreachable (anything else)."""
+        url = f"{self.base_url(pod_ip)}/v1/outcome?waitSeconds={wait_seconds}"
+        timeout = aiohttp.ClientTimeout(total=wait_seconds + (self._timeout.total or 0))
+        try:
+            async with self._http().get(
+                url, headers=self.auth_headers(token), timeout=timeout
+            ) as resp:
+                if resp.status in (401, 403):
+                    raise RuntimeUnauthorized(f"GET {url}: HTTP {resp.status}")
+                if resp.status == 204:
+                    return None
+                if resp.status != 200:
+                    raise RuntimeUnreachable(f"GET {url}: HTTP {resp.status}")
+                raw = await resp.content.read(MAX_OUTCOME_BYTES + 1)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise RuntimeUnreachable(f"GET {url}: {exc or type(exc).__name__}") from exc
+        if len(raw) > MAX_OUTCOME_BYTES:
+            raise RuntimeUnreachable(f"GET {url}: body exceeds {MAX_OUTCOME_BYTES} bytes")
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RuntimeUnreachable(f"GET {url}: body is not UTF-8") from exc
 
     async def adopt(self, pod_ip: str, body: dict[str, Any], token: str) -> None:
         """POST /v1/adopt to a warm pod with its pool's adoption ``token`` (202 expected;

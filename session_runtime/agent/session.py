@@ -412,6 +412,12 @@ class Session(QueueApi):
 
     # ---- runs --------------------------------------------------------------------------
 
+    @property
+    def quiescent(self) -> bool:
+        """No operation holds the session: no run is in flight or being started (a closed
+        session whose run was cancelled and has ended is quiescent)."""
+        return not self._slot.active
+
     def runs(self) -> list[dict[str, Any]]:
         """Snapshots of the retained runs, oldest first."""
         return [r.snapshot() for r in self._runs.records()]

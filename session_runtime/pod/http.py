@@ -8,12 +8,21 @@ Routes: ``GET /healthz`` ``/readyz`` ``/metrics`` (no token), ``GET /v1/state``,
 ``POST /v1/passivate {reason, deadlineMs}``, ``POST /v1/messages {prompt, messageId?, peer?}``,
 ``GET /v1/messages/{id}`` (the run a message started: status and result) and
 ``GET /v1/messages/{id}/events`` (``{"runs": {runId: [event, ...]}}``, the retained events of
-those runs) (token in ``Authorization: Bearer`` or ``X-Berth-Token``; 401 without, 403 when
-wrong).
+those runs) and ``GET /v1/outcome?waitSeconds=N`` (token in ``Authorization: Bearer`` or
+``X-Berth-Token``; 401 without, 403 when wrong).
+
+``GET /v1/outcome`` answers 200 with the termination message (the JSON the process writes to its
+termination log, ARCHITECTURE §8) once the process is done with its session: the run has ended,
+every task is cancelled and awaited and the session and its store are closed, so nothing it does
+afterwards touches the store. Until then it waits up to ``waitSeconds`` (0-300, default 0) and
+answers 204. The operator asks it after a passivation request, and places the replacement on the
+answer instead of waiting for the kubelet to report the container's end (its relist and status
+write, seconds on a busy node).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import re
 from collections.abc import Mapping
@@ -37,6 +46,8 @@ from session_runtime.pod.api import (
 
 BodyT = TypeVar("BodyT", bound=BaseModel)
 MESSAGE_ID_RE = re.compile(MESSAGE_ID_PATTERN)
+MAX_OUTCOME_WAIT_SECONDS = 300
+"""The longest ``waitSeconds`` of ``GET /v1/outcome``."""
 
 
 class PodApi(Protocol):
@@ -121,9 +132,13 @@ async def _body(request: web.Request, model: type[BodyT]) -> BodyT | web.Respons
     return _json(400, {"error": "bad_request", "detail": detail})
 
 
-def make_app(pod: PodApi, token: bytes) -> web.Application:
+def make_app(
+    pod: PodApi, token: bytes, outcome: asyncio.Future[str] | None = None
+) -> web.Application:
     """The pod API (routes in the module docstring), guarded by ``token`` (non-empty bytes).
-    Raises ValueError for an empty token."""
+    ``outcome``: resolved with the rendered termination message once the process is done with
+    its session (``GET /v1/outcome``; None: that route always answers 204). Raises ValueError
+    for an empty token."""
     if not token:
         raise ValueError("the session API needs a non-empty token")
     refused = Counter(
@@ -186,6 +201,23 @@ def make_app(pod: PodApi, token: bytes) -> web.Application:
         events = {str(r["id"]): list(pod.session.run_events(str(r["id"]))) for r in runs}
         return _json(200, {"messageId": mid, "runs": events})
 
+    async def outcome_of_session(request: web.Request) -> web.Response:
+        raw = request.query.get("waitSeconds", "0")
+        try:
+            wait = float(raw)
+        except ValueError:
+            wait = -1.0
+        if not 0 <= wait <= MAX_OUTCOME_WAIT_SECONDS:
+            detail = f"waitSeconds must be a number from 0 to {MAX_OUTCOME_WAIT_SECONDS}"
+            return _json(400, {"error": "bad_request", "detail": detail})
+        if outcome is None:
+            return web.Response(status=204)
+        try:
+            text = await asyncio.wait_for(asyncio.shield(outcome), wait)
+        except TimeoutError:
+            return web.Response(status=204)
+        return web.Response(text=text, content_type="application/json")
+
     app = web.Application(middlewares=[auth_middleware(token, refused)])
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
@@ -195,4 +227,5 @@ def make_app(pod: PodApi, token: bytes) -> web.Application:
     app.router.add_post("/v1/messages", messages)
     app.router.add_get("/v1/messages/{message_id}", message)
     app.router.add_get("/v1/messages/{message_id}/events", message_events)
+    app.router.add_get("/v1/outcome", outcome_of_session)
     return app

@@ -524,6 +524,14 @@ class SessionPod:
             idle_since_ms=self.idle_since_ms,
         )
 
+    def settled(self) -> bool:
+        """After :meth:`close`: nothing of the session runs any more — the pod's run and
+        passivation tasks have ended and the session holds no operation — so nothing touches
+        its store again. False when a run outlived its cancellation (``close`` waits 10 s)."""
+        if any(t is not None and not t.done() for t in (self._passivate_task, self._run_task)):
+            return False
+        return self.session is None or bool(self.session.quiescent)
+
     async def close(self) -> None:
         """Cancel what still runs and close the session and agent (errors are logged)."""
         for task in (self._passivate_task, self._run_task):

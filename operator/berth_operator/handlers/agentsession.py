@@ -49,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import replace
@@ -109,6 +110,7 @@ from berth_operator.reconcile.coalesce import write_delay
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node, observe_pod
 from berth_operator.reconcile.passivation import Trigger, node_disruption
 from berth_operator.reconcile.plan import CreatePod, DeletePod, Observation, PassivateCall, Plan
+from berth_operator.reconcile.replacement import parse_termination
 from berth_operator.reconcile.session import decide
 
 log = logging.getLogger("berth.operator")
@@ -125,6 +127,10 @@ STORE_CLEANUP_POLL_SECONDS = 2.0
 """How often that wait lists the pods."""
 UNPARSEABLE_RETRY_SECONDS = 60.0
 """Seconds before an object that does not parse is read again (an edit wakes it sooner)."""
+OUTCOME_WAIT_SECONDS = 30
+"""The longest single ``GET /v1/outcome`` long poll of a passivating pod."""
+OUTCOME_SLACK_SECONDS = 10
+"""How long past a passivation's deadline its pod's own report of its end is still awaited."""
 
 
 @kopf.index("pods", labels=POD_LABELS)  # type: ignore[arg-type]
@@ -586,6 +592,7 @@ async def _observe(
     credentials check. Raises ``ValidationError`` for an object that does not parse."""
     meta = body["metadata"]
     namespace, uid = meta["namespace"], meta["uid"]
+    cached = ctx.reported_ends(uid, cached)
     spec = AgentSessionSpec.model_validate(body.get("spec") or {})
     status = AgentSessionStatus.model_validate(body.get("status") or {})
     ref = SessionRef(namespace, meta["name"], uid, int(meta.get("generation") or 0))
@@ -763,12 +770,47 @@ async def _delete_ended(ctx: OperatorContext, ref: SessionRef, d: DeletePod) -> 
 
 async def _passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall) -> None:
     """POST /v1/passivate; an undelivered request is retried by the next decision (the deadline
-    in status still applies: the pod is deleted at the latest then)."""
+    in status still applies: the pod is deleted at the latest then). Once delivered, the pod's
+    own report of its end is awaited beside the passes (``_await_outcome``)."""
     try:
         token = await _api_token(ctx, ref)
         await ctx.runtime.passivate(call.pod_ip, call.reason, call.deadline_ms, token)
     except RuntimeUnreachable as exc:
         log.info("%s: passivate not delivered yet: %s", ref.key, exc)
+        return
+    if call.pod_uid and call.pod_uid not in ctx.outcome_waits:
+        ctx.outcome_waits.add(call.pod_uid)
+        ctx.spawn(_await_outcome(ctx, ref, call, token))
+
+
+async def _await_outcome(
+    ctx: OperatorContext, ref: SessionRef, call: PassivateCall, token: str | None
+) -> None:
+    """Ask the passivating pod ``GET /v1/outcome`` (long polls of at most
+    ``OUTCOME_WAIT_SECONDS``) until it answers with its termination message or its deadline
+    (+ ``OUTCOME_SLACK_SECONDS``) passes. The answer is kept (``ctx.outcomes``) and the session
+    reconciled at once: its pass treats the pod as ended, as the kubelet will report it
+    moments later, and places the replacement. A pod that cannot answer (its process already
+    gone, a runtime without the route) is left to the kubelet's report."""
+    try:
+        while time.time() * 1000 < call.deadline_ms + OUTCOME_SLACK_SECONDS * 1000:
+            left = call.deadline_ms / 1000 - time.time() + OUTCOME_SLACK_SECONDS
+            wait = max(1, min(OUTCOME_WAIT_SECONDS, math.ceil(left)))
+            try:
+                message = await ctx.runtime.outcome(call.pod_ip, token, wait)
+            except RuntimeUnreachable as exc:
+                log.debug("%s: no outcome from pod %s: %s", ref.key, call.pod_ip, exc)
+                return
+            if message is None:
+                continue
+            if parse_termination(message) is None:
+                log.warning("%s: pod %s reported an end that does not parse", ref.key, call.pod_ip)
+                return
+            ctx.outcomes[ref.uid] = (call.pod_uid, message)
+            ctx.wake_session(ref.uid)
+            return
+    finally:
+        ctx.outcome_waits.discard(call.pod_uid)
 
 
 async def _concurrently(*awaitables: Awaitable[Any]) -> list[Any]:
@@ -847,7 +889,7 @@ async def _create(
         if any(p["metadata"]["name"] == target for p in existing):
             ctx.mark_inflight(ref.uid, target)
             return ()
-        listed = [observe_pod(p) for p in existing]
+        listed = ctx.reported_ends(ref.uid, (observe_pod(p) for p in existing))
         if any(not p.ended for p in listed):  # an ended pod never runs again: no obstacle
             return tuple(listed)
     if obs.spec.warm_pool_ref is not None and await adopt_for_session(ctx, obs, create):

@@ -36,8 +36,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -59,6 +60,7 @@ from berth_operator.k8s.laneworker import LaneWorkerApi
 from berth_operator.k8s.secrets import SecretApi
 from berth_operator.metrics import INFLIGHT, PhaseTracker
 from berth_operator.reconcile.migration import MigrationSlots
+from berth_operator.reconcile.observe import ObservedPod, ended_as_reported
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
 from session_runtime.budget.directory import BudgetDirectory
@@ -228,6 +230,11 @@ class OperatorContext:
     sessions: SessionWorkers = field(default_factory=SessionWorkers)
     background: set[asyncio.Task[None]] = field(default_factory=set)
     """Tasks started by :meth:`spawn` that have not ended."""
+    outcomes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Session uid → (pod uid, termination message text) its passivating pod reported itself
+    over ``GET /v1/outcome``, ahead of the kubelet (``reconcile.observe.ended_as_reported``)."""
+    outcome_waits: set[str] = field(default_factory=set)
+    """Pod uids whose ``GET /v1/outcome`` is being awaited (one waiter per pod)."""
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""
@@ -298,11 +305,27 @@ class OperatorContext:
         self.background.add(task)
         task.add_done_callback(self.background.discard)
 
+    def reported_ends(self, uid: str, pods: Iterable[ObservedPod]) -> list[ObservedPod]:
+        """Session ``uid``'s ``pods`` with the end its pod reported itself applied (see
+        :attr:`outcomes`); the report is dropped once the kubelet's shows or the pod is gone."""
+        pods = list(pods)
+        entry = self.outcomes.get(uid)
+        if entry is None:
+            return pods
+        pod_uid, message = entry
+        reported = next((p for p in pods if p.uid == pod_uid), None)
+        if reported is None or reported.terminated is not None:
+            del self.outcomes[uid]
+            return pods
+        now = datetime.now(UTC).replace(microsecond=0)
+        return [ended_as_reported(p, message, now) if p is reported else p for p in pods]
+
     def forget(self, uid: str) -> None:
         """Drop everything kept for a deleted session."""
         self.inflight.pop(uid, None)
         self.evictions.pop(uid, None)
         self.tokens.pop(uid, None)
+        self.outcomes.pop(uid, None)
         self.migrations.forget(uid)
         INFLIGHT.set(len(self.inflight))
         self.phases.set(uid, None)

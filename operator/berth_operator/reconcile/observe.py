@@ -6,7 +6,7 @@ Only the fields the decisions need are kept, so the pod index stays small (500+ 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -79,6 +79,27 @@ class ObservedPod:
         so it never runs again: the pod can do nothing more, whether or not its object is
         still there (a deleted pod's object goes only once its kubelet has confirmed)."""
         return self.terminated is not None
+
+
+REPORTED_BY_RUNTIME = "ReportedBySession"
+"""``Terminated.reason`` of an end the session process reported itself (``GET /v1/outcome``)."""
+
+
+def ended_as_reported(pod: ObservedPod, message: str, now: datetime) -> ObservedPod:
+    """``pod`` as ended with termination ``message`` (the JSON text the session process gave
+    over ``GET /v1/outcome``: the one it writes to its termination log) when the kubelet has
+    not reported the container's end yet; ``pod`` unchanged when it has. The process answers
+    only once it is done with the session (its store closed), so the pod is treated as the
+    kubelet will show it moments later: exit code 0 is assumed for the detail only, the
+    message decides."""
+    if pod.terminated is not None:
+        return pod
+    return replace(
+        pod,
+        terminated=Terminated(
+            exit_code=0, reason=REPORTED_BY_RUNTIME, message=message, finished_at=now
+        ),
+    )
 
 
 def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:

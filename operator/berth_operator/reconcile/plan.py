@@ -124,6 +124,8 @@ class PassivateCall:
     pod_ip: str
     reason: str
     deadline_ms: int
+    pod_uid: str = ""
+    """The pod's uid: its reported end (``GET /v1/outcome``) is kept under it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,10 @@ import json
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -151,10 +153,19 @@ def test_state_passivate_mid_run_then_resume_on_a_new_epoch(tmp_path: Path) -> N
         assert again_status == 202
         assert again["passivation"] == body["passivation"]  # idempotent: first request wins
         assert first.state()["passivation"]["reason"] == "node_drain"
+        assert first.request("GET", "/v1/outcome")[0] == 204  # still passivating
+        assert first.request("GET", "/v1/outcome?waitSeconds=-1")[0] == 400
+        answered: list[tuple[int, Any]] = []
+        waiter = threading.Thread(
+            target=lambda: answered.append(first.request("GET", "/v1/outcome?waitSeconds=9"))
+        )
+        waiter.start()
 
         world.touch("go")  # the running tool may finish before the deadline
         assert first.wait_exit() == 0, first.stderr()
+        waiter.join(timeout=10)
         msg = first.termination()
+        assert answered == [(200, msg)]  # the operator's early word of the pod's end
         assert (msg["outcome"], msg["runId"], msg["reason"]) == ("passivated", run_id, "node_drain")
         assert msg["turn"] == 1 and msg["resumedFrom"] is None
         hook_line = (

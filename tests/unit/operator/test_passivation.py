@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -245,7 +246,9 @@ def test_cordoned_node_requests_passivation_with_condition_event_and_post() -> N
     assert plan.status.phase == "Passivating"
     assert cond(plan, "Passivated") == ("False", "Passivating")
     assert cond(plan, "Ready") == ("False", "Passivating")
-    assert plan.passivate == PassivateCall("127.0.1.5", "node_drain", pv.deadline_ms(_rec(plan)))
+    assert plan.passivate == PassivateCall(
+        "127.0.1.5", "node_drain", pv.deadline_ms(_rec(plan)), "pod-uid-1"
+    )
     assert _rec(plan).deadline == T0 + timedelta(seconds=30)
     assert [e.reason for e in plan.events] == ["Passivating"]
     assert "node_drain" in (get_condition(plan.status.conditions, "Passivated") or _x()).message
@@ -535,3 +538,89 @@ async def test_a_failed_delete_of_an_ended_pod_is_logged_and_asked_again_next_pa
     )
     plan = decide(observation(again, ended, replacement, now=6), SETTINGS)
     assert [d.name for d in plan.delete] == [ended.obj()["metadata"]["name"]]
+
+
+async def test_a_passivated_pods_own_report_of_its_end_places_the_replacement_before_the_kubelet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once ``POST /v1/passivate`` is delivered the operator long-polls the pod's
+    ``GET /v1/outcome``. Its answer (the termination message, given once the process is done
+    with the session) is kept and the session woken; the next pass treats the pod, still
+    Running for the kubelet, as ended with that message and places the replacement. When the
+    kubelet's own report shows, the kept one is dropped."""
+    import json
+
+    from berth_operator.handlers import agentsession
+    from berth_operator.handlers.context import OperatorContext
+
+    msg = {"outcome": "passivated", "runId": "run-1", "turn": 2, "reason": "node_drain"}
+    asked: list[tuple[str, int]] = []
+
+    class Runtime:
+        async def passivate(self, pod_ip: str, reason: str, deadline_ms: int, token: Any) -> None:
+            asked.append(("passivate", deadline_ms))
+
+        async def outcome(self, pod_ip: str, token: Any, wait_seconds: int) -> str | None:
+            asked.append(("outcome", wait_seconds))
+            polls = sum(1 for kind, _ in asked if kind == "outcome")
+            return None if polls == 1 else json.dumps(msg)  # the second poll answers
+
+    session = running_session().with_status(
+        epoch=1, podName="demo-e1", podUid="pod-uid-1", passivation=record().wire(), runId="run-1"
+    )
+    ctx = OperatorContext(settings=SETTINGS, kube=None, runtime=Runtime())  # type: ignore[arg-type]
+    ctx.tokens[session.ref().uid] = "token"
+    woken: list[str] = []
+    monkeypatch.setattr(ctx, "wake_session", woken.append)
+    deadline = int((datetime.now(UTC) + timedelta(seconds=30)).timestamp() * 1000)
+    call = PassivateCall("127.0.1.5", "node_drain", deadline, "pod-uid-1")
+    await agentsession._passivate(ctx, session.ref(), call)
+    await agentsession._passivate(ctx, session.ref(), call)  # delivered again: one waiter
+    await asyncio.gather(*ctx.background)
+    assert [a[0] for a in asked] == ["passivate", "passivate", "outcome", "outcome"]
+    assert all(0 < w <= agentsession.OUTCOME_WAIT_SECONDS for k, w in asked if k == "outcome")
+    assert woken == [session.ref().uid]
+    assert ctx.outcomes[session.ref().uid] == ("pod-uid-1", json.dumps(msg))
+    assert not ctx.outcome_waits
+
+    running = make_pod(1).on("proc-a").running()
+    obs = observation(session, running, now=5)
+    plan = decide(obs, SETTINGS)
+    assert plan.create is None  # the kubelet's view alone: still running
+    pods = tuple(ctx.reported_ends(session.ref().uid, obs.pods))
+    plan = decide(replace(obs, pods=pods), SETTINGS)
+    assert _rec(plan).outcome == "passivated"
+    assert plan.create is not None and plan.create.epoch == 2
+    assert plan.create.resume_run_id == "run-1"
+    assert [d.name for d in plan.delete] == ["demo-e1"]
+
+    reported = make_pod(1).on("proc-a").running().terminated(0, msg).observed()
+    assert ctx.reported_ends(session.ref().uid, [reported]) == [reported]
+    assert session.ref().uid not in ctx.outcomes  # the kubelet's report took over
+
+
+async def test_a_pod_that_cannot_report_its_end_is_left_to_the_kubelet() -> None:
+    """Unreachable (its process already gone) or a report that does not parse: nothing is
+    kept, the session is not woken, and the waiter ends."""
+    from berth_operator.errors import RuntimeUnreachable
+    from berth_operator.handlers import agentsession
+    from berth_operator.handlers.context import OperatorContext
+
+    answers: list[Any] = [RuntimeUnreachable("connection refused"), "not json"]
+
+    class Runtime:
+        async def outcome(self, pod_ip: str, token: Any, wait_seconds: int) -> str | None:
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return str(answer)
+
+    ctx = OperatorContext(settings=SETTINGS, kube=None, runtime=Runtime())  # type: ignore[arg-type]
+    ref = running_session().ref()
+    deadline = int((datetime.now(UTC) + timedelta(seconds=30)).timestamp() * 1000)
+    for _ in range(2):
+        ctx.outcome_waits.add("pod-uid-1")
+        call = PassivateCall("127.0.1.5", "node_drain", deadline, "pod-uid-1")
+        await agentsession._await_outcome(ctx, ref, call, "token")
+        assert not ctx.outcomes and not ctx.outcome_waits
+    assert answers == []

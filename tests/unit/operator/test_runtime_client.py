@@ -131,3 +131,40 @@ async def test_an_idle_connection_to_a_pod_is_not_kept_past_the_keepalive(
     first, second, later = fake.peers
     assert first == second
     assert later != first
+
+
+async def test_outcome_long_polls_and_reads_the_termination_message() -> None:
+    """``GET /v1/outcome?waitSeconds=N``: 204 is "not yet" (None), 200 the message text; the
+    wait is the pod's, so the request may take longer than the client's usual timeout; a
+    refused token and an oversized body are errors."""
+    message = json.dumps({"outcome": "passivated", "runId": "run-1"})
+    answers: list[web.Response] = [
+        web.Response(status=204),
+        web.Response(text=message, content_type="application/json"),
+        web.Response(status=403),
+        web.Response(text="x" * (runtime_client.MAX_OUTCOME_BYTES + 1)),
+    ]
+    waits: list[str] = []
+
+    async def outcome(request: web.Request) -> web.Response:
+        waits.append(request.query["waitSeconds"])
+        await asyncio.sleep(0.3)  # longer than the client's timeout below
+        return answers.pop(0)
+
+    app = web.Application()
+    app.router.add_get("/v1/outcome", outcome)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    client = RuntimeClient(0.2)
+    client.base_url = staticmethod(lambda pod_ip, _p=server.port: f"http://{pod_ip}:{_p}")  # type: ignore[method-assign]
+    try:
+        assert await client.outcome("127.0.0.1", TOKEN, 1) is None
+        assert await client.outcome("127.0.0.1", TOKEN, 1) == message
+        with pytest.raises(RuntimeUnauthorized):
+            await client.outcome("127.0.0.1", TOKEN, 1)
+        with pytest.raises(RuntimeUnreachable, match="exceeds"):
+            await client.outcome("127.0.0.1", TOKEN, 1)
+    finally:
+        await client.close()
+        await server.close()
+    assert waits == ["1", "1", "1", "1"]

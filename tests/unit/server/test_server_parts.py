@@ -225,3 +225,34 @@ def test_session_guard_wraps_the_own_guard_only_with_a_budget_service(tmp_path: 
     cluster = session_guard(PodConfig(**base, budget_url="http://budget:8082"), own)  # type: ignore[arg-type]
     assert isinstance(cluster, ClusterBudgetGuard)
     assert (cluster.url, cluster.session_uid) == ("http://budget:8082", "u")
+
+
+async def test_settled_only_once_no_task_and_no_session_operation_is_left(
+    tmp_path: Path,
+) -> None:
+    """``SessionPod.settled`` (after ``close``) decides whether the process reports its end
+    over ``GET /v1/outcome`` before exiting: not while a run task, or an operation the session
+    holds, outlived the close."""
+    import asyncio
+
+    pod = SessionPod(parse_env(env(tmp_path)), opts(), SessionMetrics())
+    assert pod.settled()  # nothing was ever started
+    release = asyncio.Event()
+
+    async def run() -> None:
+        await release.wait()
+
+    pod._run_task = asyncio.create_task(run())
+    await asyncio.sleep(0)
+    assert not pod.settled()
+    release.set()
+    await pod._run_task
+    assert pod.settled()
+
+    class Busy:
+        quiescent = False
+
+    pod.session = Busy()
+    assert not pod.settled()
+    Busy.quiescent = True
+    assert pod.settled()
