@@ -114,7 +114,7 @@ async def run(
     ``cfg.pod_ip:cfg.http_port``."""
     metrics = SessionMetrics()
     pod = SessionPod(cfg, opts, metrics)
-    outcome: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    outcome: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
     runner = web.AppRunner(make_app(pod, token, outcome), access_log=None)
     await runner.setup()
     try:
@@ -159,6 +159,8 @@ async def run(
             log.warning("a run outlived its cancellation: the end is not reported early")
         return message
     finally:
+        if not outcome.done():  # waiting requests answer 204 at once: the cleanup awaits them
+            outcome.set_result(None)
         with contextlib.suppress(Exception):
             await runner.cleanup()
 

@@ -133,12 +133,12 @@ async def _body(request: web.Request, model: type[BodyT]) -> BodyT | web.Respons
 
 
 def make_app(
-    pod: PodApi, token: bytes, outcome: asyncio.Future[str] | None = None
+    pod: PodApi, token: bytes, outcome: asyncio.Future[str | None] | None = None
 ) -> web.Application:
     """The pod API (routes in the module docstring), guarded by ``token`` (non-empty bytes).
     ``outcome``: resolved with the rendered termination message once the process is done with
-    its session (``GET /v1/outcome``; None: that route always answers 204). Raises ValueError
-    for an empty token."""
+    its session, or with None when it ends without saying so (``GET /v1/outcome`` answers 204
+    then, and always without ``outcome``). Raises ValueError for an empty token."""
     if not token:
         raise ValueError("the session API needs a non-empty token")
     refused = Counter(
@@ -215,6 +215,8 @@ def make_app(
         try:
             text = await asyncio.wait_for(asyncio.shield(outcome), wait)
         except TimeoutError:
+            text = None
+        if text is None:
             return web.Response(status=204)
         return web.Response(text=text, content_type="application/json")
 

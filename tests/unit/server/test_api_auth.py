@@ -128,3 +128,48 @@ def test_an_empty_token_is_refused_at_build_time(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match="non-empty token"):
         make_app(pod, b"")
+
+
+async def test_outcome_long_poll_answers_the_message_or_204_when_the_end_is_not_reported(
+    tmp_path: Path,
+) -> None:
+    """``GET /v1/outcome?waitSeconds=N`` waits for the process's word on its end: the message
+    text when it is done with the session, 204 when the wait runs out or the process ends
+    without reporting (resolved with None, so its shutdown does not wait for the poll)."""
+    import asyncio
+
+    env = {
+        "BERTH_SESSION": "ns/s",
+        "BERTH_SESSION_UID": "u",
+        "BERTH_EPOCH": "1",
+        "BERTH_STORE_DIR": str(tmp_path / "store"),
+        "BERTH_WORKSPACE": str(tmp_path / "ws"),
+        "BERTH_OPTIONS_FILE": str(tmp_path / "o.json"),
+        "BERTH_API_TOKEN_FILE": str(tmp_path / "api-token"),
+    }
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    for result in ('{"outcome":"passivated"}', None):
+        opts = parse_options({"prompt": "p", "model": "openai/m"})
+        pod = SessionPod(parse_env(env), opts, SessionMetrics())
+        outcome: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        client: TestClient[Any, Any] = TestClient(
+            TestServer(make_app(pod, TOKEN.encode(), outcome))
+        )
+        await client.start_server()
+        try:
+            resp = await client.get("/v1/outcome?waitSeconds=0.05", headers=auth)
+            assert resp.status == 204
+            for bad in ("301", "-1", "nan", "soon"):
+                resp = await client.get(f"/v1/outcome?waitSeconds={bad}", headers=auth)
+                assert resp.status == 400, bad
+            poll = asyncio.ensure_future(client.get("/v1/outcome?waitSeconds=30", headers=auth))
+            await asyncio.sleep(0.05)
+            assert not poll.done()
+            outcome.set_result(result)
+            resp = await asyncio.wait_for(poll, 5)
+            if result is None:
+                assert resp.status == 204
+            else:
+                assert (resp.status, await resp.text()) == (200, result)
+        finally:
+            await client.close()
