@@ -255,6 +255,7 @@ def berth_drain(
         pas: list[float] = []
         res_l: list[float] = []
         to_request: list[float] = []  # pod ended -> the resumed run's first model request
+        downtime: list[float] = []  # passivation requested -> that request
         to_seen: list[float] = []  # that request -> the operator records the resume
         to_adopted: list[float] = []  # pod ended -> the operator adopted a warm pod
         adopted_to_request: list[float] = []  # -> the resumed run's first model request
@@ -283,6 +284,8 @@ def berth_drain(
                 asked = _first_request_after(srv, prompt, done.timestamp())
                 if asked is not None:
                     to_request.append(asked - done.timestamp())
+                    if req is not None:
+                        downtime.append(asked - req.timestamp())
                     to_seen.append(back.timestamp() - asked)
                 if name in adopted_at:
                     to_adopted.append(adopted_at[name] - done.timestamp())
@@ -308,6 +311,7 @@ def berth_drain(
             "passivation": pas,
             "resume": res_l,
             "resume_to_request": to_request,
+            "downtime": downtime,
             "request_to_seen": to_seen,
             "ended_to_adopted": to_adopted,
             "adopted_to_request": adopted_to_request,
@@ -399,6 +403,11 @@ def report(title: str, berth: dict[str, Any]) -> None:
             + "; "
             + ", ".join(f"{x:.2f}" for x in sorted(started)[-5:])
         )
+    down = berth.get("downtime") or []
+    print(
+        f"  passivation requested -> resumed run's first model request: p50 {pct(down, 50):.2f}s"
+        f"  p99 {pct(down, 99):.2f}s"
+    )
     back = berth["first_request_to_last_resume"]
     print(f"  first request -> last session running again: {back:.1f}s")
     retries = berth["retries"]
@@ -436,6 +445,13 @@ def compare(dc: DevCluster, image: str | None, source: Path | None, rounds: int)
     }
     for tag, (p50, p99) in med.items():
         print(f"{tag}: resume p50 median {p50:.2f}s, p99 median {p99:.2f}s")
+    for tag, _, _ in sides:
+        down = [(pct(r["downtime"], 50), pct(r["downtime"], 99)) for r in runs[tag]]
+        print(
+            f"{tag}: passivation requested -> resumed run's first model request, p50 median "
+            f"{statistics.median(d[0] for d in down):.2f}s, p99 median "
+            f"{statistics.median(d[1] for d in down):.2f}s"
+        )
     print(
         f"now/base: resume p50 {med['now'][0] / med['base'][0]:.2f}x, "
         f"p99 {med['now'][1] / med['base'][1]:.2f}x"

@@ -770,17 +770,18 @@ async def _delete_ended(ctx: OperatorContext, ref: SessionRef, d: DeletePod) -> 
 
 async def _passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall) -> None:
     """POST /v1/passivate; an undelivered request is retried by the next decision (the deadline
-    in status still applies: the pod is deleted at the latest then). Once delivered, the pod's
-    own report of its end is awaited beside the passes (``_await_outcome``)."""
+    in status still applies: the pod is deleted at the latest then). The pod's own report of
+    its end is awaited beside the passes (``_await_outcome``), asked for before the POST: a
+    passivation that ends at once still finds the question waiting (a question that came after
+    the process closed its port would go unanswered)."""
     try:
         token = await _api_token(ctx, ref)
+        if call.pod_uid and call.pod_uid not in ctx.outcome_waits:
+            ctx.outcome_waits.add(call.pod_uid)
+            ctx.spawn(_await_outcome(ctx, ref, call, token))
         await ctx.runtime.passivate(call.pod_ip, call.reason, call.deadline_ms, token)
     except RuntimeUnreachable as exc:
         log.info("%s: passivate not delivered yet: %s", ref.key, exc)
-        return
-    if call.pod_uid and call.pod_uid not in ctx.outcome_waits:
-        ctx.outcome_waits.add(call.pod_uid)
-        ctx.spawn(_await_outcome(ctx, ref, call, token))
 
 
 async def _await_outcome(
@@ -808,6 +809,7 @@ async def _await_outcome(
                 return
             ctx.outcomes[ref.uid] = (call.pod_uid, message)
             ctx.wake_session(ref.uid)
+            log.info("%s: pod %s reported its end before the kubelet", ref.key, call.pod_ip)
             return
     finally:
         ctx.outcome_waits.discard(call.pod_uid)
