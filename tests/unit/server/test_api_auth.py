@@ -20,6 +20,7 @@ from session_runtime.pod.config import parse_env
 from session_runtime.pod.http import make_app
 from session_runtime.pod.lifecycle import SessionPod
 from session_runtime.pod.options import parse_options
+from tests.unit.server.test_server_parts import env
 
 TOKEN = "k9yQq1dQ1kMbpbo2eW5m6l8Hq2wq4Cq1vEo9R7g3x0Y"
 GUARDED = [
@@ -40,17 +41,10 @@ def refused(metrics: SessionMetrics, reason: str) -> float:
 
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[tuple[TestClient[Any, Any], SessionPod]]:
-    env = {
-        "BERTH_SESSION": "ns/s",
-        "BERTH_SESSION_UID": "u",
-        "BERTH_EPOCH": "1",
-        "BERTH_STORE_DIR": str(tmp_path / "store"),
-        "BERTH_WORKSPACE": str(tmp_path / "ws"),
-        "BERTH_OPTIONS_FILE": str(tmp_path / "o.json"),
-        "BERTH_API_TOKEN_FILE": str(tmp_path / "api-token"),
-    }
     pod = SessionPod(
-        parse_env(env), parse_options({"prompt": "p", "model": "openai/m"}), SessionMetrics()
+        parse_env(env(tmp_path)),
+        parse_options({"prompt": "p", "model": "openai/m"}),
+        SessionMetrics(),
     )
     client: TestClient[Any, Any] = TestClient(TestServer(make_app(pod, TOKEN.encode())))
     await client.start_server()
@@ -114,17 +108,10 @@ async def test_probes_and_metrics_need_no_token_and_never_show_it(
 
 
 def test_an_empty_token_is_refused_at_build_time(tmp_path: Path) -> None:
-    env = {
-        "BERTH_SESSION": "ns/s",
-        "BERTH_SESSION_UID": "u",
-        "BERTH_EPOCH": "1",
-        "BERTH_STORE_DIR": str(tmp_path),
-        "BERTH_WORKSPACE": str(tmp_path),
-        "BERTH_OPTIONS_FILE": str(tmp_path / "o.json"),
-        "BERTH_API_TOKEN_FILE": str(tmp_path / "t"),
-    }
     pod = SessionPod(
-        parse_env(env), parse_options({"prompt": "p", "model": "openai/m"}), SessionMetrics()
+        parse_env(env(tmp_path)),
+        parse_options({"prompt": "p", "model": "openai/m"}),
+        SessionMetrics(),
     )
     with pytest.raises(ValueError, match="non-empty token"):
         make_app(pod, b"")
@@ -138,19 +125,10 @@ async def test_outcome_long_poll_answers_the_message_or_204_when_the_end_is_not_
     without reporting (resolved with None, so its shutdown does not wait for the poll)."""
     import asyncio
 
-    env = {
-        "BERTH_SESSION": "ns/s",
-        "BERTH_SESSION_UID": "u",
-        "BERTH_EPOCH": "1",
-        "BERTH_STORE_DIR": str(tmp_path / "store"),
-        "BERTH_WORKSPACE": str(tmp_path / "ws"),
-        "BERTH_OPTIONS_FILE": str(tmp_path / "o.json"),
-        "BERTH_API_TOKEN_FILE": str(tmp_path / "api-token"),
-    }
     auth = {"Authorization": f"Bearer {TOKEN}"}
     for result in ('{"outcome":"passivated"}', None):
         opts = parse_options({"prompt": "p", "model": "openai/m"})
-        pod = SessionPod(parse_env(env), opts, SessionMetrics())
+        pod = SessionPod(parse_env(env(tmp_path)), opts, SessionMetrics())
         outcome: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         client: TestClient[Any, Any] = TestClient(
             TestServer(make_app(pod, TOKEN.encode(), outcome))
