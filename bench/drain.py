@@ -41,7 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
 
-from bench.warm_placement import pool_manifest  # noqa: E402
+from bench.warm_placement import first_request, pool_manifest  # noqa: E402
 from tests.cluster import DevCluster  # noqa: E402
 from tests.e2e.passivation_support import (  # noqa: E402
     PrivateNodes,
@@ -86,20 +86,6 @@ def _phase_count(dc: DevCluster, ns: str) -> dict[str, int]:
         phase = (item.get("status") or {}).get("phase", "")
         out[phase] = out.get(phase, 0) + 1
     return out
-
-
-def _first_request_after(llm: Any, prompt: str, after: float) -> float | None:
-    """When the scripted model ``llm`` first received a request of the run started with user
-    message ``prompt`` after ``after`` (both the wall clock, epoch seconds); None if none came."""
-    return min(
-        (
-            float(req["at"])
-            for req in list(llm.requests)
-            if req["at"] > after
-            and any(m.get("role") == "user" and m.get("content") == prompt for m in req["messages"])
-        ),
-        default=None,
-    )
 
 
 ADOPTED_LINE = re.compile(
@@ -266,7 +252,7 @@ def berth_drain(
             for log in op.log_dir.glob("operator-*.log"):
                 shutil.copy(log, kept / log.name)
         last_resume: datetime | None = None
-        first_request: datetime | None = None
+        first_passivation: datetime | None = None
         for name in names:
             p = status(dc, ns, name).get("passivation") or {}
             req, done, back = (
@@ -276,12 +262,12 @@ def berth_drain(
             )
             if req and done:
                 pas.append((done - req).total_seconds())
-                first_request = min(first_request or req, req)
+                first_passivation = min(first_passivation or req, req)
             if done and back:
                 res_l.append((back - done).total_seconds())
                 last_resume = max(last_resume or back, back)
                 prompt = docs[name]["spec"]["prompt"]
-                asked = _first_request_after(srv, prompt, done.timestamp())
+                asked = first_request(srv, prompt, after=done.timestamp())
                 if asked is not None:
                     to_request.append(asked - done.timestamp())
                     if req is not None:
@@ -292,8 +278,8 @@ def berth_drain(
                     if asked is not None:
                         adopted_to_request.append(asked - adopted_at[name])
         all_back = (
-            (last_resume - first_request).total_seconds()
-            if last_resume and first_request
+            (last_resume - first_passivation).total_seconds()
+            if last_resume and first_passivation
             else float("nan")
         )
         dc.kubectl("uncordon", nodes.a)

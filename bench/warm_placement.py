@@ -57,13 +57,19 @@ def pct(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
-def first_request(llm: Any, prompt: str) -> float | None:
-    """When the scripted model ``llm`` received the first request carrying the user message
-    ``prompt`` (its clock), or None before that."""
-    for req in list(llm.requests):
-        if any(m.get("role") == "user" and m.get("content") == prompt for m in req["messages"]):
-            return float(req["at"])
-    return None
+def first_request(llm: Any, prompt: str, after: float = 0.0) -> float | None:
+    """When the scripted model ``llm`` first received a request carrying the user message
+    ``prompt`` after ``after`` (both its clock, the wall clock in epoch seconds); None if none
+    came yet."""
+    return min(
+        (
+            float(req["at"])
+            for req in list(llm.requests)
+            if req["at"] > after
+            and any(m.get("role") == "user" and m.get("content") == prompt for m in req["messages"])
+        ),
+        default=None,
+    )
 
 
 def batch(dc: DevCluster, ns: str, llm: Any, names: list[str], **spec: Any) -> list[float]:

@@ -81,7 +81,7 @@ class ObservedPod:
         return self.terminated is not None
 
 
-REPORTED_BY_RUNTIME = "ReportedBySession"
+REPORTED_BY_SESSION = "ReportedBySession"
 """``Terminated.reason`` of an end the session process reported itself (``GET /v1/outcome``)."""
 
 
@@ -97,7 +97,7 @@ def ended_as_reported(pod: ObservedPod, message: str, now: datetime) -> Observed
     return replace(
         pod,
         terminated=Terminated(
-            exit_code=0, reason=REPORTED_BY_RUNTIME, message=message, finished_at=now
+            exit_code=0, reason=REPORTED_BY_SESSION, message=message, finished_at=now
         ),
     )
 
