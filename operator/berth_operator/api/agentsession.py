@@ -547,7 +547,8 @@ class RunRecord(K8sModel):
 
 
 class Checkpoint(K8sModel):
-    """The last durable loop checkpoint the runtime reported."""
+    """The last durable loop checkpoint the runtime reported. A run's first is written at once;
+    its progress after that may show up to the operator's status coalescing window late."""
 
     run_id: str | None = None
     """Run the checkpoint belongs to."""
@@ -651,7 +652,7 @@ class AgentSessionStatus(K8sModel):
     runs: list[RunRecord] | None = Field(default=None, max_length=64)
     """Lineage of runs, newest last, bounded to the last 20."""
     checkpoint: Checkpoint | None = None
-    """Last durable checkpoint."""
+    """Last durable checkpoint (a run's progress may show a status coalescing window late)."""
     usage: Usage | None = None
     """Token usage."""
     passivations: Int64 | None = None

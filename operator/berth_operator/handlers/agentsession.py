@@ -700,6 +700,10 @@ async def _apply(
             obs.status, plan, since, ctx.settings.session_api.status_coalesce_seconds
         )
         if wait is not None:  # information only: goes out with the next write (coalesce.py)
+            if plan.passivate is not None:  # a repeat of the stored request (coalesce.py)
+                await _passivate(ctx, obs.ref, plan.passivate)
+                # the passivation's own pace (its deadline) holds while the status waits
+                return min(wait, plan.requeue_after or wait)
             return wait
     creating = plan.create is not None and may_create
     status_write = write_status(ctx.kube, body, obs.status, plan.status)

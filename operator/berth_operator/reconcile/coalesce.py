@@ -1,4 +1,4 @@
-"""Which status writes may wait: coalescing the informational churn of a starting pod.
+"""Which status writes may wait: coalescing a starting pod's and a running session's churn.
 
 A new session's pod goes through several observable steps within a second or two (seen by the
 watch, scheduled, given an IP, its runtime answering); writing the status at each costs an
@@ -6,15 +6,19 @@ apiserver write per step, and at hundreds of sessions those writes are what the 
 its time on. A change that only refreshes *information* — the pod's uid, IP, node and image,
 usage figures, the last error, conditions' reasons and messages while every condition keeps its
 status, and ``Placed`` turning True (the pod was scheduled: the node is on the pod, and the
-``Running`` flip that follows on a real node carries it) — may wait up to a window
+``Running`` flip that follows on a real node carries it), and a running session's progress (its
+checkpoint moving on within the same run: the turn, tool calls and time of the last durable round,
+which the runtime keeps in its store and reports again at every look) — may wait up to a window
 (the operator's ``status_coalesce_seconds`` setting, 10 s by default) after the previous write and
 go out together with whatever follows: a new session's status is then written twice (its epoch
 before the pod exists, and once its runtime answers) instead of at each step. The window is
 longer than a pod's usual start because under a burst of creations those steps are several
 seconds apart, and a window shorter than the gaps writes at each step anyway. Everything the
-operator relies on across a restart (epoch, phase, the passivation record, runs and checkpoint,
-observedGeneration, the result) and every other condition status flip is written at once, as are
-plans with actions (deletes, a create, a passivate call, a PDB to release, Events, metrics).
+operator relies on across a restart (epoch, phase, the passivation record, runs, a run's first
+checkpoint, observedGeneration, the result) and every other condition status flip is written at
+once, as are plans with actions (deletes, a create, a passivate request, a PDB to release, Events,
+metrics). A passivate call that only repeats the stored request is not such an action: the
+handler makes it whether or not the status waits.
 Pure: no I/O.
 """
 
@@ -45,20 +49,34 @@ def _flips(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return before != after
 
 
+def _progress_only(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether the checkpoints (wire form, ``{}`` for none) differ only as a run's progress:
+    both with a durable turn, of the same run."""
+    return (
+        old.get("turn") is not None
+        and new.get("turn") is not None
+        and old.get("runId") == new.get("runId")
+    )
+
+
 def informational_only(before: AgentSessionStatus, plan: Plan) -> bool:
     """True when carrying out ``plan`` over the stored status ``before`` changes nothing but
-    information (module docstring): no action, the same values outside
-    ``INFORMATIONAL_FIELDS`` and conditions, and the same status for every condition (but
-    ``Placed`` turning True)."""
-    if plan.delete or plan.create or plan.passivate or plan.events or plan.metrics:
+    information (module docstring): no action (a passivate call that repeats the stored
+    request aside), the same values outside ``INFORMATIONAL_FIELDS``, conditions and a
+    checkpoint's progress, and the same status for every condition (but ``Placed`` turning
+    True)."""
+    if plan.delete or plan.create or plan.events or plan.metrics or plan.release_pdb:
         return False
-    if plan.release_pdb:
+    if plan.passivate is not None and not plan.passivate.resend:
         return False
     old, new = before.wire(), plan.status.wire()
     if old == new:
         return False  # nothing to write at all
-    rest_old = {k: v for k, v in old.items() if k not in INFORMATIONAL_FIELDS | {"conditions"}}
-    rest_new = {k: v for k, v in new.items() if k not in INFORMATIONAL_FIELDS | {"conditions"}}
+    skip = INFORMATIONAL_FIELDS | {"conditions"}
+    if _progress_only(old.get("checkpoint") or {}, new.get("checkpoint") or {}):
+        skip |= {"checkpoint"}
+    rest_old = {k: v for k, v in old.items() if k not in skip}
+    rest_new = {k: v for k, v in new.items() if k not in skip}
     return rest_old == rest_new and not _flips(old, new)
 
 

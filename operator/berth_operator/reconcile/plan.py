@@ -126,6 +126,9 @@ class PassivateCall:
     deadline_ms: int
     pod_uid: str = ""
     """The pod's uid: its reported end (``GET /v1/outcome``) is kept under it."""
+    resend: bool = False
+    """The request is already in the stored status (this call repeats it, in case an earlier
+    one was not delivered): it does not need this pass's status written first."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,7 +73,9 @@ def on_alive(d: Decision, pod: ObservedPod) -> None:
     st.passivation = rec
     detail = _apply_step(plan, pod, decision, rec, settings)
     if decision.post and pod.pod_ip:
-        plan.passivate = PassivateCall(pod.pod_ip, rec.reason, pv.deadline_ms(rec), pod.uid)
+        plan.passivate = PassivateCall(
+            pod.pod_ip, rec.reason, pv.deadline_ms(rec), pod.uid, resend=decision.kind == "wait"
+        )
     conds.set(CondType.PASSIVATED, "False", Reason.PASSIVATING, detail[:1024])
     finish(st, conds, "Passivating", detail[:1024])
     refresh = settings.session_api.status_refresh_seconds

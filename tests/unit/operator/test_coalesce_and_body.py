@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,6 +14,7 @@ from berth_operator.handlers.context import OperatorContext
 from berth_operator.handlers.session_body import SessionBody
 from berth_operator.handlers.session_workers import LiveSession
 from berth_operator.reconcile.coalesce import informational_only, write_delay
+from berth_operator.reconcile.passivation import Trigger
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings
 
@@ -108,6 +110,109 @@ def test_an_unchanged_status_has_nothing_to_defer() -> None:
     plan = decide(observation(session, inflight="demo-e1"), SETTINGS)
     assert plan.status.wire() == session.status().wire()
     assert write_delay(session.status(), plan, since_last_write=0.01, window=WINDOW) is None
+
+
+def _running(turn: int | None, run_id: str = "run-1") -> dict[str, Any]:
+    state: dict[str, Any] = {"state": "running", "runId": run_id}
+    if turn is not None:
+        state["checkpoint"] = {"runId": run_id, "turn": turn, "toolCallsCount": turn}
+    return state
+
+
+def stored_running(turn: int | None) -> Any:
+    """The placed session as stored once its run was seen running at checkpoint ``turn``."""
+    session = placed_session()
+    pod = make_pod(1).on("node-a").running()
+    plan = decide(
+        observation(session, pod, nodes=(make_node("node-a"),), state=_running(turn)), SETTINGS
+    )
+    return make_session().with_status(**plan.status.wire())
+
+
+def test_a_running_sessions_progress_may_wait_but_a_first_or_new_checkpoint_may_not() -> None:
+    pod, nodes = make_pod(1).on("node-a").running(), (make_node("node-a"),)
+    at_turn_2 = stored_running(2)
+    later = decide(observation(at_turn_2, pod, nodes=nodes, state=_running(5)), SETTINGS)
+    assert later.status.wire()["checkpoint"]["turn"] == 5
+    assert informational_only(at_turn_2.status(), later)
+    assert write_delay(at_turn_2.status(), later, since_last_write=1.0, window=WINDOW) == (
+        pytest.approx(WINDOW - 1.0)
+    )
+    no_checkpoint = stored_running(None)
+    first = decide(observation(no_checkpoint, pod, nodes=nodes, state=_running(1)), SETTINGS)
+    assert not informational_only(no_checkpoint.status(), first)
+    other_run = decide(
+        observation(at_turn_2, pod, nodes=nodes, state=_running(1, run_id="run-2")), SETTINGS
+    )
+    assert not informational_only(at_turn_2.status(), other_run)
+
+
+def test_a_passivation_request_is_written_at_once_its_repeats_may_wait() -> None:
+    pod, nodes = make_pod(1).on("node-a").running(), (make_node("node-a"),)
+    drain = {"node-a": Trigger("node_drain", "node node-a is cordoned", "node-a")}
+    at_turn_2 = stored_running(2)
+    asked = decide(
+        replace(
+            observation(at_turn_2, pod, nodes=nodes, state=_running(2)), node_disruptions=drain
+        ),
+        SETTINGS,
+    )
+    assert asked.passivate is not None and not asked.passivate.resend
+    assert not informational_only(at_turn_2.status(), asked)
+    requested = make_session().with_status(**asked.status.wire())
+    repeat = decide(
+        replace(
+            observation(requested, pod, nodes=nodes, state=_running(3), now=1),
+            node_disruptions=drain,
+        ),
+        SETTINGS,
+    )
+    assert repeat.passivate is not None and repeat.passivate.resend
+    assert repeat.status.wire()["checkpoint"]["turn"] == 3  # the last round, not yet written
+    assert informational_only(requested.status(), repeat)
+
+
+async def test_a_repeated_passivate_call_goes_out_while_the_status_waits() -> None:
+    """The handler: a pass whose plan repeats the stored request and changes only information
+    makes the call and leaves the status for later, back at the passivation's own pace; once
+    the window has passed, the status is written first."""
+    calls: list[str] = []
+
+    class Kube:
+        async def replace_session_status(self, body: dict[str, Any]) -> dict[str, Any]:
+            calls.append("status")
+            return {**body, "metadata": {**body["metadata"], "resourceVersion": "9"}}
+
+    class Runtime:
+        async def passivate(self, pod_ip: str, reason: str, deadline_ms: int, token: Any) -> None:
+            calls.append("passivate")
+
+    pod, nodes = make_pod(1).on("node-a").running(), (make_node("node-a"),)
+    drain = {"node-a": Trigger("node_drain", "node node-a is cordoned", "node-a")}
+    asked = decide(
+        replace(
+            observation(stored_running(2), pod, nodes=nodes, state=_running(2)),
+            **{"node_disruptions": drain},
+        ),
+        SETTINGS,
+    )
+    requested = make_session().with_status(**asked.status.wire())
+    obs = replace(
+        observation(requested, pod, nodes=nodes, state=_running(3), now=1), node_disruptions=drain
+    )
+    plan = decide(obs, SETTINGS)
+    assert plan.passivate is not None and plan.requeue_after is not None
+    ctx = OperatorContext(settings=SETTINGS, kube=Kube(), runtime=Runtime())  # type: ignore[arg-type]
+    ctx.tokens[obs.ref.uid] = "token"
+    ctx.outcome_waits.add(plan.passivate.pod_uid)  # its end is awaited already
+    live = LiveSession(SessionBody(), lambda: requested.obj())
+    live.last_write = time.monotonic()
+    delay = await agentsession._apply(ctx, requested.obj(), obs, plan, live=live)
+    assert calls == ["passivate"]
+    assert delay == pytest.approx(min(plan.requeue_after, WINDOW), abs=0.1)
+    live.last_write = time.monotonic() - WINDOW - 1
+    await agentsession._apply(ctx, requested.obj(), obs, plan, live=live)
+    assert calls == ["passivate", "status", "passivate"]
 
 
 def obj(rv: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
