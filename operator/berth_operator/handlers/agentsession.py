@@ -811,7 +811,7 @@ async def _await_outcome(
             if parse_termination(message) is None:
                 log.warning("%s: pod %s reported an end that does not parse", ref.key, call.pod_ip)
                 return
-            ctx.outcomes[ref.uid] = (call.pod_uid, message)
+            ctx.outcomes[ref.uid] = (call.pod_uid, message, _now_ms())
             ctx.wake_session(ref.uid)
             log.info("%s: pod %s reported its end before the kubelet", ref.key, call.pod_ip)
             return

@@ -38,7 +38,7 @@ import contextvars
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import aiohttp
@@ -230,9 +230,10 @@ class OperatorContext:
     sessions: SessionWorkers = field(default_factory=SessionWorkers)
     background: set[asyncio.Task[None]] = field(default_factory=set)
     """Tasks started by :meth:`spawn` that have not ended."""
-    outcomes: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Session uid → (pod uid, termination message text) its passivating pod reported itself
-    over ``GET /v1/outcome``, ahead of the kubelet (``reconcile.observe.ended_as_reported``)."""
+    outcomes: dict[str, tuple[str, str, datetime]] = field(default_factory=dict)
+    """Session uid → (pod uid, termination message text, when it came) its passivating pod
+    reported itself over ``GET /v1/outcome``, ahead of the kubelet
+    (``reconcile.observe.ended_as_reported``)."""
     outcome_waits: set[str] = field(default_factory=set)
     """Pod uids whose ``GET /v1/outcome`` is being awaited (one waiter per pod)."""
 
@@ -312,13 +313,12 @@ class OperatorContext:
         entry = self.outcomes.get(uid)
         if entry is None:
             return pods
-        pod_uid, message = entry
+        pod_uid, message, at = entry
         reported = next((p for p in pods if p.uid == pod_uid), None)
         if reported is None or reported.terminated is not None:
             del self.outcomes[uid]
             return pods
-        now = datetime.now(UTC).replace(microsecond=0)
-        return [ended_as_reported(p, message, now) if p is reported else p for p in pods]
+        return [ended_as_reported(p, message, at) if p is reported else p for p in pods]
 
     def forget(self, uid: str) -> None:
         """Drop everything kept for a deleted session."""

@@ -86,12 +86,12 @@ REPORTED_BY_SESSION = "ReportedBySession"
 
 
 def ended_as_reported(pod: ObservedPod, message: str, now: datetime) -> ObservedPod:
-    """``pod`` as ended with termination ``message`` (the JSON text the session process gave
-    over ``GET /v1/outcome``: the one it writes to its termination log) when the kubelet has
-    not reported the container's end yet; ``pod`` unchanged when it has. The process answers
-    only once it is done with the session (its store closed), so the pod is treated as the
-    kubelet will show it moments later: exit code 0 is assumed for the detail only, the
-    message decides."""
+    """``pod`` as ended at ``now`` (when the report came) with termination ``message`` (the
+    JSON text the session process gave over ``GET /v1/outcome``: the one it writes to its
+    termination log) when the kubelet has not reported the container's end yet; ``pod``
+    unchanged when it has. The process answers only once it is done with the session (its
+    store closed), so the pod is treated as the kubelet will show it moments later: exit code
+    0 is assumed for the detail only, the message decides."""
     if pod.terminated is not None:
         return pod
     return replace(

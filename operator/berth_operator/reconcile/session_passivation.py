@@ -16,7 +16,7 @@ from berth_operator.api.agentsession import (
 from berth_operator.api.conditions import CondType, Reason
 from berth_operator.reconcile import idle, migration
 from berth_operator.reconcile import passivation as pv
-from berth_operator.reconcile.observe import ObservedPod
+from berth_operator.reconcile.observe import REPORTED_BY_SESSION, ObservedPod
 from berth_operator.reconcile.plan import (
     NOT_RUNNING_REQUEUE,
     Decision,
@@ -141,12 +141,17 @@ def _apply_step(
 
 
 def on_pod_ended(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
-    """The pod of an active passivation ended: close the record, observe the latency."""
+    """The pod of an active passivation ended: close the record, observe the latency. The end
+    is dated when the pod's own report came (``observe.ended_as_reported``, milliseconds), else
+    when this decision saw it (the kubelet's ``finishedAt`` has whole seconds only)."""
     obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
     now = obs.precise_now or obs.now
     rec = st.passivation
     if rec is None or not pv.active_for(rec, pod.name):
         return
+    ended = pod.terminated
+    if ended is not None and ended.reason == REPORTED_BY_SESSION and ended.finished_at:
+        now = min(now, max(rec.requested_at, ended.finished_at))
     clean = verdict.termination is not None and verdict.termination.outcome == "passivated"
     outcome: PassivationOutcome = "passivated" if clean else "deadline"
     rec = pv.finish(rec, outcome, now)

@@ -580,16 +580,21 @@ async def test_a_passivated_pods_own_report_of_its_end_places_the_replacement_be
     assert sorted(a[0] for a in asked) == ["outcome", "outcome", "passivate", "passivate"]
     assert all(0 < w <= agentsession.OUTCOME_WAIT_SECONDS for k, w in asked if k == "outcome")
     assert woken == [session.ref().uid]
-    assert ctx.outcomes[session.ref().uid] == ("pod-uid-1", json.dumps(msg))
+    pod_uid, text, at = ctx.outcomes[session.ref().uid]
+    assert (pod_uid, text) == ("pod-uid-1", json.dumps(msg))
+    assert abs((datetime.now(UTC) - at).total_seconds()) < 5  # when the report came
     assert not ctx.outcome_waits
 
     running = make_pod(1).on("proc-a").running()
     obs = observation(session, running, now=5)
     plan = decide(obs, SETTINGS)
     assert plan.create is None  # the kubelet's view alone: still running
+    # the end is dated when the report came, not when a pass got to it
+    ctx.outcomes[session.ref().uid] = (pod_uid, text, T0 + timedelta(seconds=2))
     pods = tuple(ctx.reported_ends(session.ref().uid, obs.pods))
     plan = decide(replace(obs, pods=pods), SETTINGS)
     assert _rec(plan).outcome == "passivated"
+    assert _rec(plan).passivated_at == T0 + timedelta(seconds=2)
     assert plan.create is not None and plan.create.epoch == 2
     assert plan.create.resume_run_id == "run-1"
     assert [d.name for d in plan.delete] == ["demo-e1"]
