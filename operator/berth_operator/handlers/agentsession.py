@@ -785,7 +785,10 @@ async def _passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall)
             ctx.spawn(_await_outcome(ctx, ref, call, token))
         await ctx.runtime.passivate(call.pod_ip, call.reason, call.deadline_ms, token)
     except RuntimeUnreachable as exc:
-        log.info("%s: passivate not delivered yet: %s", ref.key, exc)
+        # A repeat that finds the port closed is the usual end of a passivation (the process
+        # is done, its report on the way): not worth an INFO line per pass.
+        level = logging.DEBUG if call.resend else logging.INFO
+        log.log(level, "%s: passivate not delivered yet: %s", ref.key, exc)
 
 
 async def _await_outcome(

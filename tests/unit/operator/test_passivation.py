@@ -629,3 +629,29 @@ async def test_a_pod_that_cannot_report_its_end_is_left_to_the_kubelet() -> None
         await agentsession._await_outcome(ctx, ref, call, "token")
         assert not ctx.outcomes and not ctx.outcome_waits
     assert answers == []
+
+
+async def test_an_undelivered_repeat_is_logged_below_info_a_first_request_at_info(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The first POST failing is worth an INFO line; a repeat finding the port closed is the
+    usual end of a passivation (the process done), logged at DEBUG only."""
+    from berth_operator.errors import RuntimeUnreachable
+    from berth_operator.handlers import agentsession
+    from berth_operator.handlers.context import OperatorContext
+
+    class Runtime:
+        async def passivate(self, pod_ip: str, reason: str, deadline_ms: int, token: Any) -> None:
+            raise RuntimeUnreachable("connection refused")
+
+    ctx = OperatorContext(settings=SETTINGS, kube=None, runtime=Runtime())  # type: ignore[arg-type]
+    ref = running_session().ref()
+    ctx.tokens[ref.uid] = "token"
+    ctx.outcome_waits.add("pod-uid-1")  # its end is awaited already
+    deadline = int((datetime.now(UTC) + timedelta(seconds=30)).timestamp() * 1000)
+    caplog.set_level("DEBUG", logger="berth.operator")
+    for resend in (False, True):
+        call = PassivateCall("127.0.1.5", "node_drain", deadline, "pod-uid-1", resend=resend)
+        await agentsession._passivate(ctx, ref, call)
+    levels = [r.levelname for r in caplog.records if "not delivered" in r.getMessage()]
+    assert levels == ["INFO", "DEBUG"]
