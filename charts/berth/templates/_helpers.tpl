@@ -320,7 +320,7 @@ app.kubernetes.io/component: redis
 # One PodDisruptionBudget per session, so evictions wait for passivation.
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [get, create, delete]
+  verbs: [create, delete]
 # Secrets: berth-task-key and <session>-berth are created (update adds a task key or a new
 # options.json); the LLM key Secret a session names is read to check its
 # berth.dev/llm-credentials label. No list/watch.
@@ -345,7 +345,7 @@ app.kubernetes.io/component: redis
 # One PodDisruptionBudget per session (passivation before eviction).
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [get, create, delete]
+  verbs: [create, delete]
 # Events on AgentSessions and LaneWorkers.
 - apiGroups: ["", events.k8s.io]
   resources: [events]

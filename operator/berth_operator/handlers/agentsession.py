@@ -845,11 +845,7 @@ async def _prepare_pod(
     (``_prepare_objects``, or the task ``early`` already writing them) and a managed shared
     claim."""
     ref, spec, settings = obs.ref, obs.spec, ctx.settings
-    needs: list[Awaitable[Any]] = [
-        early
-        if early is not None
-        else _prepare_objects(ctx, ref, spec, had_pod=bool(obs.status.epoch))
-    ]
+    needs: list[Awaitable[Any]] = [early if early is not None else _prepare_objects(ctx, ref, spec)]
     if obs.claim is not None and obs.claim[1] == "ClaimCreating":
         needs.append(
             ctx.kube.create_pvc(
@@ -859,15 +855,12 @@ async def _prepare_pod(
     await _concurrently(*needs)
 
 
-async def _prepare_objects(
-    ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec, *, had_pod: bool = False
-) -> None:
+async def _prepare_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
     """The Secrets (options.json of ``ref``'s generation in ``<name>-berth``) and, when PDBs
-    are enabled, the PodDisruptionBudget of the session's pods, written concurrently.
-    ``had_pod``: an epoch is stored (the PDB was made for an earlier pod: read before create)."""
+    are enabled, the PodDisruptionBudget of the session's pods, written concurrently."""
     needs: list[Awaitable[Any]] = [_ensure_secrets(ctx, ref, spec)]
     if ctx.disruption is not None:
-        needs.append(ctx.disruption.ensure_pdb(build_session_pdb(ref, spec), known=had_pod))
+        needs.append(ctx.disruption.ensure_pdb(build_session_pdb(ref, spec)))
     await _concurrently(*needs)
 
 

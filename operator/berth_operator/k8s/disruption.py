@@ -27,24 +27,11 @@ class DisruptionClient:
         """Share ``kube``'s session."""
         return cls(kube.session)
 
-    async def ensure_pdb(self, body: dict[str, Any], *, known: bool = False) -> bool:
+    async def ensure_pdb(self, body: dict[str, Any]) -> bool:
         """Create the PDB unless it exists (its spec never changes). True when created.
 
-        ``known``: the session had a pod before, so its PDB most likely exists: read it first
-        (a GET costs the apiserver less than a create it refuses with 409, and a later pod is
-        placed when the apiserver is busiest, under a drain). Otherwise create first: one call
-        for a new session. Raises KubeError (e.g. 403 when RBAC lacks poddisruptionbudgets
-        get or create)."""
+        Raises KubeError (e.g. 403 when RBAC lacks poddisruptionbudgets create)."""
         meta = body["metadata"]
-        if known:
-            try:
-                await self.rest.get(
-                    f"get poddisruptionbudget {meta['namespace']}/{meta['name']}",
-                    _pdbs(meta["namespace"], meta["name"]),
-                )
-                return False
-            except NotFound:
-                pass  # released while the session was at rest, or deleted: make it again
         try:
             await self.rest.create(
                 f"create poddisruptionbudget {meta['namespace']}/{meta['name']}",

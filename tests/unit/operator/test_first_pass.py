@@ -11,7 +11,7 @@ from berth_operator.handlers import agentsession
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.settings import OperatorSettings
 
-from tests.unit.operator.fixtures import make_pod, make_session, observation
+from tests.unit.operator.fixtures import make_pod, make_session
 
 
 class FakeSecrets:
@@ -35,11 +35,9 @@ class FakeSecrets:
 class FakeDisruption:
     def __init__(self) -> None:
         self.pdbs: list[str] = []
-        self.known: list[bool] = []
 
-    async def ensure_pdb(self, body: dict[str, Any], *, known: bool = False) -> bool:
+    async def ensure_pdb(self, body: dict[str, Any]) -> bool:
         self.pdbs.append(body["metadata"]["name"])
-        self.known.append(known)
         return True
 
 
@@ -61,15 +59,6 @@ async def test_a_new_session_has_its_secret_and_pdb_written_ahead() -> None:
     await task
     assert secrets.ensured == ["s1"] and ctx.tokens["uid-1234567890"] == "token"
     assert ctx.disruption.pdbs == ["s1"]  # type: ignore[union-attr]
-
-
-async def test_a_later_pods_pdb_is_read_before_it_is_created() -> None:
-    """The PDB of a session's first pod is created outright; a later pod's (a stored epoch)
-    is read first (``DisruptionClient.ensure_pdb(known=True)``)."""
-    ctx = ctx_with(FakeSecrets())
-    await agentsession._prepare_pod(ctx, observation(make_session("s1")))
-    await agentsession._prepare_pod(ctx, observation(make_session("s1").with_status(epoch=1)))
-    assert ctx.disruption.known == [False, True]  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(

@@ -398,37 +398,3 @@ def test_sharing_leaves_the_sent_object_unchanged() -> None:
     assert shared is answer and shared["spec"] is sent["spec"]
     assert shared["metadata"]["resourceVersion"] == "2" and shared["x"] == 1
     assert sent == before
-
-
-def test_ensure_pdb_creates_first_for_a_new_session_and_reads_first_for_a_later_pod(
-    server: Any,
-) -> None:
-    """A new session's PDB is one POST; a later pod's is a GET (no refused create), and a POST
-    only when the GET finds none (released at rest, or deleted)."""
-    from berth_operator.k8s.disruption import DisruptionClient
-
-    body = {"metadata": {"name": "s-berth", "namespace": "ns"}, "spec": {}}
-    pdb = {"kind": "PodDisruptionBudget", "metadata": {"name": "s-berth"}}
-    gone = {"kind": "Status", "code": 404, "reason": "NotFound"}
-    server.answers = [(201, pdb), (200, pdb), (404, gone), (201, pdb)]
-
-    async def go() -> list[bool]:
-        session = _session(_url(server))
-        try:
-            pdbs = DisruptionClient(session)
-            return [
-                await pdbs.ensure_pdb(body),
-                await pdbs.ensure_pdb(body, known=True),
-                await pdbs.ensure_pdb(body, known=True),
-            ]
-        finally:
-            await session.close()
-
-    assert asyncio.run(go()) == [True, False, True]
-    path = "/apis/policy/v1/namespaces/ns/poddisruptionbudgets"
-    assert [(s["method"], s["path"]) for s in server.seen] == [
-        ("POST", path),
-        ("GET", f"{path}/s-berth"),
-        ("GET", f"{path}/s-berth"),
-        ("POST", path),
-    ]
