@@ -41,7 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
 
-from bench.warm_placement import first_request, pool_manifest  # noqa: E402
+from bench.warm_placement import first_request, pct, pool_manifest  # noqa: E402
 from tests.cluster import DevCluster  # noqa: E402
 from tests.e2e.passivation_support import (  # noqa: E402
     PrivateNodes,
@@ -68,15 +68,6 @@ IMAGE = os.environ.get("BERTH_BENCH_IMAGE", "")
 
 def _t(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
-
-
-def pct(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100); NaN for no values."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
 
 
 def _phase_count(dc: DevCluster, ns: str) -> dict[str, int]:
