@@ -73,6 +73,9 @@ class Reason:
     """The scheduler cannot place the pod (its message says why: resources, selectors, taints)."""
     CLAIM_MISSING: Final = "ClaimMissing"
     """The session's shared claim does not exist and claims are the user's to create."""
+    POD_CREATE_FAILED: Final = "PodCreateFailed"
+    """The pod of the current epoch, or an object it needs, could not be created (RBAC, a
+    ResourceQuota, an admission webhook); the same epoch is tried again with backoff."""
     # Running
     RUNTIME_READY: Final = "RuntimeReady"
     STARTING: Final = "Starting"

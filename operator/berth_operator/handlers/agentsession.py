@@ -36,7 +36,10 @@ SessionWarmPool, have a warm pod of the pool adopted instead (``handlers.session
 ended pods are deleted after that. What the pod needs (the namespace's ``berth-task-key`` for
 external lanes, the ``<name>-berth`` Secret with options.json, the PDB) is written concurrently
 with the status — on a session's first pass already beside the reads (``_prepare_early``). A
-Conflict restarts the iteration on a fresh GET; other API errors back off. Secret values never
+Conflict restarts the iteration on a fresh GET; other API errors back off. When what follows
+the stored epoch fails (those objects, the LIST, the create), the failure is remembered
+(``OperatorContext.create_failed``) and the next passes place the same epoch again after the
+placement backoff, saying why in status (``reconcile.session._place_again``). Secret values never
 reach logs, status or Events.
 
 kopf writes nothing to an AgentSession unless its store is to be deleted with it (no kopf
@@ -634,6 +637,7 @@ async def _observe(
         wake_requested_at=idle.parse_wake(
             (meta.get("annotations") or {}).get(idle.WAKE_ANNOTATION)
         ),
+        create_failure=ctx.create_failures.get(uid),
     )
 
 
@@ -707,18 +711,26 @@ async def _apply(
             return wait
     creating = plan.create is not None and may_create
     status_write = write_status(ctx.kube, body, obs.status, plan.status)
-    existing: list[dict[str, Any]] | None = None
+    existing: list[dict[str, Any]] | BaseException | None = None
+    prepared: BaseException | None = None
     if creating and obs.status.epoch:
         # The objects the new pod needs, and the guard's LIST of the session's pods, do not
         # depend on the epoch: both go alongside the status write. (Without a stored epoch the
         # pod may be the session's first, whose LIST the written status makes needless.)
-        stored, _, existing = await _concurrently(
-            status_write, _prepare_pod(ctx, obs, early), _list_pods(ctx, obs.ref)
+        stored, prepared, existing = await asyncio.gather(
+            status_write,
+            _prepare_pod(ctx, obs, early),
+            _list_pods(ctx, obs.ref),
+            return_exceptions=True,
         )
     elif creating:
-        stored, _ = await _concurrently(status_write, _prepare_pod(ctx, obs, early))
+        stored, prepared = await asyncio.gather(
+            status_write, _prepare_pod(ctx, obs, early), return_exceptions=True
+        )
     else:
         stored = await status_write
+    if isinstance(stored, BaseException):
+        raise stored  # the epoch is not stored: nothing of this plan happened
     if live is not None and stored is not body:
         live.body.written(stored, time.monotonic())
         live.last_write = time.monotonic()
@@ -738,7 +750,27 @@ async def _apply(
     _post_events(body, plan)
     if plan.create is not None and creating:
         first = not obs.status.epoch and plan.create.epoch == 1 and written
-        listed = await _create(ctx, obs, plan.create, first_pod=first, existing=existing)
+        try:
+            for error in (prepared, existing):
+                if isinstance(error, BaseException):
+                    raise error
+            assert not isinstance(existing, BaseException)
+            listed = await _create(ctx, obs, plan.create, first_pod=first, existing=existing)
+        except Exception as exc:
+            # The epoch is stored, its pod was never made: the next pass places the same
+            # epoch again after a backoff, and says why (reconcile.session._place_again).
+            failure = ctx.create_failed(obs.ref.uid, plan.create, exc)
+            RECONCILE_ERRORS.labels(
+                kind="api" if isinstance(exc, KubeError) else "unexpected"
+            ).inc()
+            log.warning(
+                "%s: pod of epoch %d not created (attempt %d): %s",
+                obs.ref.key,
+                plan.create.epoch,
+                failure.attempts,
+                failure.message,
+            )
+            return 0.0  # the next pass records the failure in status
         for d in later:
             ctx.spawn(_delete_ended(ctx, obs.ref, d))
         if listed:

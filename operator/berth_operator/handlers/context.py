@@ -8,6 +8,8 @@
   monotonic time of the create. ``decide`` treats such a pod as existing, so a lagging cache never
   leads to a second create; entries expire after ``inflight_ttl_seconds`` (then the direct LIST
   before every create is the guard).
+- ``create_failures``: session uid → the last failed attempt to create the pod of its stored
+  epoch; ``decide`` tries that epoch again after a backoff instead of moving to the next one.
 - ``evictions``: session uid → pod names whose eviction the webhook denied (handlers.webhook); the
   session's next decision requests passivation with reason ``eviction`` and records it in status.
 - ``disruption``: PodDisruptionBudget calls (k8s.disruption), None when PDBs are disabled.
@@ -38,7 +40,7 @@ import contextvars
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -61,6 +63,7 @@ from berth_operator.k8s.secrets import SecretApi
 from berth_operator.metrics import INFLIGHT, PhaseTracker
 from berth_operator.reconcile.migration import MigrationSlots
 from berth_operator.reconcile.observe import ObservedPod, ended_as_reported
+from berth_operator.reconcile.plan import CreateFailure, CreatePod
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
 from session_runtime.budget.directory import BudgetDirectory
@@ -236,6 +239,9 @@ class OperatorContext:
     (``reconcile.observe.ended_as_reported``)."""
     outcome_waits: set[str] = field(default_factory=set)
     """Pod uids whose ``GET /v1/outcome`` is being awaited (one waiter per pod)."""
+    create_failures: dict[str, CreateFailure] = field(default_factory=dict)
+    """Session uid → the last failed attempt to create the pod of its stored epoch
+    (:meth:`create_failed`); dropped when a create of the session goes through."""
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""
@@ -280,9 +286,25 @@ class OperatorContext:
             event.set()
 
     def mark_inflight(self, uid: str, pod_name: str) -> None:
-        """Remember a create until the cache shows the pod."""
+        """Remember a create until the cache shows the pod (and forget failed attempts)."""
         self.inflight[uid] = (pod_name, time.monotonic())
+        self.create_failures.pop(uid, None)
         INFLIGHT.set(len(self.inflight))
+
+    def create_failed(self, uid: str, create: CreatePod, error: BaseException) -> CreateFailure:
+        """Remember that placing ``create.epoch``'s pod of session ``uid`` failed with
+        ``error`` after the epoch was stored; attempts count up while the epoch stays the
+        same. ``decide`` reads it (``Observation.create_failure``) to try that epoch again."""
+        before = self.create_failures.get(uid)
+        same = before is not None and before.create.epoch == create.epoch
+        failure = CreateFailure(
+            create=create,
+            message=str(error) or type(error).__name__,
+            attempts=before.attempts + 1 if same and before is not None else 1,
+            failed_at=datetime.now(UTC),
+        )
+        self.create_failures[uid] = failure
+        return failure
 
     def inflight_for(self, uid: str, cached_names: set[str]) -> str | None:
         """The in-flight pod name of ``uid``, dropping it once cached or expired."""
@@ -326,6 +348,7 @@ class OperatorContext:
         self.evictions.pop(uid, None)
         self.tokens.pop(uid, None)
         self.outcomes.pop(uid, None)
+        self.create_failures.pop(uid, None)
         self.migrations.forget(uid)
         INFLIGHT.set(len(self.inflight))
         self.phases.set(uid, None)

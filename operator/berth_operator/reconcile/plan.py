@@ -66,6 +66,9 @@ class Observation:
     migrating: frozenset[str] = frozenset()
     """Uids of the sessions migrating to a new image now (``reconcile.migration``), this one
     included when it already holds a slot."""
+    create_failure: CreateFailure | None = None
+    """The last failed attempt of this process to create the pod of a stored epoch (None when
+    none failed since the last pod it created)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,24 @@ class CreatePod:
     resume_run_id: str | None
     avoid_nodes: tuple[str, ...] = ()
     """Nodes the pod must not be scheduled to (the node a passivation moved it away from)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreateFailure:
+    """An attempt to create the pod of ``create.epoch`` that failed after that epoch was stored
+    and before the pod existed: an object it needs (its Secret, PodDisruptionBudget or claim)
+    not written, the guard's LIST or the create itself refused (RBAC, a ResourceQuota, an
+    admission webhook). The pod never ran, so ``decide`` places the same epoch again after the
+    placement backoff (``PlacementSettings.backoff_seconds(attempts)`` from ``failed_at``)
+    instead of counting a lost pod and moving to the next epoch.
+
+    ``message``: the error as the apiserver gave it (no Secret values reach it); ``attempts``:
+    failed attempts at this epoch in a row (1-based)."""
+
+    create: CreatePod
+    message: str
+    attempts: int
+    failed_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

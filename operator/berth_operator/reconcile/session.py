@@ -6,8 +6,10 @@ Output: a ``Plan``: the whole new status, pods to delete, at most one pod to cre
 and when to look again. The handler writes the status *first* (with the object's
 resourceVersion, so a stale view never commits) and only then creates the pod: the epoch is
 bumped in status before every create, so a restart between the two can only skip an epoch, never
-reuse one. The handler also lists the pods straight from the API before it creates, so a stale
-cache never makes two pods for one session.
+reuse one. (A create of the stored epoch that this process saw fail, its pod never made, is
+tried again at that epoch: the pod's name is the epoch's, so there is never a second pod of
+it.) The handler also lists the pods straight from the API before it creates, so a stale cache
+never makes two pods for one session.
 
 States (status.phase is derived, conditions carry the detail)::
 
@@ -56,6 +58,7 @@ from berth_operator.reconcile.plan import (
     NOT_RUNNING_REQUEUE,
     STARTING_POLL_SECONDS,
     TERMINAL_REQUEUE,
+    CreateFailure,
     CreatePod,
     Decision,
     DeletePod,
@@ -342,7 +345,7 @@ def _no_current_pod(d: Decision, epoch: int) -> None:
     """No pod of the current epoch: account for the one status names (it vanished, or its
     create never happened), then place the next one when allowed."""
     st, conds = d.st, d.conds
-    if st.pod_name is not None and epoch > 0:
+    if st.pod_name is not None and epoch > 0 and _unplaced(d, epoch) is None:
         gone = ObservedPod(name=st.pod_name, uid=st.pod_uid or "", epoch=epoch)
         if st.pod_uid:
             verdict = Verdict(
@@ -637,9 +640,53 @@ def _at_rest(d: Decision) -> bool:
     return True
 
 
+def _unplaced(d: Decision, epoch: int) -> CreateFailure | None:
+    """The failed create of ``epoch``'s pod, when the status still names that pod as never
+    seen: its pod never existed, so the epoch is placed again (``_place_again``) rather than
+    counted as a lost pod and left for the next one. Pure."""
+    failure, st = d.obs.create_failure, d.st
+    if (
+        failure is None
+        or epoch <= 0
+        or failure.create.epoch != epoch
+        or st.pod_uid
+        or st.pod_name != pod_name(d.obs.ref.name, epoch)
+    ):
+        return None
+    return failure
+
+
+def _place_again(d: Decision, failure: CreateFailure) -> None:
+    """Try the failed create of the current epoch again once the placement backoff after the
+    last attempt has passed (``PlacementSettings.backoff_seconds(attempts)``); until then say
+    why in ``Placed`` and ``Ready`` (reason ``PodCreateFailed``), with a Warning Event once
+    per new error. The epoch stays: no pod of it ever ran. Pure."""
+    obs, st, conds, plan, settings = d.obs, d.st, d.conds, d.plan, d.settings
+    msg = f"pod {st.pod_name} could not be created: {failure.message}"[:1024]
+    before = conds.get(CondType.PLACED)
+    if before is None or (before.reason, before.message) != (Reason.POD_CREATE_FAILED, msg):
+        plan.events.append(Event("Warning", Reason.POD_CREATE_FAILED, msg))
+    conds.set(CondType.PLACED, "False", Reason.POD_CREATE_FAILED, msg)
+    phase: Phase = "Resuming" if (st.epoch or 0) > 1 else "Pending"
+    finish(st, conds, phase, msg, reason=Reason.POD_CREATE_FAILED)
+    due = failure.failed_at + timedelta(
+        seconds=settings.placement.backoff_seconds(failure.attempts)
+    )
+    if obs.now < due:
+        plan.requeue_after = (due - obs.now).total_seconds()
+        return
+    plan.create = failure.create
+    plan.requeue_after = NOT_RUNNING_REQUEUE
+
+
 def _place(d: Decision, epoch: int) -> None:
-    """Bump the epoch in status and plan the create of its pod (resuming the last run)."""
+    """Bump the epoch in status and plan the create of its pod (resuming the last run); or,
+    when this epoch's create failed, try it again (``_place_again``)."""
     obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
+    failure = _unplaced(d, epoch)
+    if failure is not None:
+        _place_again(d, failure)
+        return
     resuming = epoch > 0
     new_epoch = epoch + 1
     reason = st.placement_reason if resuming and st.placement_reason else PlacementReason.INITIAL

@@ -126,6 +126,48 @@ def test_a_missing_llm_secret_is_named_before_any_pod_is_placed(dev_cluster: Dev
         )
 
 
+def test_a_refused_pod_create_is_named_and_retried_at_the_same_epoch(
+    dev_cluster: DevCluster,
+) -> None:
+    """A ResourceQuota allowing no pods: the apiserver refuses the session's pod. The session
+    says so (Ready's reason ``PodCreateFailed`` with the apiserver's words, a Warning Event)
+    and keeps its epoch while the operator retries with backoff; once the quota goes, the same
+    epoch's pod is created."""
+    dc = dev_cluster
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "no-pods"},
+        "spec": {"hard": {"pods": "0"}},
+    }
+    with dc.namespace("quota", shared_pvc=True) as ns, operator(dc, ns) as op:
+        apply_in(dc, ns, [quota])
+        apply_in(dc, ns, session_docs(lambda spec: None))
+        obj = ready_reason_becomes(dc, ns, {"PodCreateFailed"})
+        ready = condition(obj, "Ready")
+        assert ready is not None and "quota" in ready["message"]
+        assert reason_column(dc, ns) == "PodCreateFailed"
+        wait(
+            "a PodCreateFailed Event",
+            lambda: any(
+                e["reason"] == "PodCreateFailed" and e["type"] == "Warning"
+                for e in session_events(dc, ns)
+            ),
+        )
+        wait("a third refused attempt", lambda: "not created (attempt 3)" in op.logs())
+        held = kget(dc, ns, "agentsession", "hello")
+        assert held is not None and held["status"]["epoch"] == 1  # no epoch per attempt
+        dc.kubectl("-n", ns, "delete", "resourcequota", "no-pods")
+        placed = wait(
+            "the pod of epoch 1 created",
+            lambda: dc.kubectl("-n", ns, "get", "pod", "hello-e1", check=False).returncode == 0,
+            cap=120,
+        )
+        assert placed
+        obj = kget(dc, ns, "agentsession", "hello")
+        assert obj is not None and obj["status"]["epoch"] == 1
+
+
 def test_a_crash_looping_worker_pool_says_so(dev_cluster: DevCluster) -> None:
     """A LaneWorker whose pods are OOM-killed over and over: Ready=False with the kubelet's
     CrashLoopBackOff in ``kubectl get lw`` and a Warning Event on the LaneWorker."""

@@ -1,0 +1,163 @@
+"""A pod whose create fails after its epoch was stored (an object it needs, or the create
+itself, refused) is placed again at the same epoch after the placement backoff, with the error
+in ``Placed``/``Ready`` and a Warning Event; the epoch does not move on per failed attempt."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from berth_operator.api.conditions import PlacementReason, Reason, get_condition
+from berth_operator.errors import KubeError
+from berth_operator.handlers import agentsession
+from berth_operator.handlers.context import OperatorContext
+from berth_operator.reconcile.plan import CreateFailure, CreatePod, Observation, Plan
+from berth_operator.reconcile.session import decide
+from berth_operator.settings import OperatorSettings, PlacementSettings
+
+from tests.unit.operator.fixtures import T0, make_session, observation
+
+SETTINGS = OperatorSettings(placement=PlacementSettings(backoff_base_seconds=2))
+FORBIDDEN = "create poddisruptionbudget: 403 Forbidden: exceeded quota: pdbs"
+
+
+def unplaced_session(epoch: int = 3) -> Any:
+    """Status names the pod of ``epoch`` and has never seen it (no uid, no pod)."""
+    return make_session().with_status(
+        epoch=epoch, podName=f"demo-e{epoch}", runId="run-1", placementReason="Passivated"
+    )
+
+
+def failure(epoch: int, attempts: int = 1, seconds_ago: float = 1) -> CreateFailure:
+    create = CreatePod(epoch=epoch, reason="Passivated", resume_run_id="run-1")
+    return CreateFailure(create, FORBIDDEN, attempts, T0 - timedelta(seconds=seconds_ago))
+
+
+def placed(plan: Plan) -> tuple[str, str]:
+    cond = get_condition(plan.status.conditions, "Placed")
+    assert cond is not None
+    return cond.reason, cond.message
+
+
+def test_a_failed_create_waits_its_backoff_and_says_why_without_a_new_epoch() -> None:
+    obs = replace(observation(unplaced_session()), create_failure=failure(3, seconds_ago=0.5))
+    plan = decide(obs, SETTINGS)
+    assert plan.create is None and plan.status.epoch == 3
+    assert plan.status.pod_name == "demo-e3"
+    assert placed(plan) == (
+        Reason.POD_CREATE_FAILED,
+        f"pod demo-e3 could not be created: {FORBIDDEN}",
+    )
+    ready = get_condition(plan.status.conditions, "Ready")
+    assert ready is not None and ready.reason == Reason.POD_CREATE_FAILED
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", Reason.POD_CREATE_FAILED)]
+    assert plan.requeue_after == 1.5  # backoff 2 s after the attempt, 0.5 s ago
+    assert plan.status.restarts in (None, 0)  # no pod died
+
+
+def test_once_the_backoff_passed_the_same_epochs_pod_is_created_again() -> None:
+    first = decide(replace(observation(unplaced_session()), create_failure=failure(3)), SETTINGS)
+    stored = unplaced_session()
+    stored.body["status"] = wire(first)
+    late = failure(3, attempts=2, seconds_ago=4.5)  # attempt 2: backoff 4 s
+    plan = decide(replace(observation(stored), create_failure=late), SETTINGS)
+    assert plan.create == late.create and plan.status.epoch == 3
+    assert placed(plan) == placed(first)  # the error stays shown until the pod exists
+    assert wire(plan) == wire(first)  # so nothing to write for the retry
+    assert plan.events == []  # the same error: its Event was posted already
+
+
+def wire(plan: Plan) -> dict[str, Any]:
+    return plan.status.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def test_without_a_failure_of_this_epoch_a_pod_never_seen_moves_to_the_next_epoch() -> None:
+    """After an operator restart (nothing remembered) or for another epoch's failure, the
+    unseen pod counts as an interrupted placement, as before: never the same epoch twice
+    without knowing its create did not happen."""
+    for known in (None, failure(2)):
+        obs = replace(observation(unplaced_session()), create_failure=known)
+        plan = decide(obs, SETTINGS)
+        assert plan.create is not None and plan.create.epoch == 4
+        assert plan.create.reason == PlacementReason.INTERRUPTED
+
+
+class Kube:
+    """The apiserver of one session: its status as last written, pods created."""
+
+    def __init__(self) -> None:
+        self.status_writes: list[int] = []
+        self.created: list[str] = []
+
+    async def replace_session_status(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.status_writes.append(body["status"]["epoch"])
+        rv = str(len(self.status_writes) + 1)
+        return {**body, "metadata": {**body["metadata"], "resourceVersion": rv}}
+
+    async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return []
+
+    async def create_pod(self, body: dict[str, Any]) -> None:
+        self.created.append(body["metadata"]["name"])
+
+
+class Disruption:
+    """PDB calls that are refused ``refusals`` times, then succeed."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+
+    async def ensure_pdb(self, body: dict[str, Any]) -> bool:
+        if self.refusals > 0:
+            self.refusals -= 1
+            raise KubeError(FORBIDDEN)
+        return True
+
+
+async def test_passes_keep_the_epoch_while_the_pdb_is_refused_then_create_its_pod(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whole passes (decide + ``_apply``) against an apiserver that refuses the PDB three
+    times: epoch 1 is stored once, each pass after a refusal keeps it (and the backoff grows),
+    and the fourth attempt creates ``demo-e1``."""
+    kube, pdbs = Kube(), Disruption(refusals=3)
+    events: list[str] = []
+    monkeypatch.setattr(
+        agentsession,
+        "_post_events",
+        lambda body, plan: events.extend(e.reason for e in plan.events),
+    )
+    ctx = OperatorContext(
+        settings=SETTINGS,
+        kube=kube,  # type: ignore[arg-type]
+        runtime=None,  # type: ignore[arg-type]
+        disruption=pdbs,  # type: ignore[arg-type]
+    )
+    body = make_session().obj()
+    attempts: list[int] = []
+    for _ in range(12):
+        failed = ctx.create_failures.get(body["metadata"]["uid"])
+        # each pass runs once the last attempt's backoff has passed
+        now = datetime.now(UTC) + timedelta(seconds=600)
+        obs = _observe(body, failed, now)
+        plan = decide(obs, SETTINGS)
+        await agentsession._apply(ctx, body, obs, plan)
+        body = {**body, "status": wire(plan)}
+        if failed is not None and failed is not ctx.create_failures.get(body["metadata"]["uid"]):
+            attempts.append(failed.attempts)
+        if kube.created:
+            break
+    assert kube.created == ["demo-e1"]
+    assert set(kube.status_writes) == {1}  # never a second epoch
+    assert attempts == [1, 2, 3]
+    assert ctx.create_failures == {}  # forgotten once the create went through
+    assert pdbs.refusals == 0
+    assert events.count(Reason.POD_CREATE_FAILED) == 1  # one Event for one error
+
+
+def _observe(body: dict[str, Any], failed: CreateFailure | None, now: datetime) -> Observation:
+    session = make_session()
+    session.body = body
+    return replace(observation(session), create_failure=failed, now=now)
