@@ -38,6 +38,13 @@ def pod_name(session: str, epoch: int) -> str:
     return f"{session}-e{epoch}"
 
 
+def pod_epoch(session: str, name: str) -> int | None:
+    """The epoch in ``name`` when it is a pod name of ``session`` (``pod_name``), else None."""
+    prefix = f"{session}-e"
+    digits = name[len(prefix) :] if name.startswith(prefix) else ""
+    return int(digits) if digits.isdigit() else None
+
+
 def is_label_value(value: str) -> bool:
     """Whether ``value`` is a valid label value (≤63 chars, alphanumeric ends)."""
     return len(value) <= 63 and bool(_LABEL_VALUE.match(value))

@@ -29,7 +29,9 @@ used (label ``berth.dev/llm-credentials: "true"``, allowed baseURL) and the shar
 claim is remembered for a few seconds, an LLM Secret allowed for Berth for two); ``decide``; then
 write status (PUT with resourceVersion; skipped when unchanged, and deferred briefly when only
 information changed: ``reconcile.coalesce``), delete pods that may still run, and — only after
-the status with the bumped epoch is stored — LIST the session's pods straight from the apiserver
+the status with the bumped epoch is stored, or beside that write for the replacement of a pod
+whose passivation request this process stored (that request reserved the epoch:
+``reconcile.passivation.replacement_epoch``) — LIST the session's pods straight from the apiserver
 (skipped for a session's first pod, which cannot exist before its epoch does) and create the new
 pod if none that has not ended is there (``ObservedPod.ended``), or, for a session naming a
 SessionWarmPool, have a warm pod of the pool adopted instead (``handlers.sessionwarmpool``);
@@ -109,6 +111,7 @@ from berth_operator.metrics import (
     observe_passivation,
 )
 from berth_operator.reconcile import idle, migration
+from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile.coalesce import write_delay
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node, observe_pod
 from berth_operator.reconcile.passivation import Trigger, node_disruption
@@ -637,6 +640,7 @@ async def _observe(
         wake_requested_at=idle.parse_wake(
             (meta.get("annotations") or {}).get(idle.WAKE_ANNOTATION)
         ),
+        reserved_epoch=ctx.reservations.get(uid),
         create_failure=ctx.create_failures.get(uid),
     )
 
@@ -693,8 +697,9 @@ async def _apply(
     early: asyncio.Task[None] | None = None,
 ) -> float:
     """Carry out ``plan`` in order: status (the bumped epoch is durable before any pod of that
-    epoch exists), deletes, the passivate call, Events, the create, then the deletes of pods
-    that have ended (``ObservedPod.ended``: they hold the new pod back no more, so their
+    epoch exists; a reserved epoch is durable already, so its create goes beside the write:
+    ``CreatePod.reserved``), deletes, the passivate call, Events, the create, then the deletes
+    of pods that have ended (``ObservedPod.ended``: they hold the new pod back no more, so their
     deletes wait instead of it, off the pass: ``_delete_ended``). ``early``: the task writing
     the objects a first pod needs, started before the decision (``_prepare_early``). Returns
     the requeue delay."""
@@ -711,30 +716,33 @@ async def _apply(
             return wait
     creating = plan.create is not None and may_create
     status_write = write_status(ctx.kube, body, obs.status, plan.status)
-    existing: list[dict[str, Any]] | BaseException | None = None
-    prepared: BaseException | None = None
-    if creating and obs.status.epoch:
-        # The objects the new pod needs, and the guard's LIST of the session's pods, do not
-        # depend on the epoch: both go alongside the status write. (Without a stored epoch the
-        # pod may be the session's first, whose LIST the written status makes needless.)
-        stored, prepared, existing = await asyncio.gather(
-            status_write,
-            _prepare_pod(ctx, obs, early),
-            _list_pods(ctx, obs.ref),
-            return_exceptions=True,
+    # The objects the new pod needs, and the guard's LIST of the session's pods, do not depend
+    # on the epoch: both go alongside the status write. (Without a stored epoch the pod may be
+    # the session's first, whose LIST the written status makes needless.) The create waits
+    # for the write, unless its epoch was reserved by this process (CreatePod.reserved).
+    beside = plan.create is not None and creating and plan.create.reserved
+    ready: list[dict[str, Any]] | BaseException | None = None
+    placed: tuple[ObservedPod, ...] | BaseException = ()
+    if plan.create is not None and beside:
+        ctx.reservations.pop(obs.ref.uid, None)  # used now, whatever comes of it
+        stored, placed = await asyncio.gather(
+            status_write, _prepare_and_create(ctx, obs, plan.create, early), return_exceptions=True
         )
     elif creating:
-        stored, prepared = await asyncio.gather(
-            status_write, _prepare_pod(ctx, obs, early), return_exceptions=True
+        stored, ready = await asyncio.gather(
+            status_write, _prepare(ctx, obs, early), return_exceptions=True
         )
     else:
         stored = await status_write
     if isinstance(stored, BaseException):
-        raise stored  # the epoch is not stored: nothing of this plan happened
+        raise stored  # the epoch is not stored (a pod created beside it is adopted next pass)
     if live is not None and stored is not body:
         live.body.written(stored, time.monotonic())
         live.last_write = time.monotonic()
     written, body = stored is not body, stored
+    reserved = pv.reservation(obs.status.passivation, plan.status.passivation)
+    if written and reserved is not None:
+        ctx.reservations[obs.ref.uid] = reserved
     ctx.phases.set(obs.ref.uid, plan.status.phase)
     for metric in plan.metrics:
         observe_passivation(metric.kind, metric.reason, metric.outcome, metric.seconds)
@@ -751,11 +759,13 @@ async def _apply(
     if plan.create is not None and creating:
         first = not obs.status.epoch and plan.create.epoch == 1 and written
         try:
-            for error in (prepared, existing):
-                if isinstance(error, BaseException):
-                    raise error
-            assert not isinstance(existing, BaseException)
-            listed = await _create(ctx, obs, plan.create, first_pod=first, existing=existing)
+            if isinstance(placed, BaseException):
+                raise placed
+            if isinstance(ready, BaseException):
+                raise ready
+            listed = placed
+            if not beside:
+                listed = await _create(ctx, obs, plan.create, first_pod=first, existing=ready)
         except Exception as exc:
             # The epoch is stored, its pod was never made: the next pass places the same
             # epoch again after a backoff, and says why (reconcile.session._place_again).
@@ -867,6 +877,28 @@ async def _concurrently(*awaitables: Awaitable[Any]) -> list[Any]:
 async def _list_pods(ctx: OperatorContext, ref: SessionRef) -> list[dict[str, Any]]:
     """The session's pods as the apiserver lists them (not the cache): ``_create``'s guard."""
     return await ctx.kube.list_pods(ref.namespace, f"{LABEL_SESSION_UID}={ref.uid}")
+
+
+async def _prepare(
+    ctx: OperatorContext, obs: Observation, early: asyncio.Task[None] | None
+) -> list[dict[str, Any]] | None:
+    """``_prepare_pod`` and, when the session has a stored epoch, the guard's LIST of its pods
+    (``_list_pods``), concurrently; the LIST, or None when not made (a session's first pod:
+    none can exist before its epoch is stored). Raises the first error of the two."""
+    if not obs.status.epoch:
+        await _prepare_pod(ctx, obs, early)
+        return None
+    _, existing = await _concurrently(_prepare_pod(ctx, obs, early), _list_pods(ctx, obs.ref))
+    return cast("list[dict[str, Any]]", existing)
+
+
+async def _prepare_and_create(
+    ctx: OperatorContext, obs: Observation, create: CreatePod, early: asyncio.Task[None] | None
+) -> tuple[ObservedPod, ...]:
+    """``_prepare`` then ``_create``: the placement of an epoch reserved already
+    (``CreatePod.reserved``), beside the status write that stores it."""
+    existing = await _prepare(ctx, obs, early)
+    return await _create(ctx, obs, create, existing=existing)
 
 
 async def _prepare_pod(

@@ -239,6 +239,9 @@ class OperatorContext:
     (``reconcile.observe.ended_as_reported``)."""
     outcome_waits: set[str] = field(default_factory=set)
     """Pod uids whose ``GET /v1/outcome`` is being awaited (one waiter per pod)."""
+    reservations: dict[str, int] = field(default_factory=dict)
+    """Session uid → the epoch a passivation request this process stored reserved for the
+    replacement (``reconcile.passivation.reservation``), until a create uses it."""
     create_failures: dict[str, CreateFailure] = field(default_factory=dict)
     """Session uid → the last failed attempt to create the pod of its stored epoch
     (:meth:`create_failed`); dropped when a create of the session goes through."""
@@ -349,6 +352,7 @@ class OperatorContext:
         self.tokens.pop(uid, None)
         self.outcomes.pop(uid, None)
         self.create_failures.pop(uid, None)
+        self.reservations.pop(uid, None)
         self.migrations.forget(uid)
         INFLIGHT.set(len(self.inflight))
         self.phases.set(uid, None)

@@ -272,6 +272,50 @@ def avoid_nodes(record: PassivationStatus | None) -> tuple[str, ...]:
     return (record.node_name,)
 
 
+def reservation(before: PassivationStatus | None, after: PassivationStatus | None) -> int | None:
+    """The epoch that storing ``after`` over ``before`` reserves: a new passivation request of
+    the pod of epoch N reserves N+1 for that pod's replacement. Pure.
+
+    The request is stored before the pod can end, so once it is stored no pod of N+1 exists
+    yet, and the process that stored it knows N+1 unused until it places that replacement: it
+    may then create the pod beside the status write naming it instead of after it
+    (``replacement_epoch``). None when ``after`` is not a new request."""
+    if after is None or after.outcome != "passivating":
+        return None
+    if before is not None and (before.pod_name, before.epoch, before.requested_at) == (
+        after.pod_name,
+        after.epoch,
+        after.requested_at,
+    ):
+        return None
+    return after.epoch + 1
+
+
+def replacement_epoch(
+    record: PassivationStatus | None, epoch: int, reserved: int | None
+) -> tuple[int, bool]:
+    """(the epoch of the next pod when the stored epoch is ``epoch``, whether its create may go
+    beside the status write that stores it). Pure.
+
+    Normally ``epoch + 1``, created after the write (the epoch is durable before any pod of it
+    exists, so a restart can skip an epoch but never reuse one). For the replacement of a
+    passivated pod of ``epoch``: ``epoch + 1`` beside the write when this process holds that
+    epoch's reservation (``reserved``, from ``reservation``: durable already, and unused);
+    otherwise ``epoch + 2`` after the write, since another process (before a restart, or an
+    earlier leader) that held the reservation may have created a pod of ``epoch + 1`` whose
+    status write was lost."""
+    if (
+        record is None
+        or record.epoch != epoch
+        or record.resumed_at is not None
+        or record.outcome not in ("passivated", "deadline")
+    ):
+        return epoch + 1, False
+    if reserved == epoch + 1:
+        return epoch + 1, True
+    return epoch + 2, False
+
+
 def resumed(
     record: PassivationStatus | None, pod: ObservedPod, run_id: str | None, now: datetime
 ) -> PassivationStatus | None:

@@ -66,6 +66,9 @@ class Observation:
     migrating: frozenset[str] = frozenset()
     """Uids of the sessions migrating to a new image now (``reconcile.migration``), this one
     included when it already holds a slot."""
+    reserved_epoch: int | None = None
+    """The epoch a passivation request this process stored reserved for the replacement and
+    that no create has used yet (``passivation.reservation``); None when it holds none."""
     create_failure: CreateFailure | None = None
     """The last failed attempt of this process to create the pod of a stored epoch (None when
     none failed since the last pod it created)."""
@@ -80,6 +83,9 @@ class CreatePod:
     resume_run_id: str | None
     avoid_nodes: tuple[str, ...] = ()
     """Nodes the pod must not be scheduled to (the node a passivation moved it away from)."""
+    reserved: bool = False
+    """The epoch was reserved by a passivation request this process stored
+    (``passivation.replacement_epoch``): the pod may be created beside the status write."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,7 @@ from berth_operator.api.agentsession import (
 from berth_operator.api.conditions import ConditionSet, CondType, PlacementReason, Reason
 from berth_operator.api.constants import MAX_RESULT_TEXT, MAX_RUNS_IN_STATUS
 from berth_operator.api.options import RuntimeState, TerminationMessage, UsageView
-from berth_operator.builders.names import pod_name
+from berth_operator.builders.names import pod_epoch, pod_name
 from berth_operator.reconcile import idle
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile import session_passivation as sp
@@ -226,10 +226,18 @@ def _store_ready(d: Decision, current: ObservedPod | None) -> None:
 
 def _current_pod(obs: Observation, st: AgentSessionStatus, plan: Plan) -> ObservedPod | None:
     """The pod of the status's epoch; adopts a pod of a higher epoch (a status write was lost)
-    and plans the deletion of every other pod that is not already being deleted."""
+    — one in the cache, or the one in flight (created beside a status write that failed:
+    ``CreatePod.reserved``) — and plans the deletion of every other pod that is not already
+    being deleted."""
     epoch = st.epoch or 0
     top = max((p.epoch for p in obs.pods), default=0)
-    if top > epoch:
+    pending = pod_epoch(obs.ref.name, obs.inflight) if obs.inflight else None
+    if pending is not None and pending > max(top, epoch):
+        st.epoch = pending
+        st.pod_name = obs.inflight
+        st.pod_uid = st.pod_ip = st.node_name = None
+        epoch = pending
+    elif top > epoch:
         epoch = top
         st.epoch = epoch
         st.pod_name = pod_name(obs.ref.name, epoch)
@@ -680,15 +688,17 @@ def _place_again(d: Decision, failure: CreateFailure) -> None:
 
 
 def _place(d: Decision, epoch: int) -> None:
-    """Bump the epoch in status and plan the create of its pod (resuming the last run); or,
-    when this epoch's create failed, try it again (``_place_again``)."""
+    """Bump the epoch in status (``passivation.replacement_epoch``: the next one, or for a
+    passivated pod's replacement the one its request reserved) and plan the create of its pod
+    (resuming the last run); or, when this epoch's create failed, try it again
+    (``_place_again``)."""
     obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
     failure = _unplaced(d, epoch)
     if failure is not None:
         _place_again(d, failure)
         return
     resuming = epoch > 0
-    new_epoch = epoch + 1
+    new_epoch, reserved = pv.replacement_epoch(st.passivation, epoch, obs.reserved_epoch)
     reason = st.placement_reason if resuming and st.placement_reason else PlacementReason.INITIAL
     if not resuming:
         reason = PlacementReason.INITIAL
@@ -706,6 +716,7 @@ def _place(d: Decision, epoch: int) -> None:
         reason=reason,
         resume_run_id=resume,
         avoid_nodes=pv.avoid_nodes(st.passivation),
+        reserved=reserved,
     )
     conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"placing pod {st.pod_name}")
     msg = f"placing pod {st.pod_name} (epoch {new_epoch}, {reason})" + (

@@ -170,10 +170,13 @@ def test_decide_keeps_a_session_at_rest_without_a_pod() -> None:
 
 def test_decide_wakes_a_session_at_rest_on_a_wake_request() -> None:
     obs = observation(at_rest_session(), now=10)
-    obs = replace(obs, wake_requested_at=T0 + timedelta(seconds=9))
+    obs = replace(obs, wake_requested_at=T0 + timedelta(seconds=9), reserved_epoch=2)
     plan = decide(obs, SETTINGS)
     assert plan.create is not None and plan.create.resume_run_id == "run-1"
     assert plan.status.epoch == 2 and plan.status.at_rest_since is None and not plan.release_pdb
+    # woken by an operator that did not store the request (restarted since): one epoch skipped
+    plan = decide(replace(obs, reserved_epoch=None), SETTINGS)
+    assert plan.create is not None and plan.status.epoch == 3 and not plan.create.reserved
 
 
 def test_an_ended_pod_is_counted_once_while_the_cache_still_shows_it() -> None:

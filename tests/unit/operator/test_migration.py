@@ -319,7 +319,7 @@ def test_the_replacement_after_a_migration_gets_the_new_image_and_frees_the_slot
     term = {"outcome": "passivated", "runId": "run-1", "reason": "migration"}
     s = running_session(passivation=rec())
     ended = with_image(make_pod(1).on("node-a").terminated(0, term), OLD)
-    plan = decide(observation(s, ended, now=2), settings())
+    plan = decide(replace(observation(s, ended, now=2), reserved_epoch=2), settings())
     assert plan.status.passivation is not None
     assert plan.status.passivation.outcome == "passivated"
     assert migration.in_flight(plan.status)

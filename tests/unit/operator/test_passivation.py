@@ -294,14 +294,14 @@ def test_clean_passivation_then_replacement_avoids_the_node_and_resume_is_record
     )
     msg = {"outcome": "passivated", "runId": "run-1", "turn": 2, "reason": "node_drain"}
     pod = make_pod(1).on("proc-a").running().terminated(0, msg)
-    plan = decide(observation(session, pod, now=5), SETTINGS)
+    plan = decide(replace(observation(session, pod, now=5), reserved_epoch=2), SETTINGS)
     assert _rec(plan).outcome == "passivated"
     run = (plan.status.runs or [])[-1]
     assert (run.outcome, run.reason) == ("passivated", "Passivated: node_drain")
     assert plan.metrics[0].seconds == 5
     # the pod ended for good: its replacement is created at once, with the node excluded
     plan2 = plan
-    assert plan2.create is not None and plan2.create.epoch == 2
+    assert plan2.create is not None and plan2.create.epoch == 2 and plan2.create.reserved
     assert [d.name for d in plan2.delete] == ["demo-e1"]
     assert plan2.create.avoid_nodes == ("proc-a",)
     assert plan2.create.resume_run_id == "run-1"
@@ -471,7 +471,9 @@ async def test_the_replacement_is_created_before_the_ended_pods_delete(
     session's pods beside it: the status write here answers only once the LIST has been
     made), then the create, and the delete of the ended pod last: it holds the replacement
     back no more, nor the session's next pass (the pass returns before the delete, which runs
-    in the background)."""
+    in the background). This process did not store the passivation request (no reservation:
+    restarted since), so the replacement skips epoch 2, which an earlier process may have
+    used, and its create waits for the status write."""
     from berth_operator.handlers import agentsession
     from berth_operator.handlers.context import OperatorContext
 
@@ -505,7 +507,7 @@ async def test_the_replacement_is_created_before_the_ended_pods_delete(
     ctx = OperatorContext(settings=SETTINGS, kube=Kube(), runtime=None)  # type: ignore[arg-type]
     monkeypatch.setattr(agentsession, "_post_events", lambda body, plan: calls.append("events"))
     await agentsession._apply(ctx, session.obj(), obs, plan)
-    assert calls == ["status epoch 2", "list", "events", "create demo-e2"]
+    assert calls == ["status epoch 3", "list", "events", "create demo-e3"]
     assert ctx.background, "the ended pod's delete was not started"
     await asyncio.gather(*ctx.background)
     assert calls[-1] == "delete demo-e1"
@@ -592,7 +594,7 @@ async def test_a_passivated_pods_own_report_of_its_end_places_the_replacement_be
     # the end is dated when the report came, not when a pass got to it
     ctx.outcomes[session.ref().uid] = (pod_uid, text, T0 + timedelta(seconds=2))
     pods = tuple(ctx.reported_ends(session.ref().uid, obs.pods))
-    plan = decide(replace(obs, pods=pods), SETTINGS)
+    plan = decide(replace(obs, pods=pods, reserved_epoch=2), SETTINGS)
     assert _rec(plan).outcome == "passivated"
     assert _rec(plan).passivated_at == T0 + timedelta(seconds=2)
     assert plan.create is not None and plan.create.epoch == 2
