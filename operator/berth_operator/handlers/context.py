@@ -63,6 +63,7 @@ from berth_operator.k8s.secrets import SecretApi
 from berth_operator.metrics import INFLIGHT, PhaseTracker
 from berth_operator.reconcile.migration import MigrationSlots
 from berth_operator.reconcile.observe import ObservedPod, ended_as_reported
+from berth_operator.reconcile.passivation import Reservation
 from berth_operator.reconcile.plan import CreateFailure, CreatePod
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
@@ -239,7 +240,7 @@ class OperatorContext:
     (``reconcile.observe.ended_as_reported``)."""
     outcome_waits: set[str] = field(default_factory=set)
     """Pod uids whose ``GET /v1/outcome`` is being awaited (one waiter per pod)."""
-    reservations: dict[str, int] = field(default_factory=dict)
+    reservations: dict[str, Reservation] = field(default_factory=dict)
     """Session uid → the epoch a passivation request this process stored reserved for the
     replacement (``reconcile.passivation.reservation``), until a create uses it."""
     create_failures: dict[str, CreateFailure] = field(default_factory=dict)

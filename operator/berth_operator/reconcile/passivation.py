@@ -272,7 +272,18 @@ def avoid_nodes(record: PassivationStatus | None) -> tuple[str, ...]:
     return (record.node_name,)
 
 
-def reservation(before: PassivationStatus | None, after: PassivationStatus | None) -> int | None:
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """The epoch a stored passivation request reserved for its pod's replacement, and that
+    request's ``requestedAt`` (which request: a reservation is good for its own request only)."""
+
+    epoch: int
+    requested_at: datetime
+
+
+def reservation(
+    before: PassivationStatus | None, after: PassivationStatus | None
+) -> Reservation | None:
     """The epoch that storing ``after`` over ``before`` reserves: a new passivation request of
     the pod of epoch N reserves N+1 for that pod's replacement. Pure.
 
@@ -288,11 +299,11 @@ def reservation(before: PassivationStatus | None, after: PassivationStatus | Non
         after.requested_at,
     ):
         return None
-    return after.epoch + 1
+    return Reservation(after.epoch + 1, after.requested_at)
 
 
 def replacement_epoch(
-    record: PassivationStatus | None, epoch: int, reserved: int | None
+    record: PassivationStatus | None, epoch: int, reserved: Reservation | None
 ) -> tuple[int, bool]:
     """(the epoch of the next pod when the stored epoch is ``epoch``, whether its create may go
     beside the status write that stores it). Pure.
@@ -300,7 +311,7 @@ def replacement_epoch(
     Normally ``epoch + 1``, created after the write (the epoch is durable before any pod of it
     exists, so a restart can skip an epoch but never reuse one). For the replacement of a
     passivated pod of ``epoch``: ``epoch + 1`` beside the write when this process holds that
-    epoch's reservation (``reserved``, from ``reservation``: durable already, and unused);
+    request's reservation (``reserved``, from ``reservation``: durable already, and unused);
     otherwise ``epoch + 2`` after the write, since another process (before a restart, or an
     earlier leader) that held the reservation may have created a pod of ``epoch + 1`` whose
     status write was lost."""
@@ -311,7 +322,7 @@ def replacement_epoch(
         or record.outcome not in ("passivated", "deadline")
     ):
         return epoch + 1, False
-    if reserved == epoch + 1:
+    if reserved == Reservation(epoch + 1, record.requested_at):
         return epoch + 1, True
     return epoch + 2, False
 

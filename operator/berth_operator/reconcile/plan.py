@@ -18,7 +18,7 @@ from berth_operator.api.common import ConditionStatus, SessionRef
 from berth_operator.api.conditions import ConditionSet, CondType, Reason
 from berth_operator.api.options import RuntimeState
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod
-from berth_operator.reconcile.passivation import Trigger
+from berth_operator.reconcile.passivation import Reservation, Trigger
 from berth_operator.settings import OperatorSettings
 
 NOT_RUNNING_REQUEUE = 1.0
@@ -66,7 +66,7 @@ class Observation:
     migrating: frozenset[str] = frozenset()
     """Uids of the sessions migrating to a new image now (``reconcile.migration``), this one
     included when it already holds a slot."""
-    reserved_epoch: int | None = None
+    reserved_epoch: Reservation | None = None
     """The epoch a passivation request this process stored reserved for the replacement and
     that no create has used yet (``passivation.reservation``); None when it holds none."""
     create_failure: CreateFailure | None = None

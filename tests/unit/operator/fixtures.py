@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,6 +12,7 @@ from berth_operator.api.agentsession import AgentSessionSpec, AgentSessionStatus
 from berth_operator.api.common import SessionRef
 from berth_operator.api.options import RuntimeState
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node, observe_pod
+from berth_operator.reconcile.passivation import Reservation
 from berth_operator.reconcile.plan import Observation
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -200,3 +202,11 @@ def observation(
         claim=claim,
         now=T0 + timedelta(seconds=now),
     )
+
+
+def ours(obs: Observation) -> Observation:
+    """``obs`` as the process that stored its passivation request sees it: holding the epoch
+    that request reserved for the replacement (``reconcile.passivation.reservation``)."""
+    rec = obs.status.passivation
+    assert rec is not None, "no passivation request in status"
+    return replace(obs, reserved_epoch=Reservation(rec.epoch + 1, rec.requested_at))

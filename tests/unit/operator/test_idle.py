@@ -14,7 +14,7 @@ from berth_operator.reconcile import idle
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings, SessionApiSettings
 
-from tests.unit.operator.fixtures import T0, make_pod, make_session, observation
+from tests.unit.operator.fixtures import T0, make_pod, make_session, observation, ours
 
 SETTINGS = OperatorSettings(session_api=SessionApiSettings(status_refresh_seconds=10))
 T0_MS = int(T0.timestamp() * 1000)
@@ -170,7 +170,7 @@ def test_decide_keeps_a_session_at_rest_without_a_pod() -> None:
 
 def test_decide_wakes_a_session_at_rest_on_a_wake_request() -> None:
     obs = observation(at_rest_session(), now=10)
-    obs = replace(obs, wake_requested_at=T0 + timedelta(seconds=9), reserved_epoch=2)
+    obs = ours(replace(obs, wake_requested_at=T0 + timedelta(seconds=9)))
     plan = decide(obs, SETTINGS)
     assert plan.create is not None and plan.create.resume_run_id == "run-1"
     assert plan.status.epoch == 2 and plan.status.at_rest_since is None and not plan.release_pdb

@@ -26,7 +26,7 @@ from berth_operator.settings import (
     SessionApiSettings,
 )
 
-from tests.unit.operator.fixtures import T0, PodBuilder, make_pod, make_session, observation
+from tests.unit.operator.fixtures import T0, PodBuilder, make_pod, make_session, observation, ours
 
 OLD = "registry.example/berth:1.0"
 NEW = "registry.example/berth:1.1"
@@ -319,7 +319,7 @@ def test_the_replacement_after_a_migration_gets_the_new_image_and_frees_the_slot
     term = {"outcome": "passivated", "runId": "run-1", "reason": "migration"}
     s = running_session(passivation=rec())
     ended = with_image(make_pod(1).on("node-a").terminated(0, term), OLD)
-    plan = decide(replace(observation(s, ended, now=2), reserved_epoch=2), settings())
+    plan = decide(ours(observation(s, ended, now=2)), settings())
     assert plan.status.passivation is not None
     assert plan.status.passivation.outcome == "passivated"
     assert migration.in_flight(plan.status)

@@ -20,7 +20,7 @@ from berth_operator.reconcile.replacement import Verdict
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings, PassivationSettings, SessionApiSettings
 
-from tests.unit.operator.fixtures import T0, make_pod, make_session, observation
+from tests.unit.operator.fixtures import T0, make_pod, make_session, observation, ours
 
 SETTINGS = OperatorSettings(
     passivation=PassivationSettings(kill_grace_seconds=3),
@@ -294,7 +294,7 @@ def test_clean_passivation_then_replacement_avoids_the_node_and_resume_is_record
     )
     msg = {"outcome": "passivated", "runId": "run-1", "turn": 2, "reason": "node_drain"}
     pod = make_pod(1).on("proc-a").running().terminated(0, msg)
-    plan = decide(replace(observation(session, pod, now=5), reserved_epoch=2), SETTINGS)
+    plan = decide(ours(observation(session, pod, now=5)), SETTINGS)
     assert _rec(plan).outcome == "passivated"
     run = (plan.status.runs or [])[-1]
     assert (run.outcome, run.reason) == ("passivated", "Passivated: node_drain")
@@ -594,7 +594,7 @@ async def test_a_passivated_pods_own_report_of_its_end_places_the_replacement_be
     # the end is dated when the report came, not when a pass got to it
     ctx.outcomes[session.ref().uid] = (pod_uid, text, T0 + timedelta(seconds=2))
     pods = tuple(ctx.reported_ends(session.ref().uid, obs.pods))
-    plan = decide(replace(obs, pods=pods, reserved_epoch=2), SETTINGS)
+    plan = decide(ours(replace(obs, pods=pods)), SETTINGS)
     assert _rec(plan).outcome == "passivated"
     assert _rec(plan).passivated_at == T0 + timedelta(seconds=2)
     assert plan.create is not None and plan.create.epoch == 2

@@ -36,29 +36,35 @@ def record(**kw: Any) -> PassivationStatus:
 
 
 def test_a_new_request_reserves_the_next_epoch_once() -> None:
-    assert pv.reservation(None, record()) == 2
+    assert pv.reservation(None, record()) == pv.Reservation(2, T0)
     assert pv.reservation(record(), record()) is None  # stored already: nothing new
-    later = record(pod_name="demo-e4", epoch=4, requested_at=T0 + timedelta(seconds=60))
-    assert pv.reservation(record(outcome="passivated"), later) == 5
+    at = T0 + timedelta(seconds=60)
+    later = record(pod_name="demo-e4", epoch=4, requested_at=at)
+    assert pv.reservation(record(outcome="passivated"), later) == pv.Reservation(5, at)
     assert pv.reservation(record(), record(outcome="passivated")) is None  # an end, no request
     assert pv.reservation(record(), None) is None
+
+
+OURS = pv.Reservation(2, T0)
 
 
 @pytest.mark.parametrize(
     ("rec", "reserved", "expected"),
     [
-        (record(outcome="passivated"), 2, (2, True)),  # ours: beside the write
-        (record(outcome="deadline"), 2, (2, True)),
+        (record(outcome="passivated"), OURS, (2, True)),  # ours: beside the write
+        (record(outcome="deadline"), OURS, (2, True)),
         (record(outcome="passivated"), None, (3, False)),  # not ours: skip the reserved one
-        (record(outcome="passivated"), 7, (3, False)),  # a stale reservation is not this one
-        (record(outcome="passivating"), 2, (2, False)),  # not ended: not the replacement
-        (record(outcome="passivated", resumed_at=T0), 2, (2, False)),  # replaced already
-        (record(outcome="passivated", epoch=0), 2, (2, False)),  # an older pod's record
-        (None, 2, (2, False)),
+        (record(outcome="passivated"), pv.Reservation(7, T0), (3, False)),  # another epoch's
+        # another request of the same pod (stored by another process): not ours either
+        (record(outcome="passivated"), pv.Reservation(2, T0 + timedelta(seconds=1)), (3, False)),
+        (record(outcome="passivating"), OURS, (2, False)),  # not ended: not the replacement
+        (record(outcome="passivated", resumed_at=T0), OURS, (2, False)),  # replaced already
+        (record(outcome="passivated", epoch=0), OURS, (2, False)),  # an older pod's record
+        (None, OURS, (2, False)),
     ],
 )
 def test_replacement_epoch(
-    rec: PassivationStatus | None, reserved: int | None, expected: tuple[int, bool]
+    rec: PassivationStatus | None, reserved: pv.Reservation | None, expected: tuple[int, bool]
 ) -> None:
     assert pv.replacement_epoch(rec, 1, reserved) == expected
 
@@ -109,8 +115,8 @@ async def test_the_reserved_replacement_is_created_before_the_status_write_answe
     kube = Kube(asyncio.Event())
     ctx = OperatorContext(settings=SETTINGS, kube=kube, runtime=None)  # type: ignore[arg-type]
     session = passivated_session()
-    ctx.reservations[session.ref().uid] = 2
-    obs = replace(observation(session, ENDED, now=5), reserved_epoch=2)
+    ctx.reservations[session.ref().uid] = OURS
+    obs = replace(observation(session, ENDED, now=5), reserved_epoch=OURS)
     plan = decide(obs, SETTINGS)
     assert plan.create is not None and plan.create.reserved
     await agentsession._apply(ctx, session.obj(), obs, plan)
@@ -141,7 +147,7 @@ async def test_a_stored_request_is_remembered_as_this_process_reservation(
     plan = decide(obs, SETTINGS)
     assert plan.status.passivation is not None and plan.passivate is not None
     await agentsession._apply(ctx, session.obj(), obs, plan)
-    assert ctx.reservations == {session.ref().uid: 2}
+    assert ctx.reservations == {session.ref().uid: pv.Reservation(2, obs.now)}
 
 
 async def _no_call(*_: Any) -> None:
