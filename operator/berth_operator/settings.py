@@ -214,6 +214,10 @@ class PlacementSettings(SettingsGroup):
     its session pods are force-deleted and replaced (seconds). Default 0."""
     inflight_ttl_seconds: Annotated[float, Field(gt=0)] = 60.0
     """How long a created pod unseen by the watch cache counts as in flight (s). Default 60."""
+    warm_refill_delay_seconds: Annotated[float, Field(ge=0, le=60)] = 2.0
+    """How long after a warm pod is adopted its SessionWarmPool creates the pod that replaces
+    it (seconds): the adopted session's start-up, and the rest of a burst of adoptions (a
+    drain), get the nodes' CPU before the refills start. 0 refills at once. Default 2."""
 
     def backoff_seconds(self, failures: int) -> float:
         """Delay before replacement number ``failures`` (1-based): base·2^(n-1), capped."""

@@ -11,15 +11,18 @@
                            session names a pool (``spec.warmPoolRef``).
 
 Adoption, in order: pick an eligible warm pod (``choose_warm_pod``: Ready, current template, not
-on a node being drained or to be avoided), claim it in memory, ``POST /v1/adopt`` with the pool's
-token and the session's epoch, options and secrets (the pod accepts one session only: a second
-adopter gets 409 and tries the next pod), then patch it into the session's pod of the new epoch
-(labels, annotations, owner reference, with the pod's uid as precondition). The session's status
-already holds the new epoch (written before, as for a create), and the epoch's pod name is
-marked in flight, so the next decision waits for the patched pod. If the patch fails, or this
-process dies between the two calls, the pod runs the session unlabelled: it is deleted (when the
-patch failed), the session's next decision finds no pod of its epoch and places one of a higher
-epoch, which fences the orphan out of the store (ARCHITECTURE §6) — never two pods of one epoch.
+on a node being drained or to be avoided), claim it in memory, ``POST /v1/adopt`` with the
+pool's token and the session's epoch, options and secrets (the pod accepts one session only: a
+second adopter gets 409 and tries the next pod), then patch it into the session's pod of the new
+epoch (labels, annotations, owner reference, with the pod's uid as precondition). The session's
+status already holds the new epoch (written before, as for a create), and the epoch's pod name
+is marked in flight, so the next decision waits for the patched pod. (For the replacement of a
+passivated pod whose request this process stored, the status write goes beside the adoption:
+that request reserved the epoch, ``reconcile.passivation.replacement_epoch``.) If the patch
+fails, or this process dies between the two calls, the pod runs the session unlabelled: it is
+deleted (when the patch failed), the session's next decision finds no pod of its epoch and
+places one of a higher epoch, which fences the orphan out of the store (ARCHITECTURE §6) — never
+two pods of one epoch.
 """
 
 from __future__ import annotations
@@ -206,6 +209,7 @@ async def _reconcile_pool(
     ctx.warm.pools[key] = PoolView(uid=uid, template=spec.template, template_hash=thash)
     await _ensure_token(ctx, key, uid)
     names = [p.name for p in cached]
+    held, due = ctx.warm.refills_held(key, ctx.settings.placement.warm_refill_delay_seconds)
     inp = PoolInput(
         name=name,
         generation=int(body["metadata"].get("generation") or 0),
@@ -217,6 +221,7 @@ async def _reconcile_pool(
         inflight=ctx.warm.inflight_names(key, names),
         claimed=ctx.warm.claimed_names(key, names),
         disrupted=disrupted,
+        refills_held=held,
     )
     plan = decide_pool(inp)
     if plan.create:
@@ -241,7 +246,7 @@ async def _reconcile_pool(
     if st.wire() != before.wire():
         with contextlib.suppress(NotFound):
             await api.patch_status(ns, name, st.wire())
-    return POOL_REQUEUE_SECONDS
+    return POOL_REQUEUE_SECONDS if due is None else min(POOL_REQUEUE_SECONDS, due)
 
 
 def _fields(inp: PoolInput) -> dict[str, Any]:
@@ -317,7 +322,7 @@ async def adopt_for_session(ctx: OperatorContext, obs: Observation, create: Crea
             log.info("%s: warm pod %s not adopted: %s", ref.key, pod.name, exc)
             continue
         ctx.mark_inflight(ref.uid, pod_name(ref.name, create.epoch))
-        ctx.wake(_wake_key(key))  # refill now
+        ctx.wake(_wake_key(key))  # the pool's status; its refill when due (refills_held)
         patch = adoption_patch(
             ref,
             spec,

@@ -47,6 +47,9 @@ class WarmPoolState:
     claimed: dict[PoolKey, dict[str, float]] = field(default_factory=dict)
     adopted_total: dict[PoolKey, int] = field(default_factory=dict)
     last_adoption: dict[PoolKey, datetime] = field(default_factory=dict)
+    taken: dict[PoolKey, dict[str, float]] = field(default_factory=dict)
+    """Pool → pods taken by adoptions (claimed, adopted or not yet) → monotonic time taken;
+    their refills are due ``refill_delay`` seconds after (:meth:`refills_held`)."""
     pods_index: Any = None
 
     def _live(self, table: dict[PoolKey, dict[str, float]], key: PoolKey) -> dict[str, float]:
@@ -73,11 +76,20 @@ class WarmPoolState:
         if name in entries:
             return False
         entries[name] = time.monotonic()
+        self._live(self.taken, key)[name] = entries[name]
         return True
 
     def release(self, key: PoolKey, name: str) -> None:
         """Give back a pod whose adoption did not happen (the patch failed)."""
         self._live(self.claimed, key).pop(name, None)
+        self._live(self.taken, key).pop(name, None)
+
+    def refills_held(self, key: PoolKey, delay: float) -> tuple[int, float | None]:
+        """(how many of ``key``'s pods were taken by adoptions less than ``delay`` seconds
+        ago, seconds until the first of those refills is due or None when none is held)."""
+        now = time.monotonic()
+        ages = [now - t for t in self._live(self.taken, key).values() if now - t < delay]
+        return len(ages), (delay - max(ages) if ages else None)
 
     def claimed_names(self, key: PoolKey, warm: Iterable[str] | None = None) -> frozenset[str]:
         """Pods of ``key`` taken by adoptions; with ``warm`` (the names the cache still shows
@@ -103,5 +115,6 @@ class WarmPoolState:
             self.claimed,
             self.adopted_total,
             self.last_adoption,
+            self.taken,
         ):
             table.pop(key, None)

@@ -8,7 +8,9 @@ not yet seen). Only ``replicas - (live + inflight)`` are created, and the handle
 pool's pods straight from the apiserver and decides again before it creates anything, so neither
 a lagging cache nor a restarted operator makes extra pods. A pod claimed by an adoption in flight
 counts for neither the pool nor its refill until the cache shows it relabelled: the refill is
-then exactly one pod per adoption.
+then exactly one pod per adoption. That refill waits a moment (``refills_held``): a burst of
+adoptions (a drain) is a burst of sessions starting, and starting as many warm pods beside them
+would take the CPU they need.
 
 Pods that are never used and are deleted: a pod of another template (the template changed; pods
 already adopted left the pool and are untouched), a pod on a node being drained or cordoned, a pod
@@ -101,6 +103,9 @@ class PoolInput:
     inflight: frozenset[str] = frozenset()
     claimed: frozenset[str] = frozenset()
     disrupted: frozenset[str] = frozenset()
+    refills_held: int = 0
+    """Pods taken by adoptions so recently that their refills wait (the operator's
+    ``warm_refill_delay_seconds``): the adopted sessions' start-up gets the nodes' CPU first."""
 
 
 @dataclass(slots=True)
@@ -142,7 +147,7 @@ def decide_pool(inp: PoolInput) -> PoolPlan:
     inflight = len(inp.inflight - seen)
     have = len(live) + inflight
     if have < inp.replicas:
-        plan.create = min(inp.replicas - have, MAX_CREATES_PER_STEP)
+        plan.create = max(0, min(inp.replicas - have - inp.refills_held, MAX_CREATES_PER_STEP))
     elif have > inp.replicas:
         # not-Ready first, then the newest: keep the pods most likely to be adopted soon
         excess = sorted(live, key=lambda p: (p.ready, -(p.created_at or inp.now).timestamp()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from berth_operator.api.agentsession import AgentSessionSpec
 from berth_operator.api.common import SessionRef
 from berth_operator.api.sessionwarmpool import (
@@ -16,6 +17,7 @@ from berth_operator.api.sessionwarmpool import (
 )
 from berth_operator.builders.session_pod import build_session_pod
 from berth_operator.builders.warm_pod import adopt_body, adoption_patch, build_warm_pod
+from berth_operator.handlers import warm_state
 from berth_operator.reconcile.warmpool import (
     PoolInput,
     WarmPod,
@@ -84,6 +86,37 @@ def test_an_adopted_pod_is_refilled_exactly_once() -> None:
     # the refill was created (in flight) while the cache still shows the claimed pod as warm
     plan = decide_pool(inp(pods, claimed=frozenset({"a"}), inflight=frozenset({"c"})))
     assert plan.create == 0
+
+
+def test_refills_of_recent_adoptions_wait_while_other_missing_pods_do_not() -> None:
+    """A pool of 4 with two pods just taken by adoptions and one missing for another reason
+    (deleted): only that one is created now; the two refills come once held no more."""
+    pods = (pod("a"), pod("b"), pod("c"))
+    plan = decide_pool(inp(pods, replicas=4, claimed=frozenset({"a", "b"}), refills_held=2))
+    assert plan.create == 1 and plan.status.replicas == 2
+    plan = decide_pool(inp(pods, replicas=4, claimed=frozenset({"a", "b"}), refills_held=0))
+    assert plan.create == 3
+    # more held than missing (an adoption given back): nothing created, never negative
+    assert decide_pool(inp((pod("a"), pod("b")), refills_held=2)).create == 0
+
+
+def test_taken_pods_hold_their_refills_for_the_delay_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(warm_state.time, "monotonic", lambda: clock[0])
+    state = warm_state.WarmPoolState()
+    key = ("ns", "p")
+    assert state.refills_held(key, 2.0) == (0, None)
+    assert state.claim(key, "a")
+    clock[0] += 0.5
+    assert state.claim(key, "b")
+    assert state.refills_held(key, 2.0) == (2, 1.5)  # a's refill due in 1.5 s
+    clock[0] += 1.6
+    assert state.refills_held(key, 2.0) == (1, pytest.approx(0.4))  # b's in 0.4 s
+    state.release(key, "b")  # b's adoption did not happen: nothing to refill for it
+    assert state.refills_held(key, 2.0) == (0, None)
+    assert state.refills_held(key, 0.0) == (0, None)  # no delay: refills at once
 
 
 def test_pods_of_an_old_template_on_a_drained_node_or_ended_are_deleted() -> None:
