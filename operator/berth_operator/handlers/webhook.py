@@ -10,7 +10,9 @@ deletes it; the client's next retry finds the pod gone (404), which ``kubectl dr
 done.
 
 Pods that are not session pods of this operator (another namespace, no session labels) and
-terminal session pods are allowed: the webhook never stands in the way of pods it does not protect.
+session pods that are done (terminal, their process reported its end, or being deleted already:
+the Eviction API lets a deleting pod go past its PodDisruptionBudget too) are allowed: the
+webhook never stands in the way of pods it does not protect.
 The ``session_pods_by_name`` index answers first; a pod it does not hold is read from the
 apiserver when its namespace is watched, because a new leader serves admission before its pod
 watch has listed anything (an eviction allowed then would end the pod without a passivation
@@ -39,6 +41,7 @@ from berth_operator.api.constants import COMPONENT_SESSION, LABEL_COMPONENT, LAB
 from berth_operator.errors import KubeError
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.metrics import EVICTIONS_DENIED
+from berth_operator.reconcile.observe import ObservedPod
 from berth_operator.settings import OperatorSettings
 
 log = logging.getLogger("berth.webhook")
@@ -60,6 +63,12 @@ async def pod_eviction(
 ) -> None:
     """Deny (429) the eviction of an unfinished session pod and start its passivation.
 
+    Allowed: a pod that is no session pod, that has finished (terminal phase, or its container
+    terminated), whose process reported its end to the operator ahead of the kubelet
+    (``OperatorContext.outcomes``: its run is checkpointed or over, the process exiting), or
+    that is being deleted already (the operator deletes a passivated pod itself; an eviction
+    adds nothing, and a denial would keep ``kubectl drain`` waiting for its next retry, 5 s).
+
     ``name``/``namespace`` are those of the Eviction object, i.e. of the pod.
     Raises ``kopf.AdmissionError(code=429)`` to deny; returning allows.
     """
@@ -71,9 +80,7 @@ async def pod_eviction(
         uid = uids[0]
         pods = cast("kopf.Index[str, Any]", kwargs["session_pods"])
         observed = [p for p in pods.get(uid, []) if getattr(p, "name", None) == name]
-        if observed and (
-            observed[0].phase in TERMINAL_PHASES or observed[0].terminated is not None
-        ):
+        if observed and _done(ctx, uid, observed[0]):
             return
     else:
         found = await _read_session_pod(ctx, ns, name)
@@ -93,9 +100,20 @@ async def pod_eviction(
     )
 
 
+def _done(ctx: OperatorContext, uid: str, pod: ObservedPod) -> bool:
+    """Whether session ``uid``'s ``pod`` needs no passivation any more (``pod_eviction``)."""
+    reported = ctx.outcomes.get(uid)
+    return (
+        pod.phase in TERMINAL_PHASES
+        or pod.terminated is not None
+        or pod.deleting
+        or (reported is not None and bool(pod.uid) and reported[0] == pod.uid)
+    )
+
+
 def unfinished_session_pod(pod: dict[str, Any]) -> str | None:
     """The AgentSession uid of ``pod`` (a Pod as JSON) when it is a session pod that has not
-    finished (phase neither Succeeded nor Failed); else None.
+    finished (phase neither Succeeded nor Failed) and is not being deleted; else None.
     A session pod carries ``LABEL_SESSION_UID`` and ``LABEL_COMPONENT`` = ``session``
     (``builders.names.session_labels``; a warm pod not adopted yet has no session uid)."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
@@ -104,6 +122,8 @@ def unfinished_session_pod(pod: dict[str, Any]) -> str | None:
         return None
     if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
         return None
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return None  # being deleted already: an eviction adds nothing
     return str(uid)
 
 

@@ -3,6 +3,7 @@ in place of kopf's indices (kopf.Index is a read-only mapping of key → collect
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -37,6 +38,12 @@ class Pods:
 def ctx(kube: Pods | None = None, namespaces: list[str] | None = None) -> OperatorContext:
     settings = OperatorSettings(scope=ScopeSettings(namespaces=namespaces or []))
     return OperatorContext(settings=settings, kube=kube or Pods(), runtime=None)  # type: ignore[arg-type]
+
+
+def deleting_body() -> dict[str, Any]:
+    body = session_pod_body()
+    body["metadata"]["deletionTimestamp"] = "2026-01-01T12:00:00Z"
+    return body
 
 
 def session_pod_body(phase: str = "Running", component: str = COMPONENT_SESSION) -> dict[str, Any]:
@@ -102,6 +109,35 @@ async def test_foreign_and_finished_pods_are_allowed(pod: str, terminal: bool) -
     assert c.evictions == {}
 
 
+async def test_a_pod_being_deleted_or_that_reported_its_end_is_allowed() -> None:
+    """A passivated pod the operator is deleting, or whose process reported its end before the
+    kubelet did: nothing left to protect, and a denial would hold ``kubectl drain`` back until
+    its next retry. A pod whose end another pod of the session reported is still denied."""
+    running = make_pod(1).on("proc-a").running()
+    deleting = make_pod(1).on("proc-a").running().deleting()
+
+    async def evict(c: OperatorContext, pod: Any) -> None:
+        await webhook.pod_eviction(
+            name="demo-e1",
+            namespace="ns",
+            dryrun=False,
+            memo=SimpleNamespace(ctx=c),  # type: ignore[arg-type]
+            session_pods_by_name={("ns", "demo-e1"): ["uid-1"]},
+            session_pods={"uid-1": [pod.observed()]},
+        )
+
+    c = ctx()
+    await evict(c, deleting)
+    uid = running.observed().uid
+    c.outcomes["uid-1"] = (uid, '{"outcome": "passivated"}', datetime.now(UTC))
+    await evict(c, running)
+    assert c.evictions == {}
+    c.outcomes["uid-1"] = ("another-pod-uid", '{"outcome": "passivated"}', datetime.now(UTC))
+    with pytest.raises(kopf.AdmissionError):
+        await evict(c, running)
+    assert c.evictions == {"uid-1": {"demo-e1"}}
+
+
 async def evict_unindexed(c: OperatorContext) -> None:
     """An eviction of pod ns/demo-e1 with both pod indices still empty (a new leader)."""
     await webhook.pod_eviction(
@@ -132,6 +168,7 @@ async def test_a_session_pod_missing_from_the_index_is_read_and_denied() -> None
     [
         (None, False, None),  # no such pod
         (session_pod_body(phase="Succeeded"), False, None),  # finished
+        (deleting_body(), False, None),  # being deleted already
         (session_pod_body(component="lane-worker"), False, None),  # not a session pod
         (session_pod_body(), True, None),  # the read fails: allowed, as failurePolicy Ignore
         (session_pod_body(), False, ["other"]),  # a namespace this operator does not watch
