@@ -34,7 +34,7 @@ them. The input and output types are in ``reconcile.plan``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from berth_operator.api.agentsession import (
@@ -683,7 +683,7 @@ def _place_again(d: Decision, failure: CreateFailure) -> None:
     if obs.now < due:
         plan.requeue_after = (due - obs.now).total_seconds()
         return
-    plan.create = failure.create
+    plan.create = replace(failure.create, reserved=False)  # the epoch is stored by now
     plan.requeue_after = NOT_RUNNING_REQUEUE
 
 

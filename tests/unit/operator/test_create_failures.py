@@ -61,9 +61,12 @@ def test_once_the_backoff_passed_the_same_epochs_pod_is_created_again() -> None:
     first = decide(replace(observation(unplaced_session()), create_failure=failure(3)), SETTINGS)
     stored = unplaced_session()
     stored.body["status"] = wire(first)
-    late = failure(3, attempts=2, seconds_ago=4.5)  # attempt 2: backoff 4 s
+    # attempt 2 (backoff 4 s) of a create that went beside its status write (a reserved epoch)
+    late = failure(3, attempts=2, seconds_ago=4.5)
+    late = replace(late, create=replace(late.create, reserved=True))
     plan = decide(replace(observation(stored), create_failure=late), SETTINGS)
-    assert plan.create == late.create and plan.status.epoch == 3
+    assert plan.create == replace(late.create, reserved=False)  # stored now: after the write
+    assert plan.status.epoch == 3
     assert placed(plan) == placed(first)  # the error stays shown until the pod exists
     assert wire(plan) == wire(first)  # so nothing to write for the retry
     assert plan.events == []  # the same error: its Event was posted already
