@@ -41,6 +41,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
 
+from kubernetes import config  # noqa: E402
+
+from bench.podsteps import PodSteps  # noqa: E402
 from bench.warm_placement import first_request, pct, pool_manifest  # noqa: E402
 from tests.cluster import DevCluster  # noqa: E402
 from tests.e2e.passivation_support import (  # noqa: E402
@@ -220,7 +223,12 @@ def berth_drain(
                 f"{ended} of {N} runs ended before the drain (the pool filled too slowly): "
                 "raise BERTH_BENCH_ROUNDS"
             )
+        pods = PodSteps(config.new_client_from_config(config_file=dc.kubeconfig), ns)
+        pods.start()
+        time.sleep(0.5)  # the watch's first list
+        drain_started = time.time()
         res, drain_seconds = drain(dc, nodes.a, timeout=600)
+        pods.stop.set()
         if res.returncode != 0:
             raise RuntimeError(f"drain failed: {res.stderr}")
         wait(
@@ -295,7 +303,20 @@ def berth_drain(
             "retries": res.stderr.count("will retry"),
             "first_request_to_last_resume": all_back,
             "phases": _phase_count(dc, ns),
+            "held": _held(pods, nodes.a, drain_started),
         }
+
+
+def _held(pods: PodSteps, node: str, t0: float) -> list[tuple[float, float, str]]:
+    """What the drain of ``node`` (started at ``t0``) waited for: per pod that was on it, seconds
+    from ``t0`` until it was seen being deleted and seen gone (nan: not seen), latest gone first,
+    with its name. ``kubectl drain`` returns once the last of them is gone."""
+    nan = float("nan")
+    on = [(name, steps) for name, steps in pods.at.items() if pods.node.get(name) == node]
+    held = [
+        (steps.get("deleting", nan) - t0, steps.get("gone", nan) - t0, name) for name, steps in on
+    ]
+    return sorted(held, key=lambda h: -h[1] if h[1] == h[1] else float("-inf"))
 
 
 def plain_drain(dc: DevCluster, nodes: PrivateNodes) -> float:
@@ -389,6 +410,11 @@ def report(title: str, berth: dict[str, Any]) -> None:
     print(f"  first request -> last session running again: {back:.1f}s")
     retries = berth["retries"]
     print(f"  kubectl drain with Berth: {berth['drain_seconds']:.1f}s ({retries} eviction retries)")
+    held = berth.get("held") or []
+    print(
+        "    pods gone last (deletion seen / gone, s after the drain started): "
+        + ", ".join(f"{name} {d:.1f}/{g:.1f}" for d, g, name in held[:4])
+    )
 
 
 def compare(dc: DevCluster, image: str | None, source: Path | None, rounds: int) -> int:
