@@ -748,12 +748,18 @@ async def _apply(
         observe_passivation(metric.kind, metric.reason, metric.outcome, metric.seconds)
     ended = {p.name for p in obs.pods if p.ended}
     later = [d for d in plan.delete if creating and d.name in ended]  # they hold nothing back
-    for d in plan.delete:
-        if d not in later:
-            await _delete(ctx, obs.ref.namespace, d)
+    try:
+        for d in plan.delete:
+            if d not in later:
+                await _delete(ctx, obs.ref.namespace, d)
+    except Exception as exc:
+        if plan.create is None or not creating or beside:
+            raise
+        return _create_failed(ctx, obs, plan.create, exc)  # its epoch is stored: kept
     if plan.passivate is not None:
         await _passivate(ctx, obs.ref, plan.passivate)
     if plan.release_pdb and ctx.disruption is not None:  # idempotent; at rest looks rarely
+        ctx.objects_ready.pop(obs.ref.uid, None)  # the next pod waits for its PDB again
         await ctx.disruption.delete_pdb(obs.ref.namespace, pdb_name(obs.ref.name))
     _post_events(body, plan)
     if plan.create is not None and creating:
@@ -767,20 +773,7 @@ async def _apply(
             if not beside:
                 listed = await _create(ctx, obs, plan.create, first_pod=first, existing=ready)
         except Exception as exc:
-            # The epoch is stored, its pod was never made: the next pass places the same
-            # epoch again after a backoff, and says why (reconcile.session._place_again).
-            failure = ctx.create_failed(obs.ref.uid, plan.create, exc)
-            RECONCILE_ERRORS.labels(
-                kind="api" if isinstance(exc, KubeError) else "unexpected"
-            ).inc()
-            log.warning(
-                "%s: pod of epoch %d not created (attempt %d): %s",
-                obs.ref.key,
-                plan.create.epoch,
-                failure.attempts,
-                failure.message,
-            )
-            return 0.0  # the next pass records the failure in status
+            return _create_failed(ctx, obs, plan.create, exc)
         for d in later:
             ctx.spawn(_delete_ended(ctx, obs.ref, d))
         if listed:
@@ -794,6 +787,25 @@ async def _apply(
     if plan.requeue_after is not None:
         return plan.requeue_after
     return ctx.settings.session_api.status_refresh_seconds
+
+
+def _create_failed(
+    ctx: OperatorContext, obs: Observation, create: CreatePod, exc: Exception
+) -> float:
+    """The epoch of ``create`` is stored and its pod was never made (a write it waits for
+    failed): remember it, so the next pass places the same epoch again after a backoff and
+    says why (``reconcile.session._place_again``). Returns the requeue delay (0: that pass
+    records the failure in status)."""
+    failure = ctx.create_failed(obs.ref.uid, create, exc)
+    RECONCILE_ERRORS.labels(kind="api" if isinstance(exc, KubeError) else "unexpected").inc()
+    log.warning(
+        "%s: pod of epoch %d not created (attempt %d): %s",
+        obs.ref.key,
+        create.epoch,
+        failure.attempts,
+        failure.message,
+    )
+    return 0.0
 
 
 async def _delete(ctx: OperatorContext, namespace: str, d: DeletePod) -> None:
@@ -907,9 +919,22 @@ async def _prepare_pod(
     """Make sure what a new pod of the session needs exists (none depends on another, nor on
     the epoch, so they are written concurrently): the Secrets and the PDB
     (``_prepare_objects``, or the task ``early`` already writing them) and a managed shared
-    claim."""
+    claim. When this process wrote the Secrets and PDB for the session's generation already
+    (``OperatorContext.objects_ready``: a resume, a restart after a crash), they are written
+    again in the background instead: they exist, and the pod does not wait for a round trip
+    that finds them so (a PDB POST answered 409, a Secret GET)."""
     ref, spec, settings = obs.ref, obs.spec, ctx.settings
-    needs: list[Awaitable[Any]] = [early if early is not None else _prepare_objects(ctx, ref, spec)]
+    needs: list[Awaitable[Any]] = []
+    if early is not None:
+        needs.append(early)
+    elif ctx.objects_ready.get(ref.uid) == ref.generation and (
+        ctx.secrets is None or ref.uid in ctx.tokens
+    ):
+        # Written for this generation by this process already (a resume): written again, so a
+        # deleted Secret or PDB comes back, but off the placement's path.
+        ctx.spawn(_rewrite_objects(ctx, ref, spec))
+    else:
+        needs.append(_prepare_objects(ctx, ref, spec))
     if obs.claim is not None and obs.claim[1] == "ClaimCreating":
         needs.append(
             ctx.kube.create_pvc(
@@ -925,7 +950,21 @@ async def _prepare_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSes
     needs: list[Awaitable[Any]] = [_ensure_secrets(ctx, ref, spec)]
     if ctx.disruption is not None:
         needs.append(ctx.disruption.ensure_pdb(build_session_pdb(ref, spec)))
-    await _concurrently(*needs)
+    try:
+        await _concurrently(*needs)
+    except BaseException:
+        ctx.objects_ready.pop(ref.uid, None)
+        raise
+    ctx.objects_ready[ref.uid] = ref.generation
+
+
+async def _rewrite_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
+    """``_prepare_objects`` off a placement's path: a failure is logged, and the session's next
+    pod waits for them again (``OperatorContext.objects_ready`` forgets the generation)."""
+    try:
+        await _prepare_objects(ctx, ref, spec)
+    except Exception as exc:
+        log.warning("%s: session Secret or PDB not written: %s", ref.key, exc)
 
 
 async def _create(

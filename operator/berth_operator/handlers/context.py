@@ -10,6 +10,8 @@
   before every create is the guard).
 - ``create_failures``: session uid → the last failed attempt to create the pod of its stored
   epoch; ``decide`` tries that epoch again after a backoff instead of moving to the next one.
+- ``objects_ready``: session uid → the generation whose Secret and PDB this process wrote; a
+  later pod of it is placed without waiting for them (they are written again beside it).
 - ``evictions``: session uid → pod names whose eviction the webhook denied (handlers.webhook); the
   session's next decision requests passivation with reason ``eviction`` and records it in status.
 - ``disruption``: PodDisruptionBudget calls (k8s.disruption), None when PDBs are disabled.
@@ -246,6 +248,10 @@ class OperatorContext:
     create_failures: dict[str, CreateFailure] = field(default_factory=dict)
     """Session uid → the last failed attempt to create the pod of its stored epoch
     (:meth:`create_failed`); dropped when a create of the session goes through."""
+    objects_ready: dict[str, int] = field(default_factory=dict)
+    """Session uid → the ``metadata.generation`` for which this process last wrote (or found)
+    the session's ``<name>-berth`` Secret and PDB; dropped when the PDB is released or a write
+    of them fails. A later pod of that generation is placed without waiting for them again."""
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""
@@ -293,6 +299,11 @@ class OperatorContext:
         """Remember a create until the cache shows the pod (and forget failed attempts)."""
         self.inflight[uid] = (pod_name, time.monotonic())
         self.create_failures.pop(uid, None)
+        INFLIGHT.set(len(self.inflight))
+
+    def clear_inflight(self, uid: str) -> None:
+        """Forget session ``uid``'s create in flight: its pod will not show (it was given up)."""
+        self.inflight.pop(uid, None)
         INFLIGHT.set(len(self.inflight))
 
     def create_failed(self, uid: str, create: CreatePod, error: BaseException) -> CreateFailure:
@@ -354,6 +365,7 @@ class OperatorContext:
         self.outcomes.pop(uid, None)
         self.create_failures.pop(uid, None)
         self.reservations.pop(uid, None)
+        self.objects_ready.pop(uid, None)
         self.migrations.forget(uid)
         INFLIGHT.set(len(self.inflight))
         self.phases.set(uid, None)

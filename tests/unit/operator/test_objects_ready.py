@@ -1,0 +1,135 @@
+"""A session's ``<name>-berth`` Secret and PDB are waited for by its first pod of a generation;
+a later pod of that generation (a resume) is placed without waiting for them, and they are
+written again beside it, so one deleted meanwhile comes back."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from berth_operator.errors import KubeError
+from berth_operator.handlers import agentsession
+from berth_operator.handlers.context import OperatorContext
+from berth_operator.reconcile.plan import Plan
+from berth_operator.settings import OperatorSettings
+
+from tests.unit.operator.fixtures import make_session, observation
+
+
+class Objects:
+    """The Secret and PDB calls of one session: each call is counted, waits for ``gate``
+    while it is clear, and raises ``error`` when set."""
+
+    def __init__(self) -> None:
+        self.secret_calls = 0
+        self.pdb_calls = 0
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.error: Exception | None = None
+
+    async def ensure_session_secret(self, ref: Any, master: Any, redis: str, **_: Any) -> str:
+        self.secret_calls += 1
+        await self.gate.wait()
+        if self.error is not None:
+            raise self.error
+        return "token"
+
+    async def ensure_pdb(self, body: dict[str, Any]) -> bool:
+        self.pdb_calls += 1
+        await self.gate.wait()
+        return False
+
+    async def delete_pdb(self, namespace: str, name: str) -> bool:
+        return True
+
+
+def context(objects: Objects) -> OperatorContext:
+    return OperatorContext(
+        settings=OperatorSettings(),
+        kube=None,  # type: ignore[arg-type]
+        runtime=None,  # type: ignore[arg-type]
+        secrets=objects,  # type: ignore[arg-type]
+        disruption=objects,  # type: ignore[arg-type]
+    )
+
+
+async def settle(ctx: OperatorContext) -> None:
+    """Let the background tasks ``ctx.spawn`` started run to their end."""
+    while ctx.background:
+        await asyncio.gather(*ctx.background)
+
+
+async def test_a_later_pod_of_the_generation_does_not_wait_for_its_objects() -> None:
+    objects = Objects()
+    ctx = context(objects)
+    obs = observation(make_session().with_status(epoch=1, podName="demo-e1"))
+    await agentsession._prepare_pod(ctx, obs)  # the first pod: written, and waited for
+    assert (objects.secret_calls, objects.pdb_calls) == (1, 1)
+    assert ctx.objects_ready == {obs.ref.uid: 1}
+
+    objects.gate.clear()  # the apiserver is slow to answer now
+    await asyncio.wait_for(agentsession._prepare_pod(ctx, obs), timeout=5)
+    # returned without their answers; both are being written again in the background
+    await asyncio.sleep(0)
+    assert (objects.secret_calls, objects.pdb_calls) == (2, 2)
+    assert len(ctx.background) == 1
+    objects.gate.set()
+    await settle(ctx)
+
+
+async def test_a_new_generation_waits_for_its_objects() -> None:
+    objects = Objects()
+    ctx = context(objects)
+    session = make_session().with_status(epoch=1, podName="demo-e1")
+    await agentsession._prepare_pod(ctx, observation(session))
+    session.body["metadata"]["generation"] = 2  # the spec changed: options.json changes
+    objects.gate.clear()
+    waiting = asyncio.create_task(agentsession._prepare_pod(ctx, observation(session)))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # the pod waits for the Secret of its generation
+    objects.gate.set()
+    await waiting
+    assert ctx.objects_ready == {"uid-1234567890": 2}
+
+
+async def test_a_failed_rewrite_makes_the_next_pod_wait_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    objects = Objects()
+    ctx = context(objects)
+    obs = observation(make_session().with_status(epoch=1, podName="demo-e1"))
+    await agentsession._prepare_pod(ctx, obs)
+    objects.error = KubeError("replace secret ns/demo-berth: 500 Internal Server Error")
+    await agentsession._prepare_pod(ctx, obs)  # not waited for: the failure comes after
+    await settle(ctx)
+    assert ctx.objects_ready == {}
+    assert "session Secret or PDB not written" in caplog.text
+    with pytest.raises(KubeError):  # the next pod waits, and sees the error
+        await agentsession._prepare_pod(ctx, obs)
+
+
+async def test_a_released_pdb_makes_the_next_pod_wait_for_it() -> None:
+    """A session at rest gives its PDB back (``Plan.release_pdb``); the pod that wakes it must
+    not start before its PDB exists again."""
+    objects = Objects()
+    ctx = context(objects)
+    obs = observation(make_session().with_status(epoch=1, podName="demo-e1"))
+    await agentsession._prepare_pod(ctx, obs)
+    # a pass that keeps the session at rest: nothing to write but the PDB's release
+    await agentsession._apply(ctx, make_session().obj(), obs, Plan(obs.status, release_pdb=True))
+    assert ctx.objects_ready == {}
+    objects.gate.clear()
+    waiting = asyncio.create_task(agentsession._prepare_pod(ctx, obs))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    objects.gate.set()
+    await waiting
+    assert objects.pdb_calls == 2
+
+
+def test_forgetting_a_session_forgets_its_objects() -> None:
+    ctx = context(Objects())
+    ctx.objects_ready["uid-1"] = 3
+    ctx.forget("uid-1")
+    assert ctx.objects_ready == {}
