@@ -339,6 +339,10 @@ async def adopt_for_session(ctx: OperatorContext, obs: Observation, create: Crea
             log.warning(
                 "%s: adopted pod %s not relabelled (%s); deleting it", ref.key, pod.name, exc
             )
+            # The epoch was handed to that process: never used again. Its pod name will not
+            # show, so nothing is in flight; the next pass places the next epoch at once.
+            ctx.clear_inflight(ref.uid)
+            ctx.wake_session(ref.uid)
             await ctx.kube.delete_pod(ref.namespace, pod.name, uid=pod.uid, force=True)
             return True
         WARM_ADOPTION_SECONDS.observe(time.perf_counter() - started)

@@ -13,7 +13,7 @@ from berth_operator.api.conditions import PlacementReason, Reason, get_condition
 from berth_operator.errors import KubeError
 from berth_operator.handlers import agentsession
 from berth_operator.handlers.context import OperatorContext
-from berth_operator.reconcile.plan import CreateFailure, CreatePod, Observation, Plan
+from berth_operator.reconcile.plan import CreateFailure, CreatePod, DeletePod, Observation, Plan
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings, PlacementSettings
 
@@ -164,3 +164,41 @@ def _observe(body: dict[str, Any], failed: CreateFailure | None, now: datetime) 
     session = make_session()
     session.body = body
     return replace(observation(session), create_failure=failed, now=now)
+
+
+class RefusingDeletes(Kube):
+    """An apiserver that refuses every pod delete."""
+
+    async def delete_pod(self, namespace: str, name: str, **options: Any) -> None:
+        raise KubeError(f"delete pod {namespace}/{name}: 500 Internal Server Error")
+
+
+async def test_a_refused_delete_before_the_create_keeps_the_stored_epoch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plan that deletes a pod that has not ended, then creates the next epoch's: the delete
+    is refused after the epoch was written, so the pod of that epoch is never made. That is a
+    failed create of the epoch (tried again at the same epoch), not an interrupted placement."""
+    kube = RefusingDeletes()
+    monkeypatch.setattr(agentsession, "_post_events", lambda body, plan: None)
+    ctx = OperatorContext(settings=SETTINGS, kube=kube, runtime=None)  # type: ignore[arg-type]
+    session = make_session().with_status(epoch=1, podName="demo-e1", podUid="pod-uid-1")
+    obs = observation(session)
+    create = CreatePod(epoch=2, reason=PlacementReason.INTERRUPTED, resume_run_id=None)
+    stored = obs.status.model_copy(update={"epoch": 2, "pod_name": "demo-e2", "pod_uid": None})
+    plan = Plan(stored, delete=[DeletePod("demo-e1", "pod-uid-1")], create=create)
+
+    assert await agentsession._apply(ctx, session.obj(), obs, plan) == 0.0
+
+    assert kube.status_writes == [2] and kube.created == []
+    failure = ctx.create_failures[obs.ref.uid]
+    assert (failure.create.epoch, failure.attempts) == (2, 1)
+    assert "500 Internal Server Error" in failure.message
+    # so the next decision places epoch 2 again instead of moving to 3
+    again = replace(
+        observation(make_session().with_status(**wire(plan))),
+        create_failure=failure,
+        now=failure.failed_at + timedelta(seconds=600),
+    )
+    replan = decide(again, SETTINGS)
+    assert replan.create is not None and replan.create.epoch == 2
