@@ -3,6 +3,8 @@
     .venv/bin/python bench/scaling.py [--intervals 1 5] [--runs 3] [--sessions 4] [--tasks 40]
     .venv/bin/python bench/scaling.py --intervals 1 --runs 3 --baseline-src /tmp/berth-base
                     # each run also with another checkout's operator, alternating, same run
+    .venv/bin/python bench/scaling.py --intervals 1 --runs 3 --baseline-image IMAGE
+                    # ... or with the worker pods of another image (this checkout's operator)
 
 Needs the dev cluster (``make cluster-up``; started here if it is not up). Per run: a fresh
 LaneWorker (``targetTasksPerReplica`` 40, concurrency 8, ``scaleDownStabilizationSeconds`` 5,
@@ -95,20 +97,24 @@ class WorkerPodSteps(PodSteps):
         }
 
 
-def run_once(h: Harness, interval: int, index: int, sessions: int, tasks: int) -> dict[str, float]:
+def run_once(
+    h: Harness, interval: int, index: int, sessions: int, tasks: int, image: str | None = None
+) -> dict[str, float]:
+    """One burst onto a new LaneWorker (``image``: its pods' image, default the operator's)."""
     lw = f"b{interval}-{index}-{random.randrange(16**4):04x}"
-    h.apply(
-        laneworker_manifest(
-            lw,
-            concurrency=CONCURRENCY,
-            max_replicas=10,
-            scaling={
-                "targetTasksPerReplica": TARGET,
-                "pollingIntervalSeconds": interval,
-                "scaleDownStabilizationSeconds": DOWN_WINDOW,
-            },
-        )
+    manifest = laneworker_manifest(
+        lw,
+        concurrency=CONCURRENCY,
+        max_replicas=10,
+        scaling={
+            "targetTasksPerReplica": TARGET,
+            "pollingIntervalSeconds": interval,
+            "scaleDownStabilizationSeconds": DOWN_WINDOW,
+        },
     )
+    if image:
+        manifest["spec"]["image"] = image
+    h.apply(manifest)
     h.wait_pool_idle(lw)
     sims = h.start_sims(lw, "go", count=sessions, tasks=tasks, command="sleep 2")
     h.wait_sims_ready(sims)
@@ -164,6 +170,11 @@ def main() -> int:
         help="also run every burst with the operator of this checkout (e.g. a git worktree of "
         "an older commit), alternating with this one's, in the same run",
     )
+    parser.add_argument(
+        "--baseline-image",
+        help="also run every burst with worker pods of this image (e.g. an older commit's dev "
+        "image), alternating with the dev cluster's, in the same run",
+    )
     args = parser.parse_args()
 
     cluster = DevCluster.ensure()
@@ -183,20 +194,21 @@ def main() -> int:
         op.start()
         try:
             h = Harness(cluster, ns, str(ROOT))
-            sides: list[tuple[str, Path]] = [("this", ROOT)]
-            if args.baseline_src:
-                sides.append(("baseline", Path(args.baseline_src).resolve()))
+            sides: list[tuple[str, Path, str | None]] = [("this", ROOT, None)]
+            if args.baseline_src or args.baseline_image:
+                base = Path(args.baseline_src).resolve() if args.baseline_src else ROOT
+                sides.append(("baseline", base, args.baseline_image))
             running = ROOT
             for interval in args.intervals:
                 for index in range(args.runs):
                     order = sides if index % 2 == 0 else sides[::-1]  # the machine drifts
-                    for side, src in order:
+                    for side, src, image in order:
                         if src != running:  # that checkout's operator, this one's CRDs and RBAC
                             op.stop_all()
                             op.use_checkout(src)
                             op.start()
                             running = src
-                        fig = run_once(h, interval, index, args.sessions, args.tasks)
+                        fig = run_once(h, interval, index, args.sessions, args.tasks, image)
                         figures.setdefault((side, interval), []).append(fig)
                         print(
                             f"{side} interval {interval}s run {index}: {fig['replicas']:.0f} "

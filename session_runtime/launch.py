@@ -7,7 +7,7 @@ This module imports nothing heavy: the imports of the runtime are what the early
 
 from __future__ import annotations
 
-from session_runtime import early_signals
+from session_runtime import early_signals, listen
 
 
 def session() -> None:
@@ -19,8 +19,11 @@ def session() -> None:
 
 
 def worker() -> int:
-    """Console script ``berth-worker`` (:func:`session_runtime.worker.main`); its exit code."""
+    """Console script ``berth-worker`` (:func:`session_runtime.worker.main`); its exit code.
+    The metrics port (the readiness probe's) listens before the imports
+    (:func:`session_runtime.listen.worker_metrics_from_env`)."""
     early_signals.catch()
+    listener = listen.worker_metrics_from_env()
     from session_runtime.worker import main
 
-    return main()
+    return main(listener=listener)

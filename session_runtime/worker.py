@@ -42,7 +42,8 @@ Configuration (env, each overridable by ``--flag``): ``BERTH_REDIS_URL``, ``BERT
 ``BERTH_LANEWORKER``, ``POD_NAME``, ``POD_IP``, ``BERTH_WORKER_CONCURRENCY`` (default 1),
 ``BERTH_WORKSPACES_ROOT`` (the ``workspaces`` directory of the shared volume),
 ``BERTH_TASK_MASTER_KEY_FILE``, ``BERTH_TASK_TIMEOUT_SECONDS`` (default 600),
-``BERTH_METRICS_PORT`` (default 9090, 0 = no metrics server; bound on ``POD_IP`` or 127.0.0.1),
+``BERTH_METRICS_PORT`` (default 9090, 0 = no metrics server; bound on ``POD_IP`` or 127.0.0.1;
+it answers once the worker has joined its consumer group, and is the readiness probe's),
 ``BERTH_WORKER_HEARTBEAT_SECONDS`` (default 10), ``BERTH_RECLAIM_INTERVAL_SECONDS`` (default 2),
 ``BERTH_REPLY_TTL_SECONDS`` (default 604800: a reply stream expires a week after its last reply).
 
@@ -59,18 +60,21 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from http.server import ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, MetricsHandler
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticUndefined
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError, WatchError
 
-from session_runtime import early_signals
+from session_runtime import early_signals, listen
 from session_runtime.lanes.config import LANES
 from session_runtime.tools import ToolResult, run_tool
 from session_runtime.transport import names
@@ -333,10 +337,13 @@ class LaneWorker:
             log.info("stop requested; finishing %d held task(s)", len(self._inflight))
         self._stopping.set()
 
-    async def run(self) -> None:
-        """Serve until :meth:`stop`; then drain and remove the liveness key."""
+    async def run(self, ready: Callable[[], object] | None = None) -> None:
+        """Serve until :meth:`stop`; then drain and remove the liveness key. ``ready`` is
+        called once the worker is in its consumer group and alive, before the first read."""
         await self._ensure_group()
         await self._heartbeat_once()
+        if ready is not None:
+            ready()
         side = [
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
             asyncio.create_task(self._reclaim_loop(), name="reclaim"),
@@ -755,13 +762,49 @@ class LaneWorker:
         self.metrics.finished(task.lane, "lost")
 
 
-async def serve(settings: WorkerSettings) -> None:
-    """Run a worker with signal handling and the metrics server until SIGTERM/SIGINT."""
+class MetricsServer(ThreadingHTTPServer):
+    """prometheus-client's ``/metrics`` handler over a socket bound already (possibly long
+    before: ``session_runtime.listen``), served from a daemon thread. A client that gave up
+    while its request waited in the backlog (a readiness probe past its timeout) is not an
+    error worth a traceback."""
+
+    def __init__(self, sock: socket.socket, registry: CollectorRegistry) -> None:
+        super().__init__(
+            sock.getsockname()[:2], MetricsHandler.factory(registry), bind_and_activate=False
+        )
+        self.socket.close()
+        self.socket = sock
+        self.serving = False
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("metrics request from %s failed", client_address, exc_info=True)
+
+    def start(self) -> None:
+        """Serve from a daemon thread until :meth:`stop`."""
+        self.serving = True
+        threading.Thread(target=self.serve_forever, name="metrics", daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop serving (when :meth:`start` was called) and close the socket."""
+        if self.serving:
+            self.shutdown()  # waits for serve_forever, which only a started server runs
+        self.server_close()
+
+
+async def serve(settings: WorkerSettings, listener: socket.socket | None = None) -> None:
+    """Run a worker with signal handling and the metrics server until SIGTERM/SIGINT.
+    ``listener``: the metrics socket, bound already (else bound here). It listens from the
+    start, and is answered from the moment the worker joined its consumer group: the
+    readiness probe's connection waits for that instead of being refused."""
     redis: Redis[Any] = Redis.from_url(settings.redis_url)
     metrics = WorkerMetrics()
-    server: Any = None
+    server: MetricsServer | None = None
     if settings.metrics_port > 0:
-        server = start_http_server(settings.metrics_port, settings.pod_ip, metrics.registry)
+        server = MetricsServer(
+            listener or listen.listen(settings.pod_ip, settings.metrics_port), metrics.registry
+        )
+    elif listener is not None:
+        listener.close()
     worker = LaneWorker(settings, redis, metrics=metrics)
     loop = asyncio.get_running_loop()
     for sig in early_signals.STOP_SIGNALS:
@@ -776,24 +819,24 @@ async def serve(settings: WorkerSettings) -> None:
         settings.workspaces_root,
     )
     try:
-        await worker.run()
+        await worker.run(ready=server.start if server is not None else None)
     finally:
         client: Any = redis  # aclose() is newer than the redis stubs
         await client.aclose()
-        if isinstance(server, tuple) and server:
-            server[0].shutdown()
+        if server is not None:
+            server.stop()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, listener: socket.socket | None = None) -> int:
     """Run a LaneWorker (``berth-worker``, via ``session_runtime.launch``); returns the exit
-    code (0 after a clean stop)."""
+    code (0 after a clean stop). ``listener``: the metrics socket, bound before the imports."""
     logging.basicConfig(
         level=os.environ.get("BERTH_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
     settings = WorkerSettings.from_env(argv=argv)
-    asyncio.run(serve(settings))
+    asyncio.run(serve(settings, listener))
     return 0
 
 

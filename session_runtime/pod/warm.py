@@ -59,7 +59,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from session_runtime import early_signals
+from session_runtime import early_signals, listen
 from session_runtime.pod.config import (
     DEFAULT_HTTP_PORT,
     PodConfig,
@@ -323,11 +323,7 @@ class WarmServer:
 def _listen(host: str, port: int) -> socket.socket:
     """A bound listening socket made here, not by ``getaddrinfo`` in an executor thread: the
     process must stay single-threaded until :func:`confine` (Landlock binds one thread)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
+    sock = listen.listen(host, port)
     sock.setblocking(False)
     return sock
 
