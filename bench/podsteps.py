@@ -50,17 +50,20 @@ class PodSteps(threading.Thread):
         options: dict[str, Any] = {"timeout_seconds": 2}
         if self.selector:
             options["label_selector"] = self.selector
+        version: str | None = None  # each watch goes on where the last one ended: no event lost
         while not self.stop.is_set():
+            w = watch.Watch()
             try:
-                stream = watch.Watch().stream(
-                    self.core.list_namespaced_pod, self.namespace, **options
-                )
+                more = {"resource_version": version} if version else {}
+                stream = w.stream(self.core.list_namespaced_pod, self.namespace, **options, **more)
                 for ev in stream:
                     self.record(ev["object"], time.time(), ev["type"])
                     if self.stop.is_set():
                         return
-            except Exception as exc:  # a dropped watch: watch again
+                version = w.resource_version
+            except Exception as exc:  # a dropped watch (or its version expired): watch again
                 self.error = exc
+                version = None
                 time.sleep(0.1)
 
     def record(self, pod: Any, now: float, event: str = "MODIFIED") -> None:
