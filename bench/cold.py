@@ -20,7 +20,6 @@ import os
 import statistics
 import sys
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
 
+from cpu import busy_seconds, by_name, cgroup_seconds, processes  # noqa: E402  (bench/)
 from kubernetes import client, config  # noqa: E402
 from podsteps import PodSteps  # noqa: E402  (bench/, the script's own directory)
 from warm_placement import first_request  # noqa: E402
@@ -44,52 +44,7 @@ from tests.integration.operator.harness import (  # noqa: E402
 
 N = int(os.environ.get("BERTH_BENCH_N", "20"))
 STEPS = ("seen", "bound", "started", "ready", "first request")  # podsteps.STEPS + the run's
-TICK = os.sysconf("SC_CLK_TCK")
 CONTAINERS_CGROUP = Path("/sys/fs/cgroup/cpuacct/k8s.io/cpuacct.usage")
-
-
-def busy_seconds() -> float:
-    """CPU seconds the whole machine spent outside idle and iowait so far (``/proc/stat``)."""
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(values) - values[3] - values[4]) / TICK
-
-
-def cgroup_seconds(path: Path) -> float | None:
-    """A cgroup v1 cpuacct counter in seconds, or None where this machine has no such cgroup."""
-    try:
-        return int(path.read_text()) / 1e9
-    except (OSError, ValueError):
-        return None
-
-
-def processes() -> dict[int, tuple[str, float, float]]:
-    """pid → (name, own CPU seconds, CPU seconds of the children it reaped)."""
-    out: dict[int, tuple[str, float, float]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        name = text[text.index("(") + 1 : text.rindex(")")]
-        fields = text[text.rindex(")") + 2 :].split()
-        own = (int(fields[11]) + int(fields[12])) / TICK
-        reaped = (int(fields[13]) + int(fields[14])) / TICK
-        out[int(stat.parent.name)] = (name, own, reaped)
-    return out
-
-
-def by_name(
-    before: dict[int, tuple[str, float, float]], after: dict[int, tuple[str, float, float]]
-) -> tuple[Counter[str], Counter[str]]:
-    """CPU spent between two :func:`processes` readings, summed by process name: own, reaped."""
-    own: Counter[str] = Counter()
-    reaped: Counter[str] = Counter()
-    for pid, (name, cpu, children) in after.items():
-        old = before.get(pid)
-        base = old if old is not None and old[0] == name else (name, 0.0, 0.0)
-        own[name] += cpu - base[1]
-        reaped[name] += children - base[2]
-    return own, reaped
 
 
 def session_of(pod: Any) -> str | None:

@@ -43,6 +43,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
 
 from kubernetes import config  # noqa: E402
 
+from bench.cpu import busy_seconds, by_name, processes, top  # noqa: E402
 from bench.podsteps import PodSteps  # noqa: E402
 from bench.warm_placement import first_request, pct, pool_manifest  # noqa: E402
 from tests.cluster import DevCluster  # noqa: E402
@@ -227,6 +228,7 @@ def berth_drain(
         pods.start()
         time.sleep(0.5)  # the watch's first list
         drain_started = time.time()
+        procs0, busy0 = processes(), busy_seconds()
         res, drain_seconds = drain(dc, nodes.a, timeout=600)
         pods.stop.set()
         if res.returncode != 0:
@@ -235,7 +237,13 @@ def berth_drain(
             "every session resumed or finished",
             lambda: _resumed_or_ended(dc, ns) == N,
             cap=900,
-            every=2,
+            every=1,
+        )
+        busy, wall = busy_seconds() - busy0, time.time() - drain_started
+        own, reaped = by_name(procs0, processes())
+        cpu = (
+            f"{busy:.1f} CPU-s in {wall:.1f} s ({busy / wall / (os.cpu_count() or 1):.0%} of "
+            f"{os.cpu_count()} cores); by process: {top(own, reaped)}"
         )
         pas: list[float] = []
         res_l: list[float] = []
@@ -304,6 +312,7 @@ def berth_drain(
             "first_request_to_last_resume": all_back,
             "phases": _phase_count(dc, ns),
             "held": _held(pods, nodes.a, drain_started),
+            "cpu": cpu,
         }
 
 
@@ -410,6 +419,7 @@ def report(title: str, berth: dict[str, Any]) -> None:
     print(f"  first request -> last session running again: {back:.1f}s")
     retries = berth["retries"]
     print(f"  kubectl drain with Berth: {berth['drain_seconds']:.1f}s ({retries} eviction retries)")
+    print(f"    drain started -> every session running again: {berth.get('cpu')}")
     held = berth.get("held") or []
     print(
         "    pods gone last (deletion seen / gone, s after the drain started): "
