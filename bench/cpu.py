@@ -54,8 +54,6 @@ def by_name(
     return own, reaped
 
 
-def top(own: Counter[str], reaped: Counter[str], count: int = 6) -> str:
-    """The ``count`` process names that spent the most CPU (own + reaped children), as
-    ``name seconds`` pairs."""
-    total = own + reaped
-    return ", ".join(f"{name} {seconds:.1f}" for name, seconds in total.most_common(count))
+def top(used: Counter[str], count: int = 6) -> str:
+    """The ``count`` process names that spent the most CPU in ``used``, as ``name seconds``."""
+    return ", ".join(f"{name} {seconds:.1f}" for name, seconds in used.most_common(count))

@@ -34,6 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -243,7 +244,8 @@ def berth_drain(
         own, reaped = by_name(procs0, processes())
         cpu = (
             f"{busy:.1f} CPU-s in {wall:.1f} s ({busy / wall / (os.cpu_count() or 1):.0%} of "
-            f"{os.cpu_count()} cores); by process: {top(own, reaped)}"
+            f"{os.cpu_count()} cores); by process: {top(own)}; by the parents of processes "
+            f"that ended: {top(reaped, 3)}"
         )
         pas: list[float] = []
         res_l: list[float] = []
@@ -309,6 +311,7 @@ def berth_drain(
             "ended_to_adopted": to_adopted,
             "adopted_to_request": adopted_to_request,
             "retries": res.stderr.count("will retry"),
+            "retried": Counter(re.findall(r'evicting pods/"([^"]+)".*will retry', res.stderr)),
             "first_request_to_last_resume": all_back,
             "phases": _phase_count(dc, ns),
             "held": _held(pods, nodes.a, drain_started),
@@ -420,6 +423,9 @@ def report(title: str, berth: dict[str, Any]) -> None:
     retries = berth["retries"]
     print(f"  kubectl drain with Berth: {berth['drain_seconds']:.1f}s ({retries} eviction retries)")
     print(f"    drain started -> every session running again: {berth.get('cpu')}")
+    twice = sorted(pod for pod, n in (berth.get("retried") or {}).items() if n > 1)
+    if twice:
+        print(f"    evictions refused more than once: {', '.join(twice)}")
     held = berth.get("held") or []
     print(
         "    pods gone last (deletion seen / gone, s after the drain started): "
