@@ -34,7 +34,7 @@ from redis.exceptions import RedisError
 
 from berth_operator.api.laneworker import task_stream
 from berth_operator.errors import BerthOperatorError
-from session_runtime.transport import GROUP, await_new_entries, stream_pressure
+from session_runtime.transport import GROUP, await_new_entries, last_entry_id, stream_pressure
 
 
 class PressureUnavailable(BerthOperatorError):
@@ -51,6 +51,9 @@ class BrokerPressure:
     """Group pending: entries delivered to a worker and not yet acknowledged."""
     per_consumer: Mapping[str, int] = field(default_factory=dict)
     """Pending entries per consumer name (worker pod name)."""
+    last_entry_id: str = "0-0"
+    """The stream's last entry ID, read before the counts: every task newer than it arrived
+    after (or while) they were read (:func:`task_arrival`'s ``after``)."""
 
     @property
     def total(self) -> int:
@@ -65,6 +68,7 @@ async def broker_pressure(redis: Redis[Any], namespace: str, laneworker: str) ->
     """
     stream = task_stream(namespace, laneworker)
     try:
+        last = await last_entry_id(redis, stream)
         raw = await stream_pressure(redis, stream, GROUP)
     except (RedisError, OSError) as exc:
         raise PressureUnavailable(f"redis: {exc}") from exc
@@ -72,18 +76,21 @@ async def broker_pressure(redis: Redis[Any], namespace: str, laneworker: str) ->
         backlog=int(raw["backlog"]),
         in_flight=int(raw["inFlight"]),
         per_consumer={str(k): int(v) for k, v in raw["per_consumer_pending"].items()},
+        last_entry_id=last,
     )
 
 
 async def task_arrival(
-    redis: Redis[Any], namespace: str, laneworker: str, timeout_seconds: float
+    redis: Redis[Any], namespace: str, laneworker: str, timeout_seconds: float, after: str = "$"
 ) -> bool:
-    """Wait up to ``timeout_seconds`` for a task to be added to the pool's task stream; True
-    when one was (``session_runtime.transport.await_new_entries``: a plain ``XREAD BLOCK``
-    that consumes nothing). Raises PressureUnavailable when Redis cannot be reached or refuses.
-    """
+    """Wait up to ``timeout_seconds`` for the pool's task stream to hold a task newer than
+    ``after`` (``BrokerPressure.last_entry_id`` of the last reading; ``$``: added from now on);
+    True when it does (``session_runtime.transport.await_new_entries``: a plain ``XREAD
+    BLOCK`` that consumes nothing). Raises PressureUnavailable when Redis cannot be reached or
+    refuses."""
     try:
-        return await await_new_entries(redis, task_stream(namespace, laneworker), timeout_seconds)
+        stream = task_stream(namespace, laneworker)
+        return await await_new_entries(redis, stream, timeout_seconds, after)
     except (RedisError, OSError) as exc:
         raise PressureUnavailable(f"redis: {exc}") from exc
 

@@ -4,7 +4,7 @@
 - :mod:`~session_runtime.transport.codec`: task/reply messages, validated with pydantic;
 - :class:`RedisTaskTransport`: the session side, an ``ExternalTransport`` for ``LaneQueue``;
 - :func:`stream_pressure`: lag + pending of a LaneWorker pool, for the autoscaler;
-  :func:`await_new_entries`: its wake-up when tasks land.
+  :func:`await_new_entries`: its wake-up when tasks land after :func:`last_entry_id`.
 
 The worker side is ``session_runtime.worker`` (``berth-worker``).
 """
@@ -21,7 +21,7 @@ from session_runtime.transport.names import (
     reply_stream,
     task_stream,
 )
-from session_runtime.transport.pressure import await_new_entries, stream_pressure
+from session_runtime.transport.pressure import await_new_entries, last_entry_id, stream_pressure
 
 if TYPE_CHECKING:
     from session_runtime.transport.client import RedisTaskTransport
@@ -39,6 +39,7 @@ __all__ = [
     "alive_key",
     "await_new_entries",
     "dead_letter_stream",
+    "last_entry_id",
     "parse_reply_stream",
     "reply_stream",
     "stream_pressure",

@@ -72,16 +72,35 @@ async def stream_pressure(redis: Redis[Any], stream: str, group: str) -> dict[st
     }
 
 
-async def await_new_entries(redis: Redis[Any], stream: str, timeout_seconds: float) -> bool:
-    """Block until an entry is added to ``stream`` after this call, for ``timeout_seconds`` at
-    most (rounded up to whole milliseconds, at least 1 ms); True when one was.
+async def last_entry_id(redis: Redis[Any], stream: str) -> str:
+    """The ID of the last entry ever added to ``stream`` (``XINFO STREAM``'s
+    ``last-generated-id``: trimmed or deleted entries count); ``"0-0"`` when the stream does not
+    exist. Raises ``redis.exceptions.RedisError`` on connection problems or a refused command."""
+    client: Any = redis  # XINFO STREAM is untyped in the redis stubs
+    try:
+        info = _info_dict(await client.xinfo_stream(stream))
+    except ResponseError as exc:
+        if "no such key" in str(exc).lower():
+            return "0-0"
+        raise
+    return as_text(info.get("last-generated-id") or "0-0")
 
-    ``XREAD COUNT 1 BLOCK <ms> STREAMS <stream> $``: a plain read, outside every consumer group,
-    so it delivers, acknowledges and claims nothing; a stream that does not exist yet is waited
-    on as well (its first ``XADD`` ends the wait). Entries added before the call do not count.
-    Lets the autoscaler react to a burst as it lands instead of at its next polling tick.
-    Raises ``redis.exceptions.RedisError`` on connection problems or a refused command.
+
+async def await_new_entries(
+    redis: Redis[Any], stream: str, timeout_seconds: float, after: str = "$"
+) -> bool:
+    """Block until ``stream`` has an entry newer than ``after`` (an entry ID, e.g. from
+    :func:`last_entry_id`; ``$``: added after this call), for ``timeout_seconds`` at most
+    (rounded up to whole milliseconds, at least 1 ms); True when it has. An entry newer than
+    ``after`` added before the call ends the wait at once, so a caller that passes the ID it
+    last looked at misses nothing added in between.
+
+    ``XREAD COUNT 1 BLOCK <ms> STREAMS <stream> <after>``: a plain read, outside every consumer
+    group, so it delivers, acknowledges and claims nothing; a stream that does not exist yet is
+    waited on as well (its first ``XADD`` ends the wait). Lets the autoscaler react to a burst as
+    it lands instead of at its next polling tick. Raises ``redis.exceptions.RedisError`` on
+    connection problems or a refused command.
     """
     block_ms = max(1, math.ceil(timeout_seconds * 1000))
-    answer = await redis.xread({stream: "$"}, count=1, block=block_ms)
+    answer = await redis.xread({stream: after}, count=1, block=block_ms)
     return bool(answer)

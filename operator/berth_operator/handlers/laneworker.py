@@ -287,7 +287,9 @@ async def _until_next_tick(
     tasks land and the pressure then read would scale up from ``last.desired``
     (``reconcile.scaling.scale_up_due``, the tick's own decision): a burst is scaled for as it
     lands, not up to one polling interval later. Each arrival is given
-    :data:`ARRIVAL_SETTLE_SECONDS` for the rest of its burst before the reading. Scale-downs, and
+    :data:`ARRIVAL_SETTLE_SECONDS` for the rest of its burst before the reading; the wait is for
+    tasks newer than the last reading (the tick's, then each arrival's), so tasks that land
+    while a reading is made and acted on are never missed. Scale-downs, and
     pools at ``maxReplicas``, wait for the tick. A failed read ends the watching; the tick
     reports the problem.
     """
@@ -298,16 +300,20 @@ async def _until_next_tick(
         and wakes_on_arrival(spec)
         and last.desired < spec.max_replicas
     )
+    # Tasks newer than the tick's reading end the wait: those that landed while the tick
+    # decided and scaled (the rest of a burst it saw the start of) count too.
+    after = last.broker.last_entry_id if last is not None and last.broker is not None else "$"
     while not stopped and (left := due - loop.time()) > 0:
         if not watch or spec is None or last is None:
             await stopped.wait(left)
             return
         try:
             wait = min(left, ARRIVAL_WAIT_SECONDS)
-            if not await task_arrival(ctx.redis, ref.namespace, ref.name, wait):
+            if not await task_arrival(ctx.redis, ref.namespace, ref.name, wait, after):
                 continue
             await stopped.wait(min(ARRIVAL_SETTLE_SECONDS, max(0.0, due - loop.time())))
             reading = await broker_pressure(ctx.redis, ref.namespace, ref.name)
+            after = reading.last_entry_id
         except PressureUnavailable:
             watch = False
             continue

@@ -290,7 +290,7 @@ def test_session_command_sequence_passes(server: Server) -> None:
 
 
 async def test_real_transport_and_pressure_code_run_as_their_users(server: Server) -> None:
-    """RedisTaskTransport as berth-session, stream_pressure and await_new_entries as
+    """RedisTaskTransport as berth-session, stream_pressure, last_entry_id and await_new_entries as
     berth-operator raise no permission error (message signing is not this test's business:
     replies are built raw)."""
     from redis.asyncio import Redis
@@ -298,7 +298,11 @@ async def test_real_transport_and_pressure_code_run_as_their_users(server: Serve
     from session_runtime.lanes.external import ExternalReply, ExternalTask
     from session_runtime.tools.base import ToolContext
     from session_runtime.transport.client import RedisTaskTransport
-    from session_runtime.transport.pressure import await_new_entries, stream_pressure
+    from session_runtime.transport.pressure import (
+        await_new_entries,
+        last_entry_id,
+        stream_pressure,
+    )
 
     transport = RedisTaskTransport.from_url(
         server.url("session"),
@@ -345,6 +349,16 @@ async def test_real_transport_and_pressure_code_run_as_their_users(server: Serve
     await transport.publish(dataclasses.replace(task, task_id="t-10", tool_call_id="c-10"), ctx)
     assert await asyncio.wait_for(waiting, 10) is True
     assert (await stream_pressure(operator, tasks, "workers"))["backlog"] == 1
+    # ... and from the ID of its last reading: a task added after that ID, before the wait,
+    # ends the wait at once (it is not missed, as it is from ``$``).
+    assert await last_entry_id(operator, "berth:team-c:lw:none:tasks") == "0-0"
+    seen = await last_entry_id(operator, tasks)
+    assert seen == w.xinfo_stream(tasks)["last-entry"][0].decode()
+    await transport.publish(dataclasses.replace(task, task_id="t-11", tool_call_id="c-11"), ctx)
+    assert await await_new_entries(operator, tasks, 0.05) is False
+    assert await await_new_entries(operator, tasks, 0.05, after=seen) is True
+    newest = await last_entry_id(operator, tasks)
+    assert newest > seen and await await_new_entries(operator, tasks, 0.05, after=newest) is False
     await transport.close()
     closer: Any = operator
     await closer.aclose()
