@@ -1,9 +1,12 @@
-"""Where a benchmark's CPU went: the machine's busy time and each process's, from ``/proc``.
-``cold.py`` reads them around a burst of new session pods, ``drain.py`` around a drain."""
+"""Where a benchmark's CPU went: the machine's busy time and each process's, from ``/proc``;
+and what an ``fsync`` costs meanwhile (:class:`FsyncProbe`). ``cold.py`` reads them around a
+burst of new session pods, ``drain.py`` around a drain."""
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -57,3 +60,39 @@ def by_name(
 def top(used: Counter[str], count: int = 6) -> str:
     """The ``count`` process names that spent the most CPU in ``used``, as ``name seconds``."""
     return ", ".join(f"{name} {seconds:.1f}" for name, seconds in used.most_common(count))
+
+
+class FsyncProbe(threading.Thread):
+    """Until ``stop`` is set: every ``every`` seconds, write 4 KiB to a file in ``directory``
+    and ``fsync`` it, as a session's store does on each durable write; ``seconds`` holds how
+    long each write + fsync took. The file is removed at the end."""
+
+    def __init__(self, directory: Path, every: float = 0.05) -> None:
+        super().__init__(daemon=True)
+        self.path = directory / f".fsync-probe-{os.getpid()}"
+        self.every = every
+        self.seconds: list[float] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        block = b"x" * 4096
+        try:
+            while not self.stop.wait(self.every):
+                started = time.perf_counter()
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                try:
+                    os.write(fd, block)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                self.seconds.append(time.perf_counter() - started)
+        finally:
+            self.path.unlink(missing_ok=True)
+
+    def summary(self) -> str:
+        """``p50 / p99 / max`` in milliseconds over the probes made."""
+        v = sorted(self.seconds)
+        if not v:
+            return "no probe"
+        p99 = v[min(len(v) - 1, round(0.99 * (len(v) - 1)))]
+        return f"p50 {v[len(v) // 2] * 1e3:.1f} / p99 {p99 * 1e3:.1f} / max {v[-1] * 1e3:.1f} ms"

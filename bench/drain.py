@@ -44,7 +44,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
 
 from kubernetes import config  # noqa: E402
 
-from bench.cpu import busy_seconds, by_name, processes, top  # noqa: E402
+from bench.cpu import FsyncProbe, busy_seconds, by_name, processes, top  # noqa: E402
 from bench.podsteps import PodSteps  # noqa: E402
 from bench.warm_placement import first_request, pct, pool_manifest  # noqa: E402
 from tests.cluster import DevCluster  # noqa: E402
@@ -230,7 +230,9 @@ def berth_drain(
         time.sleep(0.5)  # the watch's first list
         drain_started = time.time()
         procs0, busy0 = processes(), busy_seconds()
-        res, drain_seconds = drain(dc, nodes.a, timeout=600)
+        fsyncs = FsyncProbe(Path(dc.shared_dir))  # the disk the session stores are on
+        fsyncs.start()
+        res, drain_seconds = drain(dc, nodes.a, 600, "-v=6")  # -v=6: its requests, timed
         pods.stop.set()
         if res.returncode != 0:
             raise RuntimeError(f"drain failed: {res.stderr}")
@@ -241,11 +243,13 @@ def berth_drain(
             every=1,
         )
         busy, wall = busy_seconds() - busy0, time.time() - drain_started
+        fsyncs.stop.set()
         own, reaped = by_name(procs0, processes())
         cpu = (
             f"{busy:.1f} CPU-s in {wall:.1f} s ({busy / wall / (os.cpu_count() or 1):.0%} of "
             f"{os.cpu_count()} cores); by process: {top(own)}; by the parents of processes "
-            f"that ended: {top(reaped, 3)}"
+            f"that ended: {top(reaped, 3)}; a 4 KiB write + fsync on the stores' disk: "
+            f"{fsyncs.summary()}"
         )
         pas: list[float] = []
         res_l: list[float] = []
@@ -260,8 +264,15 @@ def berth_drain(
             kept.mkdir(parents=True, exist_ok=True)
             for log in op.log_dir.glob("operator-*.log"):
                 shutil.copy(log, kept / log.name)
+            (kept / "kubectl-drain.log").write_text(res.stderr)
+            for name in names:  # and the resumed pods' own logs (the session process)
+                pod = status(dc, ns, name).get("podName")
+                if pod:
+                    out = dc.kubectl("-n", ns, "logs", pod, check=False).stdout
+                    (kept / f"{name}-{pod}.log").write_text(out)
         last_resume: datetime | None = None
         first_passivation: datetime | None = None
+        timeline: dict[str, dict[str, float | None]] = {}  # per session, kept with the logs
         for name in names:
             p = status(dc, ns, name).get("passivation") or {}
             req, done, back = (
@@ -282,10 +293,14 @@ def berth_drain(
                     if req is not None:
                         downtime.append(asked - req.timestamp())
                     to_seen.append(back.timestamp() - asked)
+                timeline[name] = {"ended": done.timestamp(), "asked": asked}
                 if name in adopted_at:
+                    timeline[name]["adopted"] = adopted_at[name]
                     to_adopted.append(adopted_at[name] - done.timestamp())
                     if asked is not None:
                         adopted_to_request.append(asked - adopted_at[name])
+        if keep:
+            (Path(keep) / ns / "timeline.json").write_text(json.dumps(timeline, indent=1))
         all_back = (
             (last_resume - first_passivation).total_seconds()
             if last_resume and first_passivation
@@ -315,8 +330,26 @@ def berth_drain(
             "first_request_to_last_resume": all_back,
             "phases": _phase_count(dc, ns),
             "held": _held(pods, nodes.a, drain_started),
+            "last_requests": _last_requests(res.stderr),
             "cpu": cpu,
         }
+
+
+def _last_requests(log: str, count: int = 5) -> list[str]:
+    """The last ``count`` API requests of a ``kubectl -v=6`` log, as ``+S.SS VERB URL-path
+    STATUS``, seconds from its first request: what the drain did last before it returned."""
+    answer = (
+        r'^I\d{4} (\d\d):(\d\d):(\d\d\.\d+).*?"Response" verb="(\w+)" '
+        r'url="https?://[^/]+([^"?]+)[^"]*" status="([^"]*)"'
+    )
+    lines = re.findall(answer, log, re.M)
+    if not lines:
+        return []
+    t = [int(h) * 3600 + int(m) * 60 + float(s) for h, m, s, *_ in lines]
+    return [
+        f"+{t[i] - t[0]:.2f} {verb} {path.rsplit('/namespaces/', 1)[-1]} {status}"
+        for i, (_, _, _, verb, path, status) in enumerate(lines)
+    ][-count:]
 
 
 def _held(pods: PodSteps, node: str, t0: float) -> list[tuple[float, float, str]]:
@@ -423,6 +456,8 @@ def report(title: str, berth: dict[str, Any]) -> None:
     retries = berth["retries"]
     print(f"  kubectl drain with Berth: {berth['drain_seconds']:.1f}s ({retries} eviction retries)")
     print(f"    drain started -> every session running again: {berth.get('cpu')}")
+    if berth.get("last_requests"):
+        print("    kubectl's last requests: " + "; ".join(berth["last_requests"]))
     twice = sorted(pod for pod, n in (berth.get("retried") or {}).items() if n > 1)
     if twice:
         print(f"    evictions refused more than once: {', '.join(twice)}")

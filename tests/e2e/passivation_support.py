@@ -214,9 +214,10 @@ def evict(
 
 
 def drain(
-    dc: DevCluster, node: str, timeout: int = 300
+    dc: DevCluster, node: str, timeout: int = 300, *flags: str
 ) -> tuple[subprocess.CompletedProcess[str], float]:
-    """``kubectl drain NODE --ignore-daemonsets --delete-emptydir-data``; (result, seconds)."""
+    """``kubectl drain NODE --ignore-daemonsets --delete-emptydir-data [FLAGS]``; (result,
+    seconds)."""
     started = time.monotonic()
     res = dc.kubectl(
         "drain",
@@ -224,6 +225,7 @@ def drain(
         "--ignore-daemonsets",
         "--delete-emptydir-data",
         f"--timeout={timeout}s",
+        *flags,
         check=False,
         timeout=timeout + 30,
     )
