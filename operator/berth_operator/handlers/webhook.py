@@ -12,7 +12,12 @@ done.
 Pods that are not session pods of this operator (another namespace, no session labels) and
 session pods that are done (terminal, their process reported its end, or being deleted already:
 the Eviction API lets a deleting pod go past its PodDisruptionBudget too) are allowed: the
-webhook never stands in the way of pods it does not protect.
+webhook never stands in the way of pods it does not protect. A done pod that is still Running
+as far as the apiserver knows (its process reported its end before the kubelet did) is deleted
+first, as the operator would do next anyway: the Eviction API checks a Running pod against its
+PodDisruptionBudget, which forbids the disruption, and that refusal is a 429 with
+``Retry-After: 10`` that the client's own retry honours (a drain then waited 10 s for a pod
+that was done).
 The ``session_pods_by_name`` index answers first; a pod it does not hold is read from the
 apiserver when its namespace is watched, because a new leader serves admission before its pod
 watch has listed anything (an eviction allowed then would end the pod without a passivation
@@ -81,6 +86,8 @@ async def pod_eviction(
         pods = cast("kopf.Index[str, Any]", kwargs["session_pods"])
         observed = [p for p in pods.get(uid, []) if getattr(p, "name", None) == name]
         if observed and _done(ctx, uid, observed[0]):
+            if not dryrun:
+                await _let_go(ctx, ns, observed[0])
             return
     else:
         found = await _read_session_pod(ctx, ns, name)
@@ -109,6 +116,21 @@ def _done(ctx: OperatorContext, uid: str, pod: ObservedPod) -> bool:
         or pod.deleting
         or (reported is not None and bool(pod.uid) and reported[0] == pod.uid)
     )
+
+
+async def _let_go(ctx: OperatorContext, namespace: str, pod: ObservedPod) -> None:
+    """Delete a done ``pod`` (``_done``) that is neither being deleted nor in a terminal phase,
+    so that the eviction being admitted lets it go without its PodDisruptionBudget (module
+    docstring). The uid precondition spares a newer pod of the same name. A failed delete is
+    logged: the eviction goes on, and the budget decides."""
+    if pod.deleting or pod.phase in TERMINAL_PHASES:
+        return
+    try:
+        await ctx.kube.delete_pod(namespace, pod.name, uid=pod.uid)
+    except KubeError as exc:
+        log.warning("pod %s/%s done but not deleted: %s", namespace, pod.name, exc)
+        return
+    log.info("eviction of session pod %s/%s: done, deleted", namespace, pod.name)
 
 
 def unfinished_session_pod(pod: dict[str, Any]) -> str | None:

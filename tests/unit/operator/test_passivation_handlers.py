@@ -26,7 +26,13 @@ class Pods:
     def __init__(self, pods: dict[tuple[str, str], dict[str, Any]] | None = None) -> None:
         self.pods = pods or {}
         self.reads: list[tuple[str, str]] = []
+        self.deleted: list[tuple[str, str, str]] = []
         self.fail = False
+
+    async def delete_pod(self, namespace: str, name: str, *, uid: str = "") -> None:
+        self.deleted.append((namespace, name, uid))
+        if self.fail:
+            raise KubeError("delete pod: 503 Service Unavailable")
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.reads.append((namespace, name))
@@ -104,9 +110,28 @@ async def test_dry_run_is_denied_without_side_effects() -> None:
 
 @pytest.mark.parametrize(("pod", "terminal"), [("other-pod", False), ("demo-e1", True)])
 async def test_foreign_and_finished_pods_are_allowed(pod: str, terminal: bool) -> None:
-    c = ctx()
+    kube = Pods()
+    c = ctx(kube)
     await call(c, pod, terminal=terminal)
     assert c.evictions == {}
+    assert kube.deleted == []  # a terminal pod passes the Eviction API's budget check as is
+
+
+async def test_a_dry_run_deletes_nothing() -> None:
+    """A done pod's eviction, dry run: allowed, and the pod is not deleted."""
+    running = make_pod(1).on("proc-a").running()
+    kube = Pods()
+    c = ctx(kube)
+    c.outcomes["uid-1"] = (running.observed().uid, '{"outcome": "passivated"}', datetime.now(UTC))
+    await webhook.pod_eviction(
+        name="demo-e1",
+        namespace="ns",
+        dryrun=True,
+        memo=SimpleNamespace(ctx=c),  # type: ignore[arg-type]
+        session_pods_by_name={("ns", "demo-e1"): ["uid-1"]},
+        session_pods={"uid-1": [running.observed()]},
+    )
+    assert kube.deleted == [] and c.evictions == {}
 
 
 async def test_a_pod_being_deleted_or_that_reported_its_end_is_allowed() -> None:
@@ -126,16 +151,24 @@ async def test_a_pod_being_deleted_or_that_reported_its_end_is_allowed() -> None
             session_pods={"uid-1": [pod.observed()]},
         )
 
-    c = ctx()
+    kube = Pods()
+    c = ctx(kube)
     await evict(c, deleting)
+    assert kube.deleted == []  # being deleted already
     uid = running.observed().uid
     c.outcomes["uid-1"] = (uid, '{"outcome": "passivated"}', datetime.now(UTC))
     await evict(c, running)
     assert c.evictions == {}
+    # Still Running to the apiserver: deleted before the answer, or the Eviction API would
+    # check it against its PodDisruptionBudget and answer 429 with Retry-After: 10.
+    assert kube.deleted == [("ns", "demo-e1", uid)]
+    kube.fail = True  # a failed delete still allows: the budget decides
+    await evict(c, running)
     c.outcomes["uid-1"] = ("another-pod-uid", '{"outcome": "passivated"}', datetime.now(UTC))
     with pytest.raises(kopf.AdmissionError):
         await evict(c, running)
     assert c.evictions == {"uid-1": {"demo-e1"}}
+    assert len(kube.deleted) == 2
 
 
 async def evict_unindexed(c: OperatorContext) -> None:
