@@ -233,7 +233,6 @@ def berth_drain(
         fsyncs = FsyncProbe(Path(dc.shared_dir))  # the disk the session stores are on
         fsyncs.start()
         res, drain_seconds = drain(dc, nodes.a, 600, "-v=6")  # -v=6: its requests, timed
-        pods.stop.set()
         if res.returncode != 0:
             raise RuntimeError(f"drain failed: {res.stderr}")
         wait(
@@ -244,6 +243,7 @@ def berth_drain(
         )
         busy, wall = busy_seconds() - busy0, time.time() - drain_started
         fsyncs.stop.set()
+        pods.stop.set()
         own, reaped = by_name(procs0, processes())
         cpu = (
             f"{busy:.1f} CPU-s in {wall:.1f} s ({busy / wall / (os.cpu_count() or 1):.0%} of "
@@ -331,6 +331,11 @@ def berth_drain(
             "phases": _phase_count(dc, ns),
             "held": _held(pods, nodes.a, drain_started),
             "last_requests": _last_requests(res.stderr),
+            "refills": sorted(
+                steps["seen"] - drain_started
+                for pod, steps in pods.at.items()
+                if pod.startswith("pool-w-") and steps["seen"] > drain_started
+            ),
             "cpu": cpu,
         }
 
@@ -456,6 +461,11 @@ def report(title: str, berth: dict[str, Any]) -> None:
     retries = berth["retries"]
     print(f"  kubectl drain with Berth: {berth['drain_seconds']:.1f}s ({retries} eviction retries)")
     print(f"    drain started -> every session running again: {berth.get('cpu')}")
+    if refills := berth.get("refills"):
+        print(
+            f"    warm pods created after the drain started: {len(refills)}, the first at "
+            f"+{refills[0]:.1f} s, the last at +{refills[-1]:.1f} s"
+        )
     if berth.get("last_requests"):
         print("    kubectl's last requests: " + "; ".join(berth["last_requests"]))
     twice = sorted(pod for pod, n in (berth.get("retried") or {}).items() if n > 1)
