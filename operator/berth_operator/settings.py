@@ -215,10 +215,9 @@ class PlacementSettings(SettingsGroup):
     inflight_ttl_seconds: Annotated[float, Field(gt=0)] = 60.0
     """How long a created pod unseen by the watch cache counts as in flight (s). Default 60."""
     warm_refill_delay_seconds: Annotated[float, Field(ge=0, le=60)] = 2.0
-    """How long a SessionWarmPool must have had no adoption before it creates the pods that
-    replace its adopted ones (seconds; each waits at most four times this after its own
-    adoption): a burst of adoptions (a drain) gets the nodes' CPU before the refills start.
-    0 refills at once. Default 2."""
+    """How long after a warm pod is adopted its SessionWarmPool creates the pod that replaces
+    it (seconds): the adopted session's start-up, and the rest of a burst of adoptions (a
+    drain), get the nodes' CPU before the refills start. 0 refills at once. Default 2."""
 
     def backoff_seconds(self, failures: int) -> float:
         """Delay before replacement number ``failures`` (1-based): base·2^(n-1), capped."""

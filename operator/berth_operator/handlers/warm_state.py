@@ -27,10 +27,6 @@ from berth_operator.api.sessionwarmpool import WarmPodTemplate
 PoolKey = tuple[str, str]
 
 
-REFILL_HOLD_LIMIT = 4
-"""A refill waits for its pool to be quiet at most this many refill delays after its adoption."""
-
-
 @dataclass(frozen=True, slots=True)
 class PoolView:
     """A pool as its daemon last saw it."""
@@ -53,8 +49,7 @@ class WarmPoolState:
     last_adoption: dict[PoolKey, datetime] = field(default_factory=dict)
     taken: dict[PoolKey, dict[str, float]] = field(default_factory=dict)
     """Pool → pods taken by adoptions (claimed, adopted or not yet) → monotonic time taken;
-    their refills wait until the pool has been quiet for the refill delay
-    (:meth:`refills_held`)."""
+    their refills are due ``refill_delay`` seconds after (:meth:`refills_held`)."""
     pods_index: Any = None
 
     def _live(self, table: dict[PoolKey, dict[str, float]], key: PoolKey) -> dict[str, float]:
@@ -90,18 +85,11 @@ class WarmPoolState:
         self._live(self.taken, key).pop(name, None)
 
     def refills_held(self, key: PoolKey, delay: float) -> tuple[int, float | None]:
-        """(how many refills of ``key``'s adopted pods wait, seconds until they are due or None
-        when none waits). Refills wait until the pool has had no adoption for ``delay``
-        seconds, so a burst of adoptions (a drain's resumes) gets the nodes' CPU before any of
-        its refills starts; a pod's refill never waits more than :data:`REFILL_HOLD_LIMIT`
-        delays after its own adoption, so a steady stream of adoptions still refills."""
+        """(how many of ``key``'s pods were taken by adoptions less than ``delay`` seconds
+        ago, seconds until the first of those refills is due or None when none is held)."""
         now = time.monotonic()
-        ages = [now - t for t in self._live(self.taken, key).values()]
-        limit = REFILL_HOLD_LIMIT * delay
-        held = [age for age in ages if age < limit]
-        if not held or min(held) >= delay:  # quiet for ``delay`` already
-            return 0, None
-        return len(held), min(delay - min(held), limit - max(held))
+        ages = [now - t for t in self._live(self.taken, key).values() if now - t < delay]
+        return len(ages), (delay - max(ages) if ages else None)
 
     def claimed_names(self, key: PoolKey, warm: Iterable[str] | None = None) -> frozenset[str]:
         """Pods of ``key`` taken by adoptions; with ``warm`` (the names the cache still shows

@@ -8,9 +8,9 @@ not yet seen). Only ``replicas - (live + inflight)`` are created, and the handle
 pool's pods straight from the apiserver and decides again before it creates anything, so neither
 a lagging cache nor a restarted operator makes extra pods. A pod claimed by an adoption in flight
 counts for neither the pool nor its refill until the cache shows it relabelled: the refill is
-then exactly one pod per adoption. The refills wait until the pool has been quiet a moment
-(``refills_held``): a burst of adoptions (a drain) is a burst of sessions starting, and starting
-as many warm pods beside them would take the CPU they need.
+then exactly one pod per adoption. That refill waits a moment (``refills_held``): a burst of
+adoptions (a drain) is a burst of sessions starting, and starting as many warm pods beside them
+would take the CPU they need.
 
 Pods that are never used and are deleted: a pod of another template (the template changed; pods
 already adopted left the pool and are untouched), a pod on a node being drained or cordoned, a pod
@@ -104,7 +104,7 @@ class PoolInput:
     claimed: frozenset[str] = frozenset()
     disrupted: frozenset[str] = frozenset()
     refills_held: int = 0
-    """Pods taken by adoptions whose refills wait for the pool to be quiet (the operator's
+    """Pods taken by adoptions so recently that their refills wait (the operator's
     ``warm_refill_delay_seconds``): the adopted sessions' start-up gets the nodes' CPU first."""
 
 
