@@ -76,6 +76,10 @@ WORKER_COMMAND: Final = "berth-worker"
 WORKER_CONTAINER: Final = "worker"
 COMPONENT_LANEWORKER: Final = "laneworker"
 METRICS_PORT: Final = 9090
+PROBE_TIMEOUT_SECONDS: Final = 5
+"""The worker's readiness probe's timeout: the probe's request waits in the worker's metrics
+socket while the worker starts (``session_runtime.listen``) and is answered once it can take
+tasks, so it must outlast a start on a busy node rather than fail and wait for the next period."""
 """Port of the worker's Prometheus endpoint (``BERTH_METRICS_PORT``)."""
 DRAIN_MARGIN_SECONDS: Final = 15
 """Added to ``taskTimeoutSeconds`` for the termination grace: reply, ack and exit (seconds)."""
@@ -202,7 +206,10 @@ def build_pod_template(
         "readinessProbe": {
             "httpGet": {"path": "/metrics", "port": "metrics"},
             "periodSeconds": 1,  # a scale-up counts once workers are Ready: probe often
-            "timeoutSeconds": 1,
+            # A probe sent while the worker still starts waits in its metrics socket (bound
+            # before the imports) for the answer, given once the worker joined its group: long
+            # enough for a start on a busy node, so that no probe period is lost to it.
+            "timeoutSeconds": PROBE_TIMEOUT_SECONDS,
             "failureThreshold": 3,
         },
         "volumeMounts": [

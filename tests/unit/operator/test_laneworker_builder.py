@@ -149,6 +149,9 @@ def test_scrape_annotations_and_readiness() -> None:
     port = container(dep)["ports"][0]["containerPort"]
     assert ann == {"prometheus.io/scrape": "true", "prometheus.io/port": str(port)}
     assert container(dep)["readinessProbe"]["httpGet"]["port"] == "metrics"
+    # the probe waits for a starting worker (its socket listens before the imports)
+    assert container(dep)["readinessProbe"]["timeoutSeconds"] == 5
+    assert container(dep)["readinessProbe"]["periodSeconds"] == 1
     assert {"name": "BERTH_METRICS_PORT", "value": str(port)} in container(dep)["env"]
 
 
