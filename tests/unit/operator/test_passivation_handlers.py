@@ -117,20 +117,25 @@ async def test_foreign_and_finished_pods_are_allowed(pod: str, terminal: bool) -
     assert kube.deleted == []  # a terminal pod passes the Eviction API's budget check as is
 
 
+async def evict(c: OperatorContext, pod: Any, dryrun: bool = False) -> None:
+    """An eviction of ns/demo-e1, session uid-1's pod as ``pod`` (a PodBuilder) shows it."""
+    await webhook.pod_eviction(
+        name="demo-e1",
+        namespace="ns",
+        dryrun=dryrun,
+        memo=SimpleNamespace(ctx=c),  # type: ignore[arg-type]
+        session_pods_by_name={("ns", "demo-e1"): ["uid-1"]},
+        session_pods={"uid-1": [pod.observed()]},
+    )
+
+
 async def test_a_dry_run_deletes_nothing() -> None:
     """A done pod's eviction, dry run: allowed, and the pod is not deleted."""
     running = make_pod(1).on("proc-a").running()
     kube = Pods()
     c = ctx(kube)
     c.outcomes["uid-1"] = (running.observed().uid, '{"outcome": "passivated"}', datetime.now(UTC))
-    await webhook.pod_eviction(
-        name="demo-e1",
-        namespace="ns",
-        dryrun=True,
-        memo=SimpleNamespace(ctx=c),  # type: ignore[arg-type]
-        session_pods_by_name={("ns", "demo-e1"): ["uid-1"]},
-        session_pods={"uid-1": [running.observed()]},
-    )
+    await evict(c, running, dryrun=True)
     assert kube.deleted == [] and c.evictions == {}
 
 
@@ -140,17 +145,6 @@ async def test_a_pod_being_deleted_or_that_reported_its_end_is_allowed() -> None
     its next retry. A pod whose end another pod of the session reported is still denied."""
     running = make_pod(1).on("proc-a").running()
     deleting = make_pod(1).on("proc-a").running().deleting()
-
-    async def evict(c: OperatorContext, pod: Any) -> None:
-        await webhook.pod_eviction(
-            name="demo-e1",
-            namespace="ns",
-            dryrun=False,
-            memo=SimpleNamespace(ctx=c),  # type: ignore[arg-type]
-            session_pods_by_name={("ns", "demo-e1"): ["uid-1"]},
-            session_pods={"uid-1": [pod.observed()]},
-        )
-
     kube = Pods()
     c = ctx(kube)
     await evict(c, deleting)
