@@ -76,11 +76,11 @@ WORKER_COMMAND: Final = "berth-worker"
 WORKER_CONTAINER: Final = "worker"
 COMPONENT_LANEWORKER: Final = "laneworker"
 METRICS_PORT: Final = 9090
+"""Port of the worker's Prometheus endpoint (``BERTH_METRICS_PORT``)."""
 PROBE_TIMEOUT_SECONDS: Final = 5
 """The worker's readiness probe's timeout: the probe's request waits in the worker's metrics
 socket while the worker starts (``session_runtime.listen``) and is answered once it can take
 tasks, so it must outlast a start on a busy node rather than fail and wait for the next period."""
-"""Port of the worker's Prometheus endpoint (``BERTH_METRICS_PORT``)."""
 DRAIN_MARGIN_SECONDS: Final = 15
 """Added to ``taskTimeoutSeconds`` for the termination grace: reply, ack and exit (seconds)."""
 ANNOTATION_TEMPLATE_HASH: Final = "berth.dev/template-hash"
