@@ -714,21 +714,21 @@ async def _apply(
                 # the passivation's own pace (its deadline) holds while the status waits
                 return min(wait, plan.requeue_after or wait)
             return wait
-    creating = plan.create is not None and may_create
+    create = plan.create if may_create else None  # the pod this pass places, if any
     status_write = write_status(ctx.kube, body, obs.status, plan.status)
     # The objects the new pod needs, and the guard's LIST of the session's pods, do not depend
     # on the epoch: both go alongside the status write. (Without a stored epoch the pod may be
     # the session's first, whose LIST the written status makes needless.) The create waits
     # for the write, unless its epoch was reserved by this process (CreatePod.reserved).
-    beside = plan.create is not None and creating and plan.create.reserved
+    beside = create is not None and create.reserved
     ready: list[dict[str, Any]] | BaseException | None = None
     placed: tuple[ObservedPod, ...] | BaseException = ()
-    if plan.create is not None and beside:
+    if create is not None and beside:
         ctx.reservations.pop(obs.ref.uid, None)  # used now, whatever comes of it
         stored, placed = await asyncio.gather(
-            status_write, _prepare_and_create(ctx, obs, plan.create, early), return_exceptions=True
+            status_write, _prepare_and_create(ctx, obs, create, early), return_exceptions=True
         )
-    elif creating:
+    elif create is not None:
         stored, ready = await asyncio.gather(
             status_write, _prepare(ctx, obs, early), return_exceptions=True
         )
@@ -747,23 +747,23 @@ async def _apply(
     for metric in plan.metrics:
         observe_passivation(metric.kind, metric.reason, metric.outcome, metric.seconds)
     ended = {p.name for p in obs.pods if p.ended}
-    later = [d for d in plan.delete if creating and d.name in ended]  # they hold nothing back
+    later = [d for d in plan.delete if create is not None and d.name in ended]  # hold none back
     try:
         for d in plan.delete:
             if d not in later:
                 await _delete(ctx, obs.ref.namespace, d)
     except Exception as exc:
-        if plan.create is None or not creating or beside:
+        if create is None or beside:
             raise
-        return _create_failed(ctx, obs, plan.create, exc)  # its epoch is stored: kept
+        return _create_failed(ctx, obs, create, exc)  # its epoch is stored: kept
     if plan.passivate is not None:
         await _passivate(ctx, obs.ref, plan.passivate)
     if plan.release_pdb and ctx.disruption is not None:  # idempotent; at rest looks rarely
         ctx.objects_ready.pop(obs.ref.uid, None)  # the next pod waits for its PDB again
         await ctx.disruption.delete_pdb(obs.ref.namespace, pdb_name(obs.ref.name))
     _post_events(body, plan)
-    if plan.create is not None and creating:
-        first = not obs.status.epoch and plan.create.epoch == 1 and written
+    if create is not None:
+        first = not obs.status.epoch and create.epoch == 1 and written
         try:
             if isinstance(placed, BaseException):
                 raise placed
@@ -771,9 +771,9 @@ async def _apply(
                 raise ready
             listed = placed
             if not beside:
-                listed = await _create(ctx, obs, plan.create, first_pod=first, existing=ready)
+                listed = await _create(ctx, obs, create, first_pod=first, existing=ready)
         except Exception as exc:
-            return _create_failed(ctx, obs, plan.create, exc)
+            return _create_failed(ctx, obs, create, exc)
         for d in later:
             ctx.spawn(_delete_ended(ctx, obs.ref, d))
         if listed:
