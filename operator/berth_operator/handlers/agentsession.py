@@ -744,6 +744,10 @@ async def _apply(
     if written and reserved is not None:
         ctx.reservations[obs.ref.uid] = reserved
     ctx.phases.set(obs.ref.uid, plan.status.phase)
+    if create is None and obs.state is not None and obs.ref.uid in ctx.objects_recheck:
+        # the pod placed without waiting for its Secret and PDB runs: write them again now
+        ctx.objects_recheck.discard(obs.ref.uid)
+        ctx.spawn(_rewrite_objects(ctx, obs.ref, obs.spec))
     for metric in plan.metrics:
         observe_passivation(metric.kind, metric.reason, metric.outcome, metric.seconds)
     ended = {p.name for p in obs.pods if p.ended}
@@ -760,6 +764,7 @@ async def _apply(
         await _passivate(ctx, obs.ref, plan.passivate)
     if plan.release_pdb and ctx.disruption is not None:  # idempotent; at rest looks rarely
         ctx.objects_ready.pop(obs.ref.uid, None)  # the next pod waits for its PDB again
+        ctx.objects_recheck.discard(obs.ref.uid)
         await ctx.disruption.delete_pdb(obs.ref.namespace, pdb_name(obs.ref.name))
     _post_events(body, plan)
     if create is not None:
@@ -920,9 +925,13 @@ async def _prepare_pod(
     the epoch, so they are written concurrently): the Secrets and the PDB
     (``_prepare_objects``, or the task ``early`` already writing them) and a managed shared
     claim. When this process wrote the Secrets and PDB for the session's generation already
-    (``OperatorContext.objects_ready``: a resume, a restart after a crash), they are written
-    again in the background instead: they exist, and the pod does not wait for a round trip
-    that finds them so (a PDB POST answered 409, a Secret GET)."""
+    (``OperatorContext.objects_ready``: a resume, a restart after a crash), the pod does not
+    wait for a round trip that finds them so (a PDB POST answered 409, a Secret GET). They are
+    written again, so one deleted meanwhile comes back (``OperatorContext.objects_recheck``):
+    for a created pod, which mounts the Secret, once it is created (``_create``); for an
+    adopted warm pod, which is given the Secret's values in the adopt call, once its runtime
+    answers (``_apply``), so a burst of resumes from a pool (a drain) does not send those
+    writes beside its placements."""
     ref, spec, settings = obs.ref, obs.spec, ctx.settings
     needs: list[Awaitable[Any]] = []
     if early is not None:
@@ -930,9 +939,9 @@ async def _prepare_pod(
     elif ctx.objects_ready.get(ref.uid) == ref.generation and (
         ctx.secrets is None or ref.uid in ctx.tokens
     ):
-        # Written for this generation by this process already (a resume): written again, so a
-        # deleted Secret or PDB comes back, but off the placement's path.
-        ctx.spawn(_rewrite_objects(ctx, ref, spec))
+        # Written for this generation by this process already (a resume): written again after
+        # the placement, so a deleted Secret or PDB comes back, off the placement's path.
+        ctx.objects_recheck.add(ref.uid)
     else:
         needs.append(_prepare_objects(ctx, ref, spec))
     if obs.claim is not None and obs.claim[1] == "ClaimCreating":
@@ -959,8 +968,9 @@ async def _prepare_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSes
 
 
 async def _rewrite_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
-    """``_prepare_objects`` off a placement's path: a failure is logged, and the session's next
-    pod waits for them again (``OperatorContext.objects_ready`` forgets the generation)."""
+    """``_prepare_objects`` off a placement's path (once the pod placed without them runs): a
+    failure is logged, and the session's next pod waits for them again
+    (``OperatorContext.objects_ready`` forgets the generation)."""
     try:
         await _prepare_objects(ctx, ref, spec)
     except Exception as exc:
@@ -1012,6 +1022,9 @@ async def _create(
     except AlreadyExists:
         pass
     ctx.mark_inflight(ref.uid, target)
+    if ref.uid in ctx.objects_recheck:  # a created pod mounts the Secret: written again now
+        ctx.objects_recheck.discard(ref.uid)
+        ctx.spawn(_rewrite_objects(ctx, ref, obs.spec))
     return ()
 
 

@@ -11,7 +11,8 @@
 - ``create_failures``: session uid → the last failed attempt to create the pod of its stored
   epoch; ``decide`` tries that epoch again after a backoff instead of moving to the next one.
 - ``objects_ready``: session uid → the generation whose Secret and PDB this process wrote; a
-  later pod of it is placed without waiting for them (they are written again beside it).
+  later pod of it is placed without waiting for them; ``objects_recheck``: the uids of such
+  pods, whose Secret and PDB are written again after the placement.
 - ``evictions``: session uid → pod names whose eviction the webhook denied (handlers.webhook); the
   session's next decision requests passivation with reason ``eviction`` and records it in status.
 - ``disruption``: PodDisruptionBudget calls (k8s.disruption), None when PDBs are disabled.
@@ -252,6 +253,11 @@ class OperatorContext:
     """Session uid → the ``metadata.generation`` for which this process last wrote (or found)
     the session's ``<name>-berth`` Secret and PDB; dropped when the PDB is released or a write
     of them fails. A later pod of that generation is placed without waiting for them again."""
+    objects_recheck: set[str] = field(default_factory=set)
+    """Session uids whose pod is placed without waiting for the Secret and PDB
+    (``objects_ready``): they are written again once that pod is created (it mounts the
+    Secret), or, for an adopted warm pod, by the first pass that finds its runtime answering,
+    so one deleted meanwhile comes back, after the placements of a burst."""
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""
@@ -366,6 +372,7 @@ class OperatorContext:
         self.create_failures.pop(uid, None)
         self.reservations.pop(uid, None)
         self.objects_ready.pop(uid, None)
+        self.objects_recheck.discard(uid)
         self.migrations.forget(uid)
         INFLIGHT.set(len(self.inflight))
         self.phases.set(uid, None)

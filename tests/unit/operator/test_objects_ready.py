@@ -1,17 +1,19 @@
 """A session's ``<name>-berth`` Secret and PDB are waited for by its first pod of a generation;
 a later pod of that generation (a resume) is placed without waiting for them, and they are
-written again beside it, so one deleted meanwhile comes back."""
+written again once that pod runs, so one deleted meanwhile comes back."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from berth_operator.api.options import RuntimeState
 from berth_operator.errors import KubeError
 from berth_operator.handlers import agentsession
 from berth_operator.handlers.context import OperatorContext
-from berth_operator.reconcile.plan import Plan
+from berth_operator.reconcile.plan import CreatePod, Plan
 from berth_operator.settings import OperatorSettings
 
 from tests.unit.operator.fixtures import make_session, observation
@@ -44,10 +46,23 @@ class Objects:
         return True
 
 
-def context(objects: Objects) -> OperatorContext:
+class Kube:
+    """The pod calls of ``_create``: the guard's LIST finds nothing; creates are recorded."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+
+    async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return []
+
+    async def create_pod(self, body: dict[str, Any]) -> None:
+        self.created.append(body["metadata"]["name"])
+
+
+def context(objects: Objects, kube: Kube | None = None) -> OperatorContext:
     return OperatorContext(
         settings=OperatorSettings(),
-        kube=None,  # type: ignore[arg-type]
+        kube=kube,  # type: ignore[arg-type]
         runtime=None,  # type: ignore[arg-type]
         secrets=objects,  # type: ignore[arg-type]
         disruption=objects,  # type: ignore[arg-type]
@@ -70,12 +85,45 @@ async def test_a_later_pod_of_the_generation_does_not_wait_for_its_objects() -> 
 
     objects.gate.clear()  # the apiserver is slow to answer now
     await asyncio.wait_for(agentsession._prepare_pod(ctx, obs), timeout=5)
-    # returned without their answers; both are being written again in the background
+    # returned without their answers, and without writing them beside the placement
     await asyncio.sleep(0)
+    assert (objects.secret_calls, objects.pdb_calls) == (1, 1)
+    assert ctx.objects_recheck == {obs.ref.uid}
+
+    # a pass that finds the pod still starting (no runtime answer) writes nothing yet
+    await agentsession._apply(ctx, make_session().obj(), obs, Plan(obs.status))
+    assert (objects.secret_calls, objects.pdb_calls) == (1, 1)
+
+    # the first pass that finds the pod's runtime answering writes them again, once
+    running = observation(
+        make_session().with_status(epoch=1, podName="demo-e1"), state={"state": "running"}
+    )
+    await agentsession._apply(ctx, make_session().obj(), running, Plan(running.status))
+    for _ in range(10):  # the spawned rewrite reaches both calls (it waits at the gate)
+        await asyncio.sleep(0)
     assert (objects.secret_calls, objects.pdb_calls) == (2, 2)
-    assert len(ctx.background) == 1
+    assert ctx.objects_recheck == set()
     objects.gate.set()
     await settle(ctx)
+    await agentsession._apply(ctx, make_session().obj(), running, Plan(running.status))
+    assert (objects.secret_calls, objects.pdb_calls) == (2, 2)
+
+
+async def test_a_created_pod_has_its_objects_written_again_once_created() -> None:
+    """A created pod mounts the Secret: a deleted one must come back without waiting for the
+    pod to run (it would never run)."""
+    objects, kube = Objects(), Kube()
+    ctx = context(objects, kube)
+    obs = observation(make_session().with_status(epoch=1, podName="demo-e1"))
+    await agentsession._prepare_pod(ctx, obs)
+    await agentsession._prepare_pod(ctx, obs)  # the replacement: not waited for
+    assert (objects.secret_calls, objects.pdb_calls) == (1, 1)
+    create = CreatePod(epoch=2, reason="Passivated", resume_run_id="run-1")
+    await agentsession._create(ctx, obs, create)
+    await settle(ctx)
+    assert kube.created == ["demo-e2"]
+    assert (objects.secret_calls, objects.pdb_calls) == (2, 2)
+    assert ctx.objects_recheck == set()
 
 
 async def test_a_new_generation_waits_for_its_objects() -> None:
@@ -102,6 +150,8 @@ async def test_a_failed_rewrite_makes_the_next_pod_wait_again(
     await agentsession._prepare_pod(ctx, obs)
     objects.error = KubeError("replace secret ns/demo-berth: 500 Internal Server Error")
     await agentsession._prepare_pod(ctx, obs)  # not waited for: the failure comes after
+    running = replace(obs, state=RuntimeState.model_validate({"state": "running"}))
+    await agentsession._apply(ctx, make_session().obj(), running, Plan(running.status))
     await settle(ctx)
     assert ctx.objects_ready == {}
     assert "session Secret or PDB not written" in caplog.text
@@ -131,5 +181,7 @@ async def test_a_released_pdb_makes_the_next_pod_wait_for_it() -> None:
 def test_forgetting_a_session_forgets_its_objects() -> None:
     ctx = context(Objects())
     ctx.objects_ready["uid-1"] = 3
+    ctx.objects_recheck.add("uid-1")
     ctx.forget("uid-1")
     assert ctx.objects_ready == {}
+    assert ctx.objects_recheck == set()
