@@ -745,7 +745,7 @@ async def _apply(
         ctx.reservations[obs.ref.uid] = reserved
     ctx.phases.set(obs.ref.uid, plan.status.phase)
     if create is None and obs.state is not None and obs.ref.uid in ctx.objects_recheck:
-        # the pod placed without waiting for its Secret and PDB runs: write them again now
+        # the adopted pod placed without waiting for its Secret and PDB runs: written again now
         ctx.objects_recheck.discard(obs.ref.uid)
         ctx.spawn(_rewrite_objects(ctx, obs.ref, obs.spec))
     for metric in plan.metrics:
@@ -968,9 +968,9 @@ async def _prepare_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSes
 
 
 async def _rewrite_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
-    """``_prepare_objects`` off a placement's path (once the pod placed without them runs): a
-    failure is logged, and the session's next pod waits for them again
-    (``OperatorContext.objects_ready`` forgets the generation)."""
+    """``_prepare_objects`` after a placement that did not wait for them
+    (``OperatorContext.objects_recheck``): a failure is logged, and the session's next pod
+    waits for them again (``OperatorContext.objects_ready`` forgets the generation)."""
     try:
         await _prepare_objects(ctx, ref, spec)
     except Exception as exc:
