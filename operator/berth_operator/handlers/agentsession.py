@@ -744,10 +744,8 @@ async def _apply(
     if written and reserved is not None:
         ctx.reservations[obs.ref.uid] = reserved
     ctx.phases.set(obs.ref.uid, plan.status.phase)
-    if create is None and obs.state is not None and obs.ref.uid in ctx.objects_recheck:
-        # the adopted pod placed without waiting for its Secret and PDB runs: written again now
-        ctx.objects_recheck.discard(obs.ref.uid)
-        ctx.spawn(_rewrite_objects(ctx, obs.ref, obs.spec))
+    if create is None and obs.state is not None:  # an adopted pod placed without them runs
+        _recheck_objects(ctx, obs.ref, obs.spec)
     for metric in plan.metrics:
         observe_passivation(metric.kind, metric.reason, metric.outcome, metric.seconds)
     ended = {p.name for p in obs.pods if p.ended}
@@ -967,6 +965,14 @@ async def _prepare_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSes
     ctx.objects_ready[ref.uid] = ref.generation
 
 
+def _recheck_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
+    """When the session's pod was placed without waiting for its Secret and PDB
+    (``OperatorContext.objects_recheck``), write them again now, in the background, once."""
+    if ref.uid in ctx.objects_recheck:
+        ctx.objects_recheck.discard(ref.uid)
+        ctx.spawn(_rewrite_objects(ctx, ref, spec))
+
+
 async def _rewrite_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
     """``_prepare_objects`` after a placement that did not wait for them
     (``OperatorContext.objects_recheck``): a failure is logged, and the session's next pod
@@ -1022,9 +1028,7 @@ async def _create(
     except AlreadyExists:
         pass
     ctx.mark_inflight(ref.uid, target)
-    if ref.uid in ctx.objects_recheck:  # a created pod mounts the Secret: written again now
-        ctx.objects_recheck.discard(ref.uid)
-        ctx.spawn(_rewrite_objects(ctx, ref, obs.spec))
+    _recheck_objects(ctx, ref, obs.spec)  # a created pod mounts the Secret: not later than now
     return ()
 
 

@@ -1,6 +1,7 @@
 """A session's ``<name>-berth`` Secret and PDB are waited for by its first pod of a generation;
 a later pod of that generation (a resume) is placed without waiting for them, and they are
-written again once that pod runs, so one deleted meanwhile comes back."""
+written again after that pod's placement (an adopted pod: once its runtime answers; a created
+one: once created), so one deleted meanwhile comes back."""
 
 from __future__ import annotations
 
