@@ -312,6 +312,7 @@ def _current_pod_step(d: Decision, current: ObservedPod) -> None:
         _completed(d, current, verdict)
     elif verdict.kind == "budget_exhausted":
         _absorb_termination(st, current, verdict.termination, now)
+        sp.notice_resume(d, current, verdict.termination.run_id if verdict.termination else None)
         st.runs = _end_run(list(st.runs or []), current, st.run_id, "failed", verdict.detail, now)
         st.last_error = verdict.detail[:4096]
         sp.on_run_ended(d, "failed")
@@ -331,6 +332,10 @@ def _completed(d: Decision, current: ObservedPod, verdict: Verdict) -> None:
     _absorb_termination(st, current, verdict.termination, now)
     if obs.state is not None:
         _absorb_state(st, current, obs.state, now)
+    reported = (verdict.termination.run_id if verdict.termination else None) or (
+        obs.state.run_id if obs.state else None
+    )
+    sp.notice_resume(d, current, reported)
     st.runs = _end_run(list(st.runs or []), current, st.run_id, "completed", verdict.detail, now)
     text = (
         (verdict.termination.text if verdict.termination else None)
@@ -478,6 +483,7 @@ def _handle_death(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
     verdict = pv.reclassify(st.passivation, pod.name, verdict)
     _absorb_termination(st, pod, verdict.termination, now)
     run_id = verdict.termination.run_id if verdict.termination else None
+    sp.notice_resume(d, pod, run_id)
     st.runs = _end_run(
         list(st.runs or []),
         pod,

@@ -1,8 +1,9 @@
 """The passivation steps of an AgentSession decision (ARCHITECTURE.md §8).
 
-Called by :func:`berth_operator.reconcile.session.decide` at three points: the current pod is
-alive (:func:`on_alive`: request, wait for or cut off a passivation; notice the resume), the pod of
-a passivation ended (:func:`on_pod_ended`), the run ended first (:func:`on_run_ended`). Each applies
+Called by :func:`berth_operator.reconcile.session.decide` at four points: the current pod is
+alive (:func:`on_alive`: request, wait for or cut off a passivation; notice the resume), a later
+pod ended after running the run (:func:`notice_resume`), the pod of a passivation ended
+(:func:`on_pod_ended`), the run ended first (:func:`on_run_ended`). Each applies
 a decision of :mod:`.passivation` to the status, conditions and :class:`~.plan.Plan`. Pure.
 """
 
@@ -35,7 +36,7 @@ def on_alive(d: Decision, pod: ObservedPod) -> None:
     """After ``_handle_alive``: request, wait for or cut off a passivation; notice a resume."""
     obs, st, conds, plan, settings = d.obs, d.st, d.conds, d.plan, d.settings
     now = obs.precise_now or obs.now
-    _notice_resume(d, pod)
+    notice_resume(d, pod, obs.state.run_id if obs.state else None)
     idle_check = idle.check(obs.spec, pod, obs.state, now)
     moving = migration.check(
         obs.spec,
@@ -82,12 +83,13 @@ def on_alive(d: Decision, pod: ObservedPod) -> None:
     plan.requeue_after = min(refresh, decision.requeue) if decision.requeue else NOT_RUNNING_REQUEUE
 
 
-def _notice_resume(d: Decision, pod: ObservedPod) -> None:
-    """A passivated run is seen running again on ``pod``: close the record (Resumed), observe
-    the resume latency, tell it in a condition and an Event."""
+def notice_resume(d: Decision, pod: ObservedPod, run_id: str | None) -> None:
+    """A passivated run is seen again on ``pod`` as ``run_id`` (from its live state, or from
+    its termination message when the resumed run ended before any pass saw it running): close
+    the record (Resumed), observe the resume latency, tell it in a condition and an Event."""
     obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
     now = obs.precise_now or obs.now
-    done = pv.resumed(st.passivation, pod, obs.state.run_id if obs.state else None, now)
+    done = pv.resumed(st.passivation, pod, run_id, now)
     if done is None:
         return
     st.passivation = done

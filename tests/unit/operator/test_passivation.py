@@ -319,6 +319,51 @@ def test_clean_passivation_then_replacement_avoids_the_node_and_resume_is_record
     assert plan3.status.phase == "Running"
 
 
+@pytest.mark.parametrize(
+    ("outcome", "exit_code", "phase"),
+    [("completed", 0, "Succeeded"), ("failed", 1, None), ("passivated", 0, "Resuming")],
+)
+def test_resume_is_recorded_when_the_resumed_run_ends_before_any_pass_saw_it(
+    outcome: str, exit_code: int, phase: str | None
+) -> None:
+    """The later pod's own report (termination message) tells the resume when no pass read its
+    state while it ran: the record is closed Resumed with that run, once."""
+    rec = pv.finish(record(), "passivated", T0 + timedelta(seconds=5)).wire()
+    st = {"epoch": 2, "podName": "demo-e2", "podUid": "pod-uid-2", "runId": "run-1"}
+    session = running_session().with_status(**st, passivation=rec)
+    msg = {"outcome": outcome, "runId": "run-2", "resumedFrom": "run-1", "text": "done"}
+    if outcome == "passivated":
+        msg["reason"] = "node_drain"
+    pod = make_pod(2).on("proc-b").running().resuming("run-1").terminated(exit_code, msg)
+    plan = decide(ours(observation(session, pod, now=9)), SETTINGS)
+    assert _rec(plan).resumed_run_id == "run-2"
+    assert _rec(plan).resumed_at is not None
+    assert [m.kind for m in plan.metrics][:1] == ["resume"]
+    assert plan.metrics[0].seconds == 4
+    assert "Resumed" in [e.reason for e in plan.events]
+    if phase is not None:
+        assert plan.status.phase == phase
+    # the next pass changes nothing of the closed record
+    again = decide(
+        ours(observation(running_session().with_status(**plan.status.wire()), pod, now=12)),
+        SETTINGS,
+    )
+    assert _rec(again).resumed_at == _rec(plan).resumed_at
+    assert "resume" not in [m.kind for m in again.metrics]
+
+
+def test_an_earlier_epochs_report_is_not_a_resume() -> None:
+    """The passivated pod's own completed report (same epoch) never closes the record."""
+    rec = pv.finish(record(), "passivated", T0 + timedelta(seconds=5)).wire()
+    st = {"epoch": 1, "podName": "demo-e1", "podUid": "pod-uid-1", "runId": "run-1"}
+    session = running_session().with_status(**st, passivation=rec)
+    msg = {"outcome": "completed", "runId": "run-1", "text": "done"}
+    pod = make_pod(1).on("proc-a").running().terminated(0, msg)
+    plan = decide(ours(observation(session, pod, now=9)), SETTINGS)
+    assert _rec(plan).resumed_at is None
+    assert "resume" not in [m.kind for m in plan.metrics]
+
+
 def test_a_replacement_waits_for_an_old_pod_that_has_not_ended() -> None:
     """Deleted but still running (its process has not exited): never two pods at once; once
     it has ended, its lingering object holds nothing back."""
