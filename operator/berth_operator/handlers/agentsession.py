@@ -22,24 +22,21 @@
 
 One reconcile pass (``reconcile_session``): take the newest known object — as the watch showed it,
 or the answer of the session's last status write until the watch has caught up with it, or a fresh
-GET after a lost race (``handlers.session_body``) — gather pods (cache + in-flight), nodes (the node
-watch cache), /v1/state (with the session's API token, read once from its ``<name>-berth`` Secret
-and cached) and — when a pod is to be placed — missing LaneWorkers, whether the LLM Secret may be
-used (label ``berth.dev/llm-credentials: "true"``, allowed baseURL) and the shared claim (a Bound
-claim is remembered for a few seconds, an LLM Secret allowed for Berth for two); ``decide``; then
-write status (PUT with resourceVersion; skipped when unchanged, and deferred briefly when only
-information changed: ``reconcile.coalesce``), delete pods that may still run, and — only after
-the status with the bumped epoch is stored, or beside that write for the replacement of a pod
-whose passivation request this process stored (that request reserved the epoch:
-``reconcile.passivation.replacement_epoch``) — LIST the session's pods straight from the apiserver
-(skipped for a session's first pod, which cannot exist before its epoch does) and create the new
-pod if none that has not ended is there (``ObservedPod.ended``), or, for a session naming a
-SessionWarmPool, have a warm pod of the pool adopted instead (``handlers.sessionwarmpool``);
-ended pods are deleted after that. What the pod needs (the namespace's ``berth-task-key`` for
-external lanes, the ``<name>-berth`` Secret with options.json, the PDB) is written concurrently
-with the status — on a session's first pass already beside the reads (``_prepare_early``). A
-Conflict restarts the iteration on a fresh GET; other API errors back off. When what follows
-the stored epoch fails (those objects, the LIST, the create), the failure is remembered
+GET after a lost race (``handlers.session_body``) — read what the decision looks at
+(``handlers.session_reads.observe``: pods, nodes, /v1/state, and when a pod is to be placed the
+LaneWorkers, the LLM Secret and the shared claim); ``decide``; then write status (PUT with
+resourceVersion; skipped when unchanged, and deferred briefly when only information changed:
+``reconcile.coalesce``), delete pods that may still run, and — only after the status with the
+bumped epoch is stored, or beside that write for the replacement of a pod whose passivation
+request this process stored (that request reserved the epoch:
+``reconcile.passivation.replacement_epoch``) — place the epoch's pod
+(``handlers.session_placement``: the guard's LIST straight from the apiserver, then a create, or
+the adoption of a warm pod of a named SessionWarmPool); ended pods are deleted after that. What
+the pod needs (the Secrets, the PDB) is written concurrently with the status — on a session's
+first pass already beside the reads (``session_placement.prepare_early``). The passivate call
+and the wait for the pod's own report of its end are ``handlers.session_calls``. A Conflict
+restarts the iteration on a fresh GET; other API errors back off. When what follows the stored
+epoch fails (those objects, the LIST, the create), the failure is remembered
 (``OperatorContext.create_failed``) and the next passes place the same epoch again after the
 placement backoff, saying why in status (``reconcile.session._place_again``). Secret values never
 reach logs, status or Events.
@@ -54,11 +51,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import kopf
@@ -75,57 +70,45 @@ from berth_operator.api.constants import (
     SESSION_PLURAL,
     VERSION,
 )
-from berth_operator.api.options import RuntimeState
-from berth_operator.builders.claim import build_shared_claim, claim_name, claim_status
 from berth_operator.builders.cleanup_job import build_store_cleanup_job
-from berth_operator.builders.pdb import build_session_pdb, pdb_name
-from berth_operator.builders.secrets import (
-    credentials_allowed,
-    credentials_view,
-    llm_credentials_problem,
-    needs_task_master,
-)
-from berth_operator.builders.session_pod import (
-    build_options,
-    build_session_pod,
-    render_options,
-)
+from berth_operator.builders.pdb import pdb_name
 from berth_operator.errors import (
-    AlreadyExists,
     Conflict,
     KubeError,
     NotFound,
-    RuntimeUnauthorized,
-    RuntimeUnreachable,
 )
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.handlers.session_body import SessionBody
+from berth_operator.handlers.session_calls import passivate
+from berth_operator.handlers.session_placement import (
+    create_failed,
+    create_pod,
+    prepare,
+    prepare_and_create,
+    prepare_early,
+    recheck_objects,
+)
+from berth_operator.handlers.session_reads import observe
 from berth_operator.handlers.session_workers import LiveSession
-from berth_operator.handlers.sessionwarmpool import adopt_for_session
 from berth_operator.handlers.status_writes import write_status
 from berth_operator.metrics import (
-    PLACEMENTS,
     RECONCILE_ERRORS,
     RECONCILE_SECONDS,
-    STATE_REFRESH_FAILURES,
     observe_passivation,
 )
-from berth_operator.reconcile import idle, migration
+from berth_operator.reconcile import migration
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile.coalesce import write_delay
-from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node, observe_pod
-from berth_operator.reconcile.passivation import Trigger, node_disruption
-from berth_operator.reconcile.plan import CreatePod, DeletePod, Observation, PassivateCall, Plan
-from berth_operator.reconcile.replacement import parse_termination
+from berth_operator.reconcile.observe import ObservedPod, observe_pod
+from berth_operator.reconcile.passivation import Trigger
+from berth_operator.reconcile.plan import DeletePod, Observation, Plan
 from berth_operator.reconcile.session import decide
 
 log = logging.getLogger("berth.operator")
 
 POD_LABELS = {LABEL_SESSION_UID: kopf.PRESENT, LABEL_COMPONENT: COMPONENT_SESSION}
 ERROR_RETRY_SECONDS = 5.0
-CLAIM_READY_TTL_SECONDS = 10.0
 """How long a Bound shared claim is taken as still Bound without reading it again."""
-LLM_SECRET_TTL_SECONDS = 2.0
 """How long an LLM Secret allowed for Berth is taken as still allowed without reading it again."""
 STORE_CLEANUP_WAIT_SECONDS = 120.0
 """How long a deleted session's store cleanup waits for its pods to go (``owes_store_cleanup``)."""
@@ -133,9 +116,7 @@ STORE_CLEANUP_POLL_SECONDS = 2.0
 """How often that wait lists the pods."""
 UNPARSEABLE_RETRY_SECONDS = 60.0
 """Seconds before an object that does not parse is read again (an edit wakes it sooner)."""
-OUTCOME_WAIT_SECONDS = 30
 """The longest single ``GET /v1/outcome`` long poll of a passivating pod."""
-OUTCOME_SLACK_SECONDS = 10
 """How long past a passivation's deadline its pod's own report of its end is still awaited."""
 
 
@@ -349,126 +330,6 @@ async def _store_cleanup_after_pods(ctx: OperatorContext, body: Mapping[str, Any
 # ---------------------------------------------------------------------------------------------
 
 
-async def _node(ctx: OperatorContext, name: str, live: LiveSession | None) -> ObservedNode:
-    """Node ``name`` as the node watch last saw it, or read from the apiserver when the watch
-    has not shown it (or outside a worker)."""
-    if live is not None and live.nodes is not None:
-        for node in live.nodes.get(name, []):
-            return node
-    return observe_node(await ctx.kube.get_node(name), name)
-
-
-async def _nodes_for(
-    ctx: OperatorContext,
-    pods: Iterable[ObservedPod],
-    status: AgentSessionStatus,
-    live: LiveSession | None,
-) -> dict[str, ObservedNode]:
-    """Nodes of pods that are not obviously healthy (not ready, terminating or unreachable)."""
-    nodes: dict[str, ObservedNode] = {}
-    for pod in pods:
-        if not pod.node_name or pod.node_name in nodes:
-            continue
-        if pod.terminated is not None and not pod.deleting:
-            continue
-        if pod.ready and pod.phase == "Running" and pod.epoch == (status.epoch or 0):
-            continue
-        nodes[pod.node_name] = await _node(ctx, pod.node_name, live)
-    return nodes
-
-
-async def _missing_laneworkers(ctx: OperatorContext, ns: str, spec: AgentSessionSpec) -> list[str]:
-    missing: list[str] = []
-    for lane in (spec.lanes or {}).values():
-        if lane.lane_worker_ref is None or lane.mode == "internal":
-            continue
-        try:
-            await ctx.kube.get_laneworker(ns, lane.lane_worker_ref.name)
-        except NotFound:
-            missing.append(lane.lane_worker_ref.name)
-    return sorted(set(missing))
-
-
-async def _credentials_problem(
-    ctx: OperatorContext, ns: str, spec: AgentSessionSpec
-) -> tuple[str, str] | None:
-    """(reason, message) when the session's LLM Secret or baseURL must not be used. The Secret
-    is read once for all the sessions placed at the same moment (``read_secret_shared``)."""
-    ref = spec.llm.api_key_secret_ref if spec.llm is not None else None
-    secret = None
-    if ref is not None and ctx.secrets is not None:
-        secret = await _llm_secret(ctx, ns, ref.name)
-    elif ref is not None:
-        return None  # no Secret access configured (unit tests): nothing to check against
-    return llm_credentials_problem(spec, secret, ctx.settings.llm.allowed_base_urls)
-
-
-async def _llm_secret(ctx: OperatorContext, ns: str, name: str) -> dict[str, Any] | None:
-    """The LLM Secret ``ns/name`` as the credentials check reads it (``credentials_view``: no
-    values). One allowed for Berth is remembered for ``LLM_SECRET_TTL_SECONDS``: the sessions
-    of a burst use one Secret, and would otherwise read it in every wave of placements; a
-    refused or missing one is read again each time, so a fix shows at once."""
-    assert ctx.secrets is not None
-    key = (ns, name)
-    remembered = ctx.llm_secrets.get(key)
-    if remembered is not None and time.monotonic() - remembered[0] < LLM_SECRET_TTL_SECONDS:
-        return remembered[1]
-    secret = await ctx.secrets.read_secret_shared(ns, name)
-    view = None if secret is None else credentials_view(secret)
-    if view is not None and credentials_allowed(view):
-        ctx.llm_secrets[key] = (time.monotonic(), view)
-    else:
-        ctx.llm_secrets.pop(key, None)
-    return view
-
-
-async def _claim_status(
-    ctx: OperatorContext, ns: str, spec: AgentSessionSpec
-) -> tuple[bool, str, str]:
-    """``StoreReady`` of the session's shared claim (``builders.claim.claim_status``). A ready
-    (Bound) claim is remembered for ``CLAIM_READY_TTL_SECONDS``: every session of a namespace
-    shares it, and a burst of placements would otherwise read it once per session."""
-    name = claim_name(spec, ctx.settings)
-    key = (ns, name)
-    remembered = ctx.ready_claims.get(key)
-    if remembered is not None and time.monotonic() - remembered[0] < CLAIM_READY_TTL_SECONDS:
-        return remembered[1]
-    body = await ctx.kube.get_pvc(ns, name)
-    status = claim_status(ns, name, body, ctx.settings.claims.managed)
-    if status[0]:
-        ctx.ready_claims[key] = (time.monotonic(), status)
-    else:
-        ctx.ready_claims.pop(key, None)
-    return status
-
-
-async def _api_token(ctx: OperatorContext, ref: SessionRef) -> str | None:
-    """The session's API token (cached per uid; read from ``<name>-berth`` on first use)."""
-    token = ctx.tokens.get(ref.uid)
-    if token is None and ctx.secrets is not None:
-        token = await ctx.secrets.api_token(ref)
-        if token is not None:
-            ctx.tokens[ref.uid] = token
-    return token
-
-
-async def _ensure_secrets(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
-    """Before a pod is created: the namespace master (external lanes) and ``<name>-berth`` with
-    the options.json of the spec's current generation."""
-    if ctx.secrets is None:
-        return
-    master = None
-    if needs_task_master(spec):
-        master = await ctx.secrets.ensure_task_master(ref.namespace)
-    ctx.tokens[ref.uid] = await ctx.secrets.ensure_session_secret(
-        ref,
-        master,
-        ctx.settings.redis.for_sessions,
-        options=render_options(build_options(ref, spec, ctx.settings)),
-        known=ref.uid in ctx.tokens,
-    )
-
-
 def _post_events(body: dict[str, Any], plan: Plan) -> None:
     for event in plan.events:
         kopf.event(
@@ -546,9 +407,9 @@ async def _reconcile(
     meta = body["metadata"]
     if meta.get("uid") != uid or meta.get("deletionTimestamp"):
         return None
-    early = _prepare_early(ctx, body, cached) if live is not None else None
+    early = prepare_early(ctx, body, cached) if live is not None else None
     try:
-        obs = await _observe(ctx, body, cached, disruptions, live)
+        obs = await observe(ctx, body, cached, disruptions, live)
         # From here to the note below nothing awaits: no other session decides in between, so
         # two sessions never take the last migration slot at once.
         watched = migrating_uids(live.migrating) if live is not None else ()
@@ -560,130 +421,6 @@ async def _reconcile(
         if early is not None:  # awaited by the create, or not needed: the decision placed none
             with contextlib.suppress(Exception):  # an error shows again when they are used
                 await early
-
-
-def _prepare_early(
-    ctx: OperatorContext, body: Mapping[str, Any], cached: list[ObservedPod]
-) -> asyncio.Task[None] | None:
-    """On a session's first pass (no status written yet, no pod, none being created), when its
-    spec parses: start writing the objects its first pod needs (``_prepare_objects``) now,
-    beside the reads that decide its placement, instead of after them. Almost every new
-    session is placed on its first pass, and its pod — created, or adopted from a warm pool —
-    waits for the status write and for these objects, so the slower of the two sets the pace,
-    not their sum. When the decision is not to place it yet (a condition the user must fix),
-    the objects wait for its first pod; they are owned by the session and go with it. Later
-    passes never write ahead (the status is written by then). None when not written ahead."""
-    meta = body.get("metadata") or {}
-    uid = str(meta.get("uid") or "")
-    if body.get("status") or cached or uid in ctx.inflight:
-        return None
-    try:
-        spec = AgentSessionSpec.model_validate(body.get("spec") or {})
-    except ValidationError:
-        return None  # _observe reports it
-    ref = SessionRef(meta["namespace"], meta["name"], uid, int(meta.get("generation") or 0))
-    return asyncio.create_task(_prepare_objects(ctx, ref, spec))
-
-
-async def _observe(
-    ctx: OperatorContext,
-    body: dict[str, Any],
-    cached: list[ObservedPod],
-    disruptions: dict[str, Trigger],
-    live: LiveSession | None,
-) -> Observation:
-    """Everything ``decide`` looks at: the object, the cached pods and the pod created but not yet
-    cached, the nodes of pods that are not obviously healthy, the runtime's /v1/state, eviction
-    requests, and — only when a pod may have to be placed — missing LaneWorkers and the LLM
-    credentials check. Raises ``ValidationError`` for an object that does not parse."""
-    meta = body["metadata"]
-    namespace, uid = meta["namespace"], meta["uid"]
-    cached = ctx.reported_ends(uid, cached)
-    spec = AgentSessionSpec.model_validate(body.get("spec") or {})
-    status = AgentSessionStatus.model_validate(body.get("status") or {})
-    ref = SessionRef(namespace, meta["name"], uid, int(meta.get("generation") or 0))
-    inflight = ctx.inflight_for(uid, {p.name for p in cached})
-    nodes = await _nodes_for(ctx, cached, status, live)
-    current = next((p for p in cached if p.epoch == (status.epoch or 0)), None)
-    state, state_error = await _runtime_state(ctx, ref, current, nodes, live)
-    evictions = frozenset(ctx.evictions.get(uid, ()))
-    if current is not None and current.name in evictions:
-        disruptions = await _with_eviction_node(ctx, current, disruptions)
-    missing: list[str] = []
-    credentials = None
-    claim = None
-    alive = [p for p in cached if not p.deleting and p.terminated is None]
-    if not alive and inflight is None:
-        missing, credentials, claim = await asyncio.gather(
-            _missing_laneworkers(ctx, namespace, spec),
-            _credentials_problem(ctx, namespace, spec),
-            _claim_status(ctx, namespace, spec),
-        )
-    elif current is not None and not current.scheduled and not current.deleting:
-        claim = await _claim_status(ctx, namespace, spec)  # may explain a Pending pod
-    return Observation(
-        ref=ref,
-        spec=spec,
-        status=status,
-        pods=tuple(cached),
-        nodes=nodes,
-        inflight=inflight,
-        state=state,
-        state_error=state_error,
-        missing_laneworkers=tuple(missing),
-        credentials_problem=credentials,
-        claim=claim,
-        now=datetime.now(UTC).replace(microsecond=0),
-        node_disruptions=disruptions,
-        evictions=evictions,
-        precise_now=_now_ms(),
-        wake_requested_at=idle.parse_wake(
-            (meta.get("annotations") or {}).get(idle.WAKE_ANNOTATION)
-        ),
-        reserved_epoch=ctx.reservations.get(uid),
-        create_failure=ctx.create_failures.get(uid),
-    )
-
-
-async def _runtime_state(
-    ctx: OperatorContext,
-    ref: SessionRef,
-    current: ObservedPod | None,
-    nodes: dict[str, ObservedNode],
-    live: LiveSession | None,
-) -> tuple[RuntimeState | None, str | None]:
-    """(/v1/state of the current pod, the error reading it). An unreachable runtime makes its
-    node worth a look (added to ``nodes``); a refused token is re-read from its Secret next time."""
-    if (
-        current is None
-        or current.phase != "Running"
-        or not current.pod_ip
-        or current.deleting
-        or current.terminated is not None
-    ):
-        return None, None
-    try:
-        return await ctx.runtime.state(current.pod_ip, await _api_token(ctx, ref)), None
-    except RuntimeUnreachable as exc:
-        if isinstance(exc, RuntimeUnauthorized):
-            ctx.tokens.pop(ref.uid, None)
-        STATE_REFRESH_FAILURES.inc()
-        if current.node_name and current.node_name not in nodes:
-            nodes[current.node_name] = await _node(ctx, current.node_name, live)
-        return None, str(exc)
-
-
-async def _with_eviction_node(
-    ctx: OperatorContext, current: ObservedPod, disruptions: dict[str, Trigger]
-) -> dict[str, Trigger]:
-    """``disruptions`` plus the node of a pod whose eviction was requested, read fresh: a drain
-    cordons before it evicts, and the eviction request (webhook) can arrive before the node watch
-    event; the reason is then ``node_drain``."""
-    if not current.node_name or current.node_name in disruptions:
-        return disruptions
-    node = observe_node(await ctx.kube.get_node(current.node_name), current.node_name)
-    trigger = node_disruption(node)
-    return disruptions if trigger is None else {**disruptions, current.node_name: trigger}
 
 
 async def _apply(
@@ -701,8 +438,8 @@ async def _apply(
     ``CreatePod.reserved``), deletes, the passivate call, Events, the create, then the deletes
     of pods that have ended (``ObservedPod.ended``: they hold the new pod back no more, so their
     deletes wait instead of it, off the pass: ``_delete_ended``). ``early``: the task writing
-    the objects a first pod needs, started before the decision (``_prepare_early``). Returns
-    the requeue delay."""
+    the objects a first pod needs, started before the decision
+    (``session_placement.prepare_early``). Returns the requeue delay."""
     if live is not None:
         since = None if live.last_write is None else time.monotonic() - live.last_write
         wait = write_delay(
@@ -710,7 +447,7 @@ async def _apply(
         )
         if wait is not None:  # information only: goes out with the next write (coalesce.py)
             if plan.passivate is not None:  # a repeat of the stored request (coalesce.py)
-                await _passivate(ctx, obs.ref, plan.passivate)
+                await passivate(ctx, obs.ref, plan.passivate)
                 # the passivation's own pace (its deadline) holds while the status waits
                 return min(wait, plan.requeue_after or wait)
             return wait
@@ -726,11 +463,11 @@ async def _apply(
     if create is not None and beside:
         ctx.reservations.pop(obs.ref.uid, None)  # used now, whatever comes of it
         stored, placed = await asyncio.gather(
-            status_write, _prepare_and_create(ctx, obs, create, early), return_exceptions=True
+            status_write, prepare_and_create(ctx, obs, create, early), return_exceptions=True
         )
     elif create is not None:
         stored, ready = await asyncio.gather(
-            status_write, _prepare(ctx, obs, early), return_exceptions=True
+            status_write, prepare(ctx, obs, early), return_exceptions=True
         )
     else:
         stored = await status_write
@@ -745,7 +482,7 @@ async def _apply(
         ctx.reservations[obs.ref.uid] = reserved
     ctx.phases.set(obs.ref.uid, plan.status.phase)
     if create is None and obs.state is not None:  # an adopted pod placed without them runs
-        _recheck_objects(ctx, obs.ref, obs.spec)
+        recheck_objects(ctx, obs.ref, obs.spec)
     for metric in plan.metrics:
         observe_passivation(metric.kind, metric.reason, metric.outcome, metric.seconds)
     ended = {p.name for p in obs.pods if p.ended}
@@ -757,9 +494,9 @@ async def _apply(
     except Exception as exc:
         if create is None or beside:
             raise
-        return _create_failed(ctx, obs, create, exc)  # its epoch is stored: kept
+        return create_failed(ctx, obs, create, exc)  # its epoch is stored: kept
     if plan.passivate is not None:
-        await _passivate(ctx, obs.ref, plan.passivate)
+        await passivate(ctx, obs.ref, plan.passivate)
     if plan.release_pdb and ctx.disruption is not None:  # idempotent; at rest looks rarely
         ctx.objects_ready.pop(obs.ref.uid, None)  # the next pod waits for its PDB again
         ctx.objects_recheck.discard(obs.ref.uid)
@@ -774,9 +511,9 @@ async def _apply(
                 raise ready
             listed = placed
             if not beside:
-                listed = await _create(ctx, obs, create, first_pod=first, existing=ready)
+                listed = await create_pod(ctx, obs, create, first_pod=first, existing=ready)
         except Exception as exc:
-            return _create_failed(ctx, obs, create, exc)
+            return create_failed(ctx, obs, create, exc)
         for d in later:
             ctx.spawn(_delete_ended(ctx, obs.ref, d))
         if listed:
@@ -790,25 +527,6 @@ async def _apply(
     if plan.requeue_after is not None:
         return plan.requeue_after
     return ctx.settings.session_api.status_refresh_seconds
-
-
-def _create_failed(
-    ctx: OperatorContext, obs: Observation, create: CreatePod, exc: Exception
-) -> float:
-    """The epoch of ``create`` is stored and its pod was never made (a write it waits for
-    failed): remember it, so the next pass places the same epoch again after a backoff and
-    says why (``reconcile.session._place_again``). Returns the requeue delay (0: that pass
-    records the failure in status)."""
-    failure = ctx.create_failed(obs.ref.uid, create, exc)
-    RECONCILE_ERRORS.labels(kind="api" if isinstance(exc, KubeError) else "unexpected").inc()
-    log.warning(
-        "%s: pod of epoch %d not created (attempt %d): %s",
-        obs.ref.key,
-        create.epoch,
-        failure.attempts,
-        failure.message,
-    )
-    return 0.0
 
 
 async def _delete(ctx: OperatorContext, namespace: str, d: DeletePod) -> None:
@@ -827,212 +545,3 @@ async def _delete_ended(ctx: OperatorContext, ref: SessionRef, d: DeletePod) -> 
         await _delete(ctx, ref.namespace, d)
     except KubeError as exc:
         log.warning("%s: ended pod %s not deleted yet: %s", ref.key, d.name, exc)
-
-
-async def _passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall) -> None:
-    """POST /v1/passivate; an undelivered request is retried by the next decision (the deadline
-    in status still applies: the pod is deleted at the latest then). The pod's own report of
-    its end is awaited beside the passes (``_await_outcome``), asked for before the POST: a
-    passivation that ends at once still finds the question waiting (a question that came after
-    the process closed its port would go unanswered)."""
-    try:
-        token = await _api_token(ctx, ref)
-        if call.pod_uid and call.pod_uid not in ctx.outcome_waits:
-            ctx.outcome_waits.add(call.pod_uid)
-            ctx.spawn(_await_outcome(ctx, ref, call, token))
-        await ctx.runtime.passivate(call.pod_ip, call.reason, call.deadline_ms, token)
-    except RuntimeUnreachable as exc:
-        # A repeat that finds the port closed is the usual end of a passivation (the process
-        # is done, its report on the way): not worth an INFO line per pass.
-        level = logging.DEBUG if call.resend else logging.INFO
-        log.log(level, "%s: passivate not delivered yet: %s", ref.key, exc)
-
-
-async def _await_outcome(
-    ctx: OperatorContext, ref: SessionRef, call: PassivateCall, token: str | None
-) -> None:
-    """Ask the passivating pod ``GET /v1/outcome`` (long polls of at most
-    ``OUTCOME_WAIT_SECONDS``) until it answers with its termination message or its deadline
-    (+ ``OUTCOME_SLACK_SECONDS``) passes. The answer is kept (``ctx.outcomes``) and the session
-    reconciled at once: its pass treats the pod as ended, as the kubelet will report it
-    moments later, and places the replacement. A pod that cannot answer (its process already
-    gone, a runtime without the route) is left to the kubelet's report."""
-    try:
-        while time.time() * 1000 < call.deadline_ms + OUTCOME_SLACK_SECONDS * 1000:
-            left = call.deadline_ms / 1000 - time.time() + OUTCOME_SLACK_SECONDS
-            wait = max(1, min(OUTCOME_WAIT_SECONDS, math.ceil(left)))
-            try:
-                message = await ctx.runtime.outcome(call.pod_ip, token, wait)
-            except RuntimeUnreachable as exc:
-                log.debug("%s: no outcome from pod %s: %s", ref.key, call.pod_ip, exc)
-                return
-            if message is None:
-                continue
-            if parse_termination(message) is None:
-                log.warning("%s: pod %s reported an end that does not parse", ref.key, call.pod_ip)
-                return
-            ctx.outcomes[ref.uid] = (call.pod_uid, message, _now_ms())
-            ctx.wake_session(ref.uid)
-            log.info("%s: pod %s reported its end before the kubelet", ref.key, call.pod_ip)
-            return
-    finally:
-        ctx.outcome_waits.discard(call.pod_uid)
-
-
-async def _concurrently(*awaitables: Awaitable[Any]) -> list[Any]:
-    """Await all; return their results in argument order. Every awaitable runs to its end; then
-    the first error in argument order is raised."""
-    results = await asyncio.gather(*awaitables, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return results
-
-
-async def _list_pods(ctx: OperatorContext, ref: SessionRef) -> list[dict[str, Any]]:
-    """The session's pods as the apiserver lists them (not the cache): ``_create``'s guard."""
-    return await ctx.kube.list_pods(ref.namespace, f"{LABEL_SESSION_UID}={ref.uid}")
-
-
-async def _prepare(
-    ctx: OperatorContext, obs: Observation, early: asyncio.Task[None] | None
-) -> list[dict[str, Any]] | None:
-    """``_prepare_pod`` and, when the session has a stored epoch, the guard's LIST of its pods
-    (``_list_pods``), concurrently; the LIST, or None when not made (a session's first pod:
-    none can exist before its epoch is stored). Raises the first error of the two."""
-    if not obs.status.epoch:
-        await _prepare_pod(ctx, obs, early)
-        return None
-    _, existing = await _concurrently(_prepare_pod(ctx, obs, early), _list_pods(ctx, obs.ref))
-    return cast("list[dict[str, Any]]", existing)
-
-
-async def _prepare_and_create(
-    ctx: OperatorContext, obs: Observation, create: CreatePod, early: asyncio.Task[None] | None
-) -> tuple[ObservedPod, ...]:
-    """``_prepare`` then ``_create``: the placement of an epoch reserved already
-    (``CreatePod.reserved``), beside the status write that stores it."""
-    existing = await _prepare(ctx, obs, early)
-    return await _create(ctx, obs, create, existing=existing)
-
-
-async def _prepare_pod(
-    ctx: OperatorContext, obs: Observation, early: asyncio.Task[None] | None = None
-) -> None:
-    """Make sure what a new pod of the session needs exists (none depends on another, nor on
-    the epoch, so they are written concurrently): the Secrets and the PDB
-    (``_prepare_objects``, or the task ``early`` already writing them) and a managed shared
-    claim. When this process wrote the Secrets and PDB for the session's generation already
-    (``OperatorContext.objects_ready``: a resume, a restart after a crash), the pod does not
-    wait for a round trip that finds them so (a PDB POST answered 409, a Secret GET). They are
-    written again, so one deleted meanwhile comes back (``OperatorContext.objects_recheck``):
-    for a created pod, which mounts the Secret, once it is created (``_create``); for an
-    adopted warm pod, which is given the Secret's values in the adopt call, once its runtime
-    answers (``_apply``), so a burst of resumes from a pool (a drain) does not send those
-    writes beside its placements."""
-    ref, spec, settings = obs.ref, obs.spec, ctx.settings
-    needs: list[Awaitable[Any]] = []
-    if early is not None:
-        needs.append(early)
-    elif ctx.objects_ready.get(ref.uid) == ref.generation and (
-        ctx.secrets is None or ref.uid in ctx.tokens
-    ):
-        # Written for this generation by this process already (a resume): written again after
-        # the placement, so a deleted Secret or PDB comes back, off the placement's path.
-        ctx.objects_recheck.add(ref.uid)
-    else:
-        needs.append(_prepare_objects(ctx, ref, spec))
-    if obs.claim is not None and obs.claim[1] == "ClaimCreating":
-        needs.append(
-            ctx.kube.create_pvc(
-                build_shared_claim(ref.namespace, claim_name(spec, settings), settings)
-            )
-        )
-    await _concurrently(*needs)
-
-
-async def _prepare_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
-    """The Secrets (options.json of ``ref``'s generation in ``<name>-berth``) and, when PDBs
-    are enabled, the PodDisruptionBudget of the session's pods, written concurrently."""
-    needs: list[Awaitable[Any]] = [_ensure_secrets(ctx, ref, spec)]
-    if ctx.disruption is not None:
-        needs.append(ctx.disruption.ensure_pdb(build_session_pdb(ref, spec)))
-    try:
-        await _concurrently(*needs)
-    except BaseException:
-        ctx.objects_ready.pop(ref.uid, None)
-        raise
-    ctx.objects_ready[ref.uid] = ref.generation
-
-
-def _recheck_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
-    """When the session's pod was placed without waiting for its Secret and PDB
-    (``OperatorContext.objects_recheck``), write them again now, in the background, once."""
-    if ref.uid in ctx.objects_recheck:
-        ctx.objects_recheck.discard(ref.uid)
-        ctx.spawn(_rewrite_objects(ctx, ref, spec))
-
-
-async def _rewrite_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
-    """``_prepare_objects`` after a placement that did not wait for them
-    (``OperatorContext.objects_recheck``): a failure is logged, and the session's next pod
-    waits for them again (``OperatorContext.objects_ready`` forgets the generation)."""
-    try:
-        await _prepare_objects(ctx, ref, spec)
-    except Exception as exc:
-        log.warning("%s: session Secret or PDB not written: %s", ref.key, exc)
-
-
-async def _create(
-    ctx: OperatorContext,
-    obs: Observation,
-    create: CreatePod,
-    *,
-    first_pod: bool = False,
-    existing: list[dict[str, Any]] | None = None,
-) -> tuple[ObservedPod, ...]:
-    """Create the pod of ``create.epoch`` (``_prepare_pod`` has run) unless the apiserver
-    (listed directly: the guard against a stale cache and a restarted operator) shows other
-    pods of the session that have not ended (``ObservedPod.ended``); return the pods listed
-    then (empty when the pod was created or already exists).
-
-    ``first_pod``: this iteration stored epoch 1 over a status without an epoch (a PUT with the
-    resourceVersion of that status). Pods of an epoch are only created after the epoch is
-    stored, so no pod of this session can exist and the LIST is skipped. ``existing``: that
-    LIST, made already (``_list_pods``, beside the status write); None lists here."""
-    ref = obs.ref
-    pod = build_session_pod(
-        ref,
-        obs.spec,
-        ctx.settings,
-        epoch=create.epoch,
-        resume_run_id=create.resume_run_id,
-        reason=create.reason,
-        avoid_nodes=create.avoid_nodes,
-    )
-    target = pod["metadata"]["name"]
-    if not first_pod:
-        if existing is None:
-            existing = await _list_pods(ctx, ref)
-        if any(p["metadata"]["name"] == target for p in existing):
-            ctx.mark_inflight(ref.uid, target)
-            return ()
-        listed = ctx.reported_ends(ref.uid, (observe_pod(p) for p in existing))
-        if any(not p.ended for p in listed):  # an ended pod never runs again: no obstacle
-            return tuple(listed)
-    if obs.spec.warm_pool_ref is not None and await adopt_for_session(ctx, obs, create):
-        return ()  # a warm pod of the named pool became this epoch's pod
-    try:
-        await ctx.kube.create_pod(pod)
-        PLACEMENTS.labels(reason=create.reason).inc()
-    except AlreadyExists:
-        pass
-    ctx.mark_inflight(ref.uid, target)
-    _recheck_objects(ctx, ref, obs.spec)  # a created pod mounts the Secret: not later than now
-    return ()
-
-
-def _now_ms() -> datetime:
-    """Wall clock truncated to milliseconds (passivation timestamps in status)."""
-    now = datetime.now(UTC)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)

@@ -2,8 +2,8 @@
 
 ``DisruptionClient`` shares the operator's session (one connection pool); errors are
 :mod:`berth_operator.errors` (:mod:`.calls`).
-Called by ``handlers.agentsession`` before a pod create. Pod deletes with a grace period go through
-``KubeClient.delete_pod(grace_seconds=...)``.
+Called by ``handlers.session_placement`` before a pod create. Pod deletes with a grace period go
+through ``KubeClient.delete_pod(grace_seconds=...)``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from berth_operator.handlers import agentsession
+from berth_operator.handlers import session_placement, session_reads
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.settings import OperatorSettings
 
@@ -54,7 +54,7 @@ def ctx_with(secrets: FakeSecrets) -> OperatorContext:
 async def test_a_new_session_has_its_secret_and_pdb_written_ahead() -> None:
     secrets = FakeSecrets()
     ctx = ctx_with(secrets)
-    task = agentsession._prepare_early(ctx, make_session("s1").obj(), [])
+    task = session_placement.prepare_early(ctx, make_session("s1").obj(), [])
     assert task is not None
     await task
     assert secrets.ensured == ["s1"] and ctx.tokens["uid-1234567890"] == "token"
@@ -77,7 +77,7 @@ def test_no_write_ahead_after_the_first_pass_or_for_a_bad_spec(case: str) -> Non
         ctx.inflight["uid-1234567890"] = ("s1-1", 0.0)
     else:
         session.with_spec(model=None)
-    assert agentsession._prepare_early(ctx, session.obj(), cached) is None
+    assert session_placement.prepare_early(ctx, session.obj(), cached) is None
 
 
 LLM_SECRET = {
@@ -91,12 +91,12 @@ async def test_an_allowed_llm_secret_is_read_once_per_burst_and_kept_without_val
 ) -> None:
     secrets = FakeSecrets(LLM_SECRET)
     ctx = ctx_with(secrets)
-    first = await agentsession._llm_secret(ctx, "ns", "llm")
-    again = await agentsession._llm_secret(ctx, "ns", "llm")
+    first = await session_reads.llm_secret(ctx, "ns", "llm")
+    again = await session_reads.llm_secret(ctx, "ns", "llm")
     assert secrets.reads == 1 and first == again
     assert again is not None and again["data"] == {"api-key": ""}  # no value kept
-    monkeypatch.setattr(agentsession, "LLM_SECRET_TTL_SECONDS", 0.0)
-    await agentsession._llm_secret(ctx, "ns", "llm")
+    monkeypatch.setattr(session_reads, "LLM_SECRET_TTL_SECONDS", 0.0)
+    await session_reads.llm_secret(ctx, "ns", "llm")
     assert secrets.reads == 2  # remembered only briefly
 
 
@@ -105,7 +105,7 @@ async def test_a_refused_llm_secret_is_read_again_each_time() -> None:
     secrets = FakeSecrets(refused)
     ctx = ctx_with(secrets)
     for _ in range(2):
-        assert await agentsession._llm_secret(ctx, "ns", "llm") is not None
+        assert await session_reads.llm_secret(ctx, "ns", "llm") is not None
     secrets.llm = None  # deleted
-    assert await agentsession._llm_secret(ctx, "ns", "llm") is None
+    assert await session_reads.llm_secret(ctx, "ns", "llm") is None
     assert secrets.reads == 3 and not ctx.llm_secrets

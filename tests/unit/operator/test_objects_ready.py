@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from berth_operator.api.options import RuntimeState
 from berth_operator.errors import KubeError
-from berth_operator.handlers import agentsession
+from berth_operator.handlers import agentsession, session_placement
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.reconcile.plan import CreatePod, Plan
 from berth_operator.settings import OperatorSettings
@@ -80,12 +80,12 @@ async def test_a_later_pod_of_the_generation_does_not_wait_for_its_objects() -> 
     objects = Objects()
     ctx = context(objects)
     obs = observation(make_session().with_status(epoch=1, podName="demo-e1"))
-    await agentsession._prepare_pod(ctx, obs)  # the first pod: written, and waited for
+    await session_placement.prepare_pod(ctx, obs)  # the first pod: written, and waited for
     assert (objects.secret_calls, objects.pdb_calls) == (1, 1)
     assert ctx.objects_ready == {obs.ref.uid: 1}
 
     objects.gate.clear()  # the apiserver is slow to answer now
-    await asyncio.wait_for(agentsession._prepare_pod(ctx, obs), timeout=5)
+    await asyncio.wait_for(session_placement.prepare_pod(ctx, obs), timeout=5)
     # returned without their answers, and without writing them beside the placement
     await asyncio.sleep(0)
     assert (objects.secret_calls, objects.pdb_calls) == (1, 1)
@@ -116,11 +116,11 @@ async def test_a_created_pod_has_its_objects_written_again_once_created() -> Non
     objects, kube = Objects(), Kube()
     ctx = context(objects, kube)
     obs = observation(make_session().with_status(epoch=1, podName="demo-e1"))
-    await agentsession._prepare_pod(ctx, obs)
-    await agentsession._prepare_pod(ctx, obs)  # the replacement: not waited for
+    await session_placement.prepare_pod(ctx, obs)
+    await session_placement.prepare_pod(ctx, obs)  # the replacement: not waited for
     assert (objects.secret_calls, objects.pdb_calls) == (1, 1)
     create = CreatePod(epoch=2, reason="Passivated", resume_run_id="run-1")
-    await agentsession._create(ctx, obs, create)
+    await session_placement.create_pod(ctx, obs, create)
     await settle(ctx)
     assert kube.created == ["demo-e2"]
     assert (objects.secret_calls, objects.pdb_calls) == (2, 2)
@@ -131,10 +131,10 @@ async def test_a_new_generation_waits_for_its_objects() -> None:
     objects = Objects()
     ctx = context(objects)
     session = make_session().with_status(epoch=1, podName="demo-e1")
-    await agentsession._prepare_pod(ctx, observation(session))
+    await session_placement.prepare_pod(ctx, observation(session))
     session.body["metadata"]["generation"] = 2  # the spec changed: options.json changes
     objects.gate.clear()
-    waiting = asyncio.create_task(agentsession._prepare_pod(ctx, observation(session)))
+    waiting = asyncio.create_task(session_placement.prepare_pod(ctx, observation(session)))
     await asyncio.sleep(0.05)
     assert not waiting.done()  # the pod waits for the Secret of its generation
     objects.gate.set()
@@ -148,16 +148,16 @@ async def test_a_failed_rewrite_makes_the_next_pod_wait_again(
     objects = Objects()
     ctx = context(objects)
     obs = observation(make_session().with_status(epoch=1, podName="demo-e1"))
-    await agentsession._prepare_pod(ctx, obs)
+    await session_placement.prepare_pod(ctx, obs)
     objects.error = KubeError("replace secret ns/demo-berth: 500 Internal Server Error")
-    await agentsession._prepare_pod(ctx, obs)  # not waited for: the failure comes after
+    await session_placement.prepare_pod(ctx, obs)  # not waited for: the failure comes after
     running = replace(obs, state=RuntimeState.model_validate({"state": "running"}))
     await agentsession._apply(ctx, make_session().obj(), running, Plan(running.status))
     await settle(ctx)
     assert ctx.objects_ready == {}
     assert "session Secret or PDB not written" in caplog.text
     with pytest.raises(KubeError):  # the next pod waits, and sees the error
-        await agentsession._prepare_pod(ctx, obs)
+        await session_placement.prepare_pod(ctx, obs)
 
 
 async def test_a_released_pdb_makes_the_next_pod_wait_for_it() -> None:
@@ -166,12 +166,12 @@ async def test_a_released_pdb_makes_the_next_pod_wait_for_it() -> None:
     objects = Objects()
     ctx = context(objects)
     obs = observation(make_session().with_status(epoch=1, podName="demo-e1"))
-    await agentsession._prepare_pod(ctx, obs)
+    await session_placement.prepare_pod(ctx, obs)
     # a pass that keeps the session at rest: nothing to write but the PDB's release
     await agentsession._apply(ctx, make_session().obj(), obs, Plan(obs.status, release_pdb=True))
     assert ctx.objects_ready == {}
     objects.gate.clear()
-    waiting = asyncio.create_task(agentsession._prepare_pod(ctx, obs))
+    waiting = asyncio.create_task(session_placement.prepare_pod(ctx, obs))
     await asyncio.sleep(0.05)
     assert not waiting.done()
     objects.gate.set()

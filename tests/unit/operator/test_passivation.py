@@ -597,7 +597,7 @@ async def test_a_passivated_pods_own_report_of_its_end_places_the_replacement_be
     places the replacement. When the kubelet's own report shows, the kept one is dropped."""
     import json
 
-    from berth_operator.handlers import agentsession
+    from berth_operator.handlers import session_calls
     from berth_operator.handlers.context import OperatorContext
 
     msg = {"outcome": "passivated", "runId": "run-1", "turn": 2, "reason": "node_drain"}
@@ -621,11 +621,11 @@ async def test_a_passivated_pods_own_report_of_its_end_places_the_replacement_be
     monkeypatch.setattr(ctx, "wake_session", woken.append)
     deadline = int((datetime.now(UTC) + timedelta(seconds=30)).timestamp() * 1000)
     call = PassivateCall("127.0.1.5", "node_drain", deadline, "pod-uid-1")
-    await agentsession._passivate(ctx, session.ref(), call)
-    await agentsession._passivate(ctx, session.ref(), call)  # delivered again: one waiter
+    await session_calls.passivate(ctx, session.ref(), call)
+    await session_calls.passivate(ctx, session.ref(), call)  # delivered again: one waiter
     await asyncio.gather(*ctx.background)
     assert sorted(a[0] for a in asked) == ["outcome", "outcome", "passivate", "passivate"]
-    assert all(0 < w <= agentsession.OUTCOME_WAIT_SECONDS for k, w in asked if k == "outcome")
+    assert all(0 < w <= session_calls.OUTCOME_WAIT_SECONDS for k, w in asked if k == "outcome")
     assert woken == [session.ref().uid]
     pod_uid, text, at = ctx.outcomes[session.ref().uid]
     assert (pod_uid, text) == ("pod-uid-1", json.dumps(msg))
@@ -655,7 +655,7 @@ async def test_a_pod_that_cannot_report_its_end_is_left_to_the_kubelet() -> None
     """Unreachable (its process already gone) or a report that does not parse: nothing is
     kept, the session is not woken, and the waiter ends."""
     from berth_operator.errors import RuntimeUnreachable
-    from berth_operator.handlers import agentsession
+    from berth_operator.handlers import session_calls
     from berth_operator.handlers.context import OperatorContext
 
     answers: list[Any] = [RuntimeUnreachable("connection refused"), "not json"]
@@ -673,7 +673,7 @@ async def test_a_pod_that_cannot_report_its_end_is_left_to_the_kubelet() -> None
     for _ in range(2):
         ctx.outcome_waits.add("pod-uid-1")
         call = PassivateCall("127.0.1.5", "node_drain", deadline, "pod-uid-1")
-        await agentsession._await_outcome(ctx, ref, call, "token")
+        await session_calls.await_outcome(ctx, ref, call, "token")
         assert not ctx.outcomes and not ctx.outcome_waits
     assert answers == []
 
@@ -684,7 +684,7 @@ async def test_an_undelivered_repeat_is_logged_below_info_a_first_request_at_inf
     """The first POST failing is worth an INFO line; a repeat finding the port closed is the
     usual end of a passivation (the process done), logged at DEBUG only."""
     from berth_operator.errors import RuntimeUnreachable
-    from berth_operator.handlers import agentsession
+    from berth_operator.handlers import session_calls
     from berth_operator.handlers.context import OperatorContext
 
     class Runtime:
@@ -699,6 +699,6 @@ async def test_an_undelivered_repeat_is_logged_below_info_a_first_request_at_inf
     caplog.set_level("DEBUG", logger="berth.operator")
     for resend in (False, True):
         call = PassivateCall("127.0.1.5", "node_drain", deadline, "pod-uid-1", resend=resend)
-        await agentsession._passivate(ctx, ref, call)
+        await session_calls.passivate(ctx, ref, call)
     levels = [r.levelname for r in caplog.records if "not delivered" in r.getMessage()]
     assert levels == ["INFO", "DEBUG"]

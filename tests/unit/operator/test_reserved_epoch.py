@@ -130,7 +130,7 @@ async def test_a_stored_request_is_remembered_as_this_process_reservation(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(agentsession, "_post_events", lambda body, plan: None)
-    monkeypatch.setattr(agentsession, "_passivate", _no_call)
+    monkeypatch.setattr(agentsession, "passivate", _no_call)
     release = asyncio.Event()
     release.set()
     ctx = OperatorContext(

@@ -1,0 +1,259 @@
+"""What a new pod of an AgentSession needs, and its create (ARCHITECTURE.md §5, §8).
+
+- ``prepare_early``   on a session's first pass, the pod's Secrets and PDB written beside the reads.
+- ``prepare_pod``     the Secrets (``<name>-berth`` with options.json, the namespace's
+                      ``berth-task-key`` for external lanes), the PDB and a managed shared claim,
+                      written concurrently; not waited for again when this process wrote them for
+                      the generation already (``OperatorContext.objects_ready``), but written
+                      again after the placement (``recheck_objects``).
+- ``prepare``         ``prepare_pod`` and the guard's LIST of the session's pods.
+- ``create_pod``      the pod of an epoch, unless the apiserver (listed directly: the guard against
+                      a stale cache and a restarted operator) shows other pods of the session that
+                      have not ended; for a session naming a SessionWarmPool, a warm pod is adopted
+                      instead when one is eligible (``handlers.sessionwarmpool``).
+- ``create_failed``   remembers a placement whose stored epoch got no pod, for the next pass.
+
+Called by ``handlers.agentsession._apply`` only after the status with the epoch is stored, or
+beside that write for an epoch reserved by this process (``reconcile.passivation``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Mapping
+from typing import Any, cast
+
+from pydantic import ValidationError
+
+from berth_operator.api.agentsession import AgentSessionSpec
+from berth_operator.api.common import SessionRef
+from berth_operator.api.constants import LABEL_SESSION_UID
+from berth_operator.builders.claim import build_shared_claim, claim_name
+from berth_operator.builders.pdb import build_session_pdb
+from berth_operator.builders.secrets import needs_task_master
+from berth_operator.builders.session_pod import (
+    build_options,
+    build_session_pod,
+    render_options,
+)
+from berth_operator.errors import AlreadyExists, KubeError
+from berth_operator.handlers.context import OperatorContext
+from berth_operator.handlers.sessionwarmpool import adopt_for_session
+from berth_operator.metrics import PLACEMENTS, RECONCILE_ERRORS
+from berth_operator.reconcile.observe import ObservedPod, observe_pod
+from berth_operator.reconcile.plan import CreatePod, Observation
+
+log = logging.getLogger("berth.operator")
+
+
+async def ensure_secrets(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
+    """Before a pod is created: the namespace master (external lanes) and ``<name>-berth`` with
+    the options.json of the spec's current generation."""
+    if ctx.secrets is None:
+        return
+    master = None
+    if needs_task_master(spec):
+        master = await ctx.secrets.ensure_task_master(ref.namespace)
+    ctx.tokens[ref.uid] = await ctx.secrets.ensure_session_secret(
+        ref,
+        master,
+        ctx.settings.redis.for_sessions,
+        options=render_options(build_options(ref, spec, ctx.settings)),
+        known=ref.uid in ctx.tokens,
+    )
+
+
+def prepare_early(
+    ctx: OperatorContext, body: Mapping[str, Any], cached: list[ObservedPod]
+) -> asyncio.Task[None] | None:
+    """On a session's first pass (no status written yet, no pod, none being created), when its
+    spec parses: start writing the objects its first pod needs (``prepare_objects``) now,
+    beside the reads that decide its placement, instead of after them. Almost every new
+    session is placed on its first pass, and its pod — created, or adopted from a warm pool —
+    waits for the status write and for these objects, so the slower of the two sets the pace,
+    not their sum. When the decision is not to place it yet (a condition the user must fix),
+    the objects wait for its first pod; they are owned by the session and go with it. Later
+    passes never write ahead (the status is written by then). None when not written ahead."""
+    meta = body.get("metadata") or {}
+    uid = str(meta.get("uid") or "")
+    if body.get("status") or cached or uid in ctx.inflight:
+        return None
+    try:
+        spec = AgentSessionSpec.model_validate(body.get("spec") or {})
+    except ValidationError:
+        return None  # observe reports it
+    ref = SessionRef(meta["namespace"], meta["name"], uid, int(meta.get("generation") or 0))
+    return asyncio.create_task(prepare_objects(ctx, ref, spec))
+
+
+def create_failed(
+    ctx: OperatorContext, obs: Observation, create: CreatePod, exc: Exception
+) -> float:
+    """The epoch of ``create`` is stored and its pod was never made (a write it waits for
+    failed): remember it, so the next pass places the same epoch again after a backoff and
+    says why (``reconcile.session._place_again``). Returns the requeue delay (0: that pass
+    records the failure in status)."""
+    failure = ctx.create_failed(obs.ref.uid, create, exc)
+    RECONCILE_ERRORS.labels(kind="api" if isinstance(exc, KubeError) else "unexpected").inc()
+    log.warning(
+        "%s: pod of epoch %d not created (attempt %d): %s",
+        obs.ref.key,
+        create.epoch,
+        failure.attempts,
+        failure.message,
+    )
+    return 0.0
+
+
+async def concurrently(*awaitables: Awaitable[Any]) -> list[Any]:
+    """Await all; return their results in argument order. Every awaitable runs to its end; then
+    the first error in argument order is raised."""
+    results = await asyncio.gather(*awaitables, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
+
+
+async def list_pods(ctx: OperatorContext, ref: SessionRef) -> list[dict[str, Any]]:
+    """The session's pods as the apiserver lists them (not the cache): ``create_pod``'s guard."""
+    return await ctx.kube.list_pods(ref.namespace, f"{LABEL_SESSION_UID}={ref.uid}")
+
+
+async def prepare(
+    ctx: OperatorContext, obs: Observation, early: asyncio.Task[None] | None
+) -> list[dict[str, Any]] | None:
+    """``prepare_pod`` and, when the session has a stored epoch, the guard's LIST of its pods
+    (``list_pods``), concurrently; the LIST, or None when not made (a session's first pod:
+    none can exist before its epoch is stored). Raises the first error of the two."""
+    if not obs.status.epoch:
+        await prepare_pod(ctx, obs, early)
+        return None
+    _, existing = await concurrently(prepare_pod(ctx, obs, early), list_pods(ctx, obs.ref))
+    return cast("list[dict[str, Any]]", existing)
+
+
+async def prepare_and_create(
+    ctx: OperatorContext, obs: Observation, create: CreatePod, early: asyncio.Task[None] | None
+) -> tuple[ObservedPod, ...]:
+    """``prepare`` then ``create_pod``: the placement of an epoch reserved already
+    (``CreatePod.reserved``), beside the status write that stores it."""
+    existing = await prepare(ctx, obs, early)
+    return await create_pod(ctx, obs, create, existing=existing)
+
+
+async def prepare_pod(
+    ctx: OperatorContext, obs: Observation, early: asyncio.Task[None] | None = None
+) -> None:
+    """Make sure what a new pod of the session needs exists (none depends on another, nor on
+    the epoch, so they are written concurrently): the Secrets and the PDB
+    (``prepare_objects``, or the task ``early`` already writing them) and a managed shared
+    claim. When this process wrote the Secrets and PDB for the session's generation already
+    (``OperatorContext.objects_ready``: a resume, a restart after a crash), the pod does not
+    wait for a round trip that finds them so (a PDB POST answered 409, a Secret GET). They are
+    written again, so one deleted meanwhile comes back (``OperatorContext.objects_recheck``):
+    for a created pod, which mounts the Secret, once it is created (``create_pod``); for an
+    adopted warm pod, which is given the Secret's values in the adopt call, once its runtime
+    answers (``_apply``), so a burst of resumes from a pool (a drain) does not send those
+    writes beside its placements."""
+    ref, spec, settings = obs.ref, obs.spec, ctx.settings
+    needs: list[Awaitable[Any]] = []
+    if early is not None:
+        needs.append(early)
+    elif ctx.objects_ready.get(ref.uid) == ref.generation and (
+        ctx.secrets is None or ref.uid in ctx.tokens
+    ):
+        # Written for this generation by this process already (a resume): written again after
+        # the placement, so a deleted Secret or PDB comes back, off the placement's path.
+        ctx.objects_recheck.add(ref.uid)
+    else:
+        needs.append(prepare_objects(ctx, ref, spec))
+    if obs.claim is not None and obs.claim[1] == "ClaimCreating":
+        needs.append(
+            ctx.kube.create_pvc(
+                build_shared_claim(ref.namespace, claim_name(spec, settings), settings)
+            )
+        )
+    await concurrently(*needs)
+
+
+async def prepare_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
+    """The Secrets (options.json of ``ref``'s generation in ``<name>-berth``) and, when PDBs
+    are enabled, the PodDisruptionBudget of the session's pods, written concurrently."""
+    needs: list[Awaitable[Any]] = [ensure_secrets(ctx, ref, spec)]
+    if ctx.disruption is not None:
+        needs.append(ctx.disruption.ensure_pdb(build_session_pdb(ref, spec)))
+    try:
+        await concurrently(*needs)
+    except BaseException:
+        ctx.objects_ready.pop(ref.uid, None)
+        raise
+    ctx.objects_ready[ref.uid] = ref.generation
+
+
+def recheck_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
+    """When the session's pod was placed without waiting for its Secret and PDB
+    (``OperatorContext.objects_recheck``), write them again now, in the background, once."""
+    if ref.uid in ctx.objects_recheck:
+        ctx.objects_recheck.discard(ref.uid)
+        ctx.spawn(rewrite_objects(ctx, ref, spec))
+
+
+async def rewrite_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
+    """``prepare_objects`` after a placement that did not wait for them
+    (``OperatorContext.objects_recheck``): a failure is logged, and the session's next pod
+    waits for them again (``OperatorContext.objects_ready`` forgets the generation)."""
+    try:
+        await prepare_objects(ctx, ref, spec)
+    except Exception as exc:
+        log.warning("%s: session Secret or PDB not written: %s", ref.key, exc)
+
+
+async def create_pod(
+    ctx: OperatorContext,
+    obs: Observation,
+    create: CreatePod,
+    *,
+    first_pod: bool = False,
+    existing: list[dict[str, Any]] | None = None,
+) -> tuple[ObservedPod, ...]:
+    """Create the pod of ``create.epoch`` (``prepare_pod`` has run) unless the apiserver
+    (listed directly: the guard against a stale cache and a restarted operator) shows other
+    pods of the session that have not ended (``ObservedPod.ended``); return the pods listed
+    then (empty when the pod was created or already exists).
+
+    ``first_pod``: this iteration stored epoch 1 over a status without an epoch (a PUT with the
+    resourceVersion of that status). Pods of an epoch are only created after the epoch is
+    stored, so no pod of this session can exist and the LIST is skipped. ``existing``: that
+    LIST, made already (``list_pods``, beside the status write); None lists here."""
+    ref = obs.ref
+    pod = build_session_pod(
+        ref,
+        obs.spec,
+        ctx.settings,
+        epoch=create.epoch,
+        resume_run_id=create.resume_run_id,
+        reason=create.reason,
+        avoid_nodes=create.avoid_nodes,
+    )
+    target = pod["metadata"]["name"]
+    if not first_pod:
+        if existing is None:
+            existing = await list_pods(ctx, ref)
+        if any(p["metadata"]["name"] == target for p in existing):
+            ctx.mark_inflight(ref.uid, target)
+            return ()
+        listed = ctx.reported_ends(ref.uid, (observe_pod(p) for p in existing))
+        if any(not p.ended for p in listed):  # an ended pod never runs again: no obstacle
+            return tuple(listed)
+    if obs.spec.warm_pool_ref is not None and await adopt_for_session(ctx, obs, create):
+        return ()  # a warm pod of the named pool became this epoch's pod
+    try:
+        await ctx.kube.create_pod(pod)
+        PLACEMENTS.labels(reason=create.reason).inc()
+    except AlreadyExists:
+        pass
+    ctx.mark_inflight(ref.uid, target)
+    recheck_objects(ctx, ref, obs.spec)  # a created pod mounts the Secret: not later than now
+    return ()
