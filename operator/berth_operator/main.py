@@ -8,7 +8,8 @@ restarts the replica as a standby; SIGTERM/SIGINT stop cleanly and release the L
 
 Why restarts are safe at any moment: every decision is re-derived from the apiserver (status,
 pods), the epoch is bumped in status before a pod is created, pod names carry the epoch, and a
-direct LIST precedes every create (see ``berth_operator.handlers.agentsession``).
+direct LIST precedes every create but the few whose outcome this process knows from its own
+writes (``berth_operator.handlers.session_placement.create_pod``).
 """
 
 from __future__ import annotations

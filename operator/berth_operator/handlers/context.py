@@ -7,7 +7,7 @@
 - ``inflight``: pods this process created that the watch cache has not shown yet, with the
   monotonic time of the create. ``decide`` treats such a pod as existing, so a lagging cache never
   leads to a second create; entries expire after ``inflight_ttl_seconds`` (then the direct LIST
-  before every create is the guard).
+  before a create is the guard: ``handlers.session_placement.create_pod``).
 - ``create_failures``: session uid → the last failed attempt to create the pod of its stored
   epoch; ``decide`` tries that epoch again after a backoff instead of moving to the next one.
 - ``objects_ready``: session uid → the generation whose Secret and PDB this process wrote; a

@@ -137,10 +137,11 @@ async def prepare(
 async def prepare_and_create(
     ctx: OperatorContext, obs: Observation, create: CreatePod, early: asyncio.Task[None] | None
 ) -> tuple[ObservedPod, ...]:
-    """``prepare`` then ``create_pod``: the placement of an epoch reserved already
-    (``CreatePod.reserved``), beside the status write that stores it."""
-    existing = await prepare(ctx, obs, early)
-    return await create_pod(ctx, obs, create, existing=existing)
+    """``prepare_pod`` then ``create_pod``: the placement of an epoch reserved already
+    (``CreatePod.reserved``), beside the status write that stores it, without the guard's LIST
+    (``create_pod`` says why)."""
+    await prepare_pod(ctx, obs, early)
+    return await create_pod(ctx, obs, create)
 
 
 async def prepare_pod(
@@ -223,10 +224,20 @@ async def create_pod(
     pods of the session that have not ended (``ObservedPod.ended``); return the pods listed
     then (empty when the pod was created or already exists).
 
-    ``first_pod``: this iteration stored epoch 1 over a status without an epoch (a PUT with the
-    resourceVersion of that status). Pods of an epoch are only created after the epoch is
-    stored, so no pod of this session can exist and the LIST is skipped. ``existing``: that
-    LIST, made already (``list_pods``, beside the status write); None lists here."""
+    The LIST is skipped when it cannot show anything this process does not know:
+    - ``first_pod``: this iteration stored epoch 1 over a status without an epoch (a PUT with
+      the resourceVersion of that status). Pods of an epoch are only created after the epoch
+      is stored, so no pod of this session can exist.
+    - ``create.reserved``: the replacement of the current pod, whose passivation request this
+      process stored (``reconcile.passivation.reservation``; kept in memory only, so a
+      restarted operator or a new leader never holds one and lists). That pod has ended (the
+      replacement is decided on its end), and when it was placed every other pod of the
+      session had ended (that placement's own guard, or by the same rule one epoch earlier).
+      Any failed or lost placement since then used the reservation up, so the next placement
+      lists again.
+
+    ``existing``: the LIST, made already (``list_pods``, beside the status write); None lists
+    here."""
     ref = obs.ref
     pod = build_session_pod(
         ref,
@@ -238,7 +249,7 @@ async def create_pod(
         avoid_nodes=create.avoid_nodes,
     )
     target = pod["metadata"]["name"]
-    if not first_pod:
+    if not first_pod and not create.reserved:
         if existing is None:
             existing = await list_pods(ctx, ref)
         if any(p["metadata"]["name"] == target for p in existing):

@@ -98,6 +98,7 @@ class Kube:
         return {**body, "metadata": {**body["metadata"], "resourceVersion": "2"}}
 
     async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        self.calls.append("list")
         return [ENDED.obj()]
 
     async def create_pod(self, body: dict[str, Any]) -> None:
@@ -120,10 +121,31 @@ async def test_the_reserved_replacement_is_created_before_the_status_write_answe
     plan = decide(obs, SETTINGS)
     assert plan.create is not None and plan.create.reserved
     await agentsession._apply(ctx, session.obj(), obs, plan)
-    # the create did not wait for the write (the write waited for the create here)
+    # the create did not wait for the write (the write waited for the create here), nor for
+    # the guard's LIST: this process knows every pod of the session the LIST could show
     assert kube.calls[:3] == ["status epoch 2 sent", "create demo-e2", "status answered"]
+    assert "list" not in kube.calls
     assert session.ref().uid not in ctx.reservations  # used once
     assert ctx.inflight[session.ref().uid][0] == "demo-e2"
+
+
+async def test_without_the_reservation_the_replacement_lists_after_the_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process that did not store the request (restarted, a new leader) writes the epoch
+    after next first, then lists the session's pods straight from the apiserver, then creates."""
+    monkeypatch.setattr(agentsession, "_post_events", lambda body, plan: None)
+    release = asyncio.Event()
+    release.set()
+    kube = Kube(release)
+    ctx = OperatorContext(settings=SETTINGS, kube=kube, runtime=None)  # type: ignore[arg-type]
+    session = passivated_session()
+    obs = observation(session, ENDED, now=5)
+    plan = decide(obs, SETTINGS)
+    assert plan.create is not None and not plan.create.reserved
+    await agentsession._apply(ctx, session.obj(), obs, plan)
+    assert kube.calls.index("status answered") < kube.calls.index("create demo-e3")
+    assert kube.calls.index("list") < kube.calls.index("create demo-e3")
 
 
 async def test_a_stored_request_is_remembered_as_this_process_reservation(
