@@ -25,6 +25,7 @@ import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +73,17 @@ def first_request(llm: Any, prompt: str, after: float = 0.0) -> float | None:
     )
 
 
-def batch(dc: DevCluster, ns: str, llm: Any, names: list[str], **spec: Any) -> list[float]:
-    """Create one session per name at once; return create → first model request (seconds)."""
-    created: dict[str, float] = {}
+def batch(
+    dc: DevCluster,
+    ns: str,
+    llm: Any,
+    names: list[str],
+    created: dict[str, float] | None = None,
+    **spec: Any,
+) -> list[float]:
+    """Create one session per name at once; return create → first model request (seconds).
+    ``created``, when given, receives each session's create time (epoch seconds)."""
+    created = {} if created is None else created
     api = client.CustomObjectsApi(config.new_client_from_config(config_file=dc.kubeconfig))
 
     def create(name: str) -> None:
@@ -118,6 +127,48 @@ def _adopted(dc: DevCluster, ns: str) -> int:
     )
 
 
+def _log_time(line: str) -> float | None:
+    """Epoch seconds of a session process's log line (``2026-11-30 07:34:33,100 INFO ...``,
+    UTC), None for a line without one."""
+    try:
+        at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+    except ValueError:
+        return None
+    return at.replace(tzinfo=UTC).timestamp()
+
+
+def _split(dc: DevCluster, ns: str, llm: Any, created: dict[str, float]) -> str:
+    """Where each adoption's time went: create → the adopt call received by the warm process
+    (its log: the operator's share, with the watch and the apiserver), then → the run's first
+    model request (the process's share), as p50 / max over the adopted sessions."""
+    items = json.loads(dc.kubectl("-n", ns, "get", "pods", "-o", "json").stdout)["items"]
+    operator_share: list[float] = []
+    process_share: list[float] = []
+    for p in items:
+        meta = p["metadata"]
+        name = (meta.get("labels") or {}).get("berth.dev/session")
+        if name not in created or "berth.dev/adopted-from-pool" not in (
+            meta.get("annotations") or {}
+        ):
+            continue
+        log = dc.kubectl("-n", ns, "logs", meta["name"], check=False).stdout
+        received = next(
+            (_log_time(line) for line in log.splitlines() if "adopted by" in line), None
+        )
+        asked = first_request(llm, f"bench {ns} {name}")
+        if received is None or asked is None:
+            continue
+        operator_share.append(received - created[name])
+        process_share.append(asked - received)
+    if not operator_share:
+        return "no adoption found in the pods' logs"
+    return (
+        f"create→adopt received p50 {pct(operator_share, 50) * 1000:.0f} / max "
+        f"{max(operator_share) * 1000:.0f} ms, →first request p50 "
+        f"{pct(process_share, 50) * 1000:.0f} / max {max(process_share) * 1000:.0f} ms"
+    )
+
+
 def pool_manifest(base_url: str, **template: Any) -> dict[str, Any]:
     """The SessionWarmPool ``pool`` of N pods for sessions of the scripted model at
     ``base_url`` (its key in the ``llm-credentials`` Secret); ``template`` adds fields."""
@@ -155,14 +206,16 @@ def warm_round(
             op.start()
         apply_in(dc, ns, [SECRET, pool_manifest(llm.base_url)])
         wait(f"{N} Ready warm pods", lambda: _ready_warm(dc, ns) >= N, cap=600)
-        warm = batch(dc, ns, llm, names, warmPoolRef={"name": "pool"})
+        created: dict[str, float] = {}
+        warm = batch(dc, ns, llm, names, created, warmPoolRef={"name": "pool"})
         adopted = _adopted(dc, ns)
+        split = _split(dc, ns, llm, created)
         hist = [
             line
             for line in op.metrics().splitlines()
             if line.startswith("berth_operator_warm_adoption_seconds_")
             and ("_sum" in line or "_count" in line)
-        ]
+        ] + [split]
     return warm, adopted, hist
 
 
