@@ -8,9 +8,11 @@
                       again after the placement (``recheck_objects``).
 - ``prepare``         ``prepare_pod`` and the guard's LIST of the session's pods.
 - ``create_pod``      the pod of an epoch, unless the apiserver (listed directly: the guard against
-                      a stale cache and a restarted operator) shows other pods of the session that
-                      have not ended; for a session naming a SessionWarmPool, a warm pod is adopted
-                      instead when one is eligible (``handlers.sessionwarmpool``).
+                      a stale cache and a restarted operator; not for a session's first pod nor a
+                      reserved replacement, for which it could show nothing new) shows other pods of
+                      the session that have not ended; for a session naming a SessionWarmPool, a
+                      warm pod is adopted instead when one is eligible
+                      (``handlers.sessionwarmpool``).
 - ``create_failed``   remembers a placement whose stored epoch got no pod, for the next pass.
 
 Called by ``handlers.agentsession._apply`` only after the status with the epoch is stored, or
