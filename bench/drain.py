@@ -9,10 +9,12 @@ on B, the same drain of a Deployment of N plain pods (a shell in Berth's image; 
 PDB) placed on A the same way; their shell exits on SIGTERM, so the baseline is the drain itself,
 not a 30 s grace period.
 
-Prints, from each session's ``status.passivation`` (operator clock, millisecond timestamps):
-p50/p99 of the passivation latency (request → pod ended) and of the resume latency (pod ended →
-the resumed run first seen running; resolution: the operator's status refresh, 0.5 s here), the
-total drain time for both cases, and how long until every session ran again. Nothing is asserted.
+Prints, from each session's ``status.passivation`` (millisecond timestamps): p50/p99 of the
+passivation latency (request → pod ended, operator clock) and of the resume latency (pod ended →
+the resumed run started, as the replacement's runtime reports it; before the runtime reported
+that, the operator's first look at the run running, at its status refresh, 0.5 s here), the total
+drain time for both cases, and how long until every session ran again. The resumed run's first
+model request, on the model's own clock, is printed beside it. Nothing is asserted.
 
     .venv/bin/python bench/drain.py          # N=20 (BERTH_BENCH_N to change)
     .venv/bin/python bench/drain.py --warm   # also the same drain with a SessionWarmPool on B
@@ -430,7 +432,7 @@ def report(title: str, berth: dict[str, Any]) -> None:
         f"  passivation (request -> pod ended): p50 {pct(pas, 50):.2f}s  p99 {pct(pas, 99):.2f}s"
         f"  mean {statistics.fmean(pas) if pas else float('nan'):.2f}s"
     )
-    print(f"  resume (pod ended -> run seen running): p50 {pct(res, 50):.2f}s", end="")
+    print(f"  resume (pod ended -> run started): p50 {pct(res, 50):.2f}s", end="")
     print(f"  p99 {pct(res, 99):.2f}s")
     asked, seen = berth.get("resume_to_request") or [], berth.get("request_to_seen") or []
     print(

@@ -170,8 +170,8 @@ PASSIVATION_SECONDS = Histogram(
 )
 RESUME_SECONDS = Histogram(
     "berth_operator_resume_seconds",
-    "Pod passivated to the resumed run seen running on its replacement, by reason (suspend "
-    "includes the time suspended).",
+    "Pod passivated to the resumed run started on its replacement (as its runtime reports the "
+    "start), by reason (suspend includes the time suspended).",
     ["reason"],
     buckets=_PASSIVATION_BUCKETS,
 )

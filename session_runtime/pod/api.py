@@ -147,6 +147,7 @@ def state_body(
     resumed_from: str | None = None,
     result_text: str | None = None,
     idle_since_ms: int | None = None,
+    run_started_ms: int | None = None,
 ) -> dict[str, Any]:
     """The ``GET /v1/state`` answer.
 
@@ -163,6 +164,7 @@ def state_body(
          "podName": str | null, "nodeName": str | null,
          "resultText": str | null,    # final text of the last finished run
          "idleSinceMs": int | null,   # when the pod became idle (keepAlive), else null
+         "runStartedMs": int | null,  # when the pod started its latest run, else null
          "passivation": {"reason", "deadlineMs", "requestedMs"} | null}
 
     With the test-only ignore switch on, ``passivation`` also carries ``"ignored": true``.
@@ -191,5 +193,6 @@ def state_body(
         "nodeName": node_name,
         "resultText": result_text,
         "idleSinceMs": idle_since_ms,
+        "runStartedMs": run_started_ms,
         "passivation": passivation_json,
     }

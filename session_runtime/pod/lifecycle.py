@@ -76,6 +76,9 @@ class SessionPod:
         self.phase: Phase = "starting"
         self.idle_since_ms: int | None = None
         """When the pod last became idle (epoch ms), None while not idle (``idleSinceMs``)."""
+        self.run_started_ms: int | None = None
+        """When the pod started its latest run (epoch ms; ``runStartedMs``): the operator dates a
+        resume by it rather than by when it next looked."""
         self.session: Any = None
         self.agent: Any = None
         self.passivation: Passivation | None = None
@@ -347,6 +350,7 @@ class SessionPod:
             return await self.session.send_async(self.opts.prompt)
 
     def _start_run(self, factory: Callable[[], Awaitable[Any]]) -> None:
+        self.run_started_ms = now_ms()
         self._set_phase("running")
         self._run_task = asyncio.get_running_loop().create_task(self._drive(factory))
 
@@ -522,6 +526,7 @@ class SessionPod:
             resumed_from=self._resumed_from(rt.get("run_id") if rt else None),
             result_text=self._result_text,
             idle_since_ms=self.idle_since_ms,
+            run_started_ms=self.run_started_ms,
         )
 
     def settled(self) -> bool:

@@ -611,7 +611,9 @@ class PassivationStatus(K8sModel):
     passivated_at: datetime | None = None
     """When the operator saw the pod end (or deleted it at the deadline)."""
     resumed_at: datetime | None = None
-    """When the operator first saw the resumed run running on the replacement pod."""
+    """When the resumed run started on the replacement pod, as its runtime reports it (kept
+    between the pod's end and the moment the operator saw the run; that moment when the runtime
+    reports no start)."""
     resumed_run_id: str | None = None
     """Run id of the resumed run."""
 

@@ -243,6 +243,11 @@ class RuntimeState(_Lenient):
         None, validation_alias=AliasChoices("idleSinceMs", "idle_since_ms")
     )
     """When the pod became idle (no run, no message) in epoch ms; None while not idle."""
+    run_started_ms: int | None = Field(
+        None, validation_alias=AliasChoices("runStartedMs", "run_started_ms")
+    )
+    """When the pod started its latest run (a new one, or a resumed one) in epoch ms; None
+    before any run (and from runtimes that do not report it)."""
     text: str | None = Field(None, validation_alias=AliasChoices("resultText", "text", "result"))
     passivation: PassivationView | None = None
     """The passivation request the runtime accepted, if any (also ``kubectl berth passivate``)."""

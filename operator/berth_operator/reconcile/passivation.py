@@ -328,9 +328,20 @@ def replacement_epoch(
 
 
 def resumed(
-    record: PassivationStatus | None, pod: ObservedPod, run_id: str | None, now: datetime
+    record: PassivationStatus | None,
+    pod: ObservedPod,
+    run_id: str | None,
+    now: datetime,
+    started: datetime | None = None,
 ) -> PassivationStatus | None:
-    """The record marked resumed when a later epoch's pod runs ``run_id``; None when not yet."""
+    """The record marked resumed when a later epoch's pod runs ``run_id``; None when not yet.
+    Pure.
+
+    Dated ``started``, when the pod's runtime started that run (``runStartedMs`` of its
+    ``/v1/state``; the pod's clock), kept between the old pod's end and ``now`` (a skewed clock
+    can neither date the resume before the passivation nor after it was seen); ``now`` without
+    it. So the resume latency is the session's downtime, not the time until the operator next
+    looked (its status refresh), as the passivation's end is dated by the pod's own report."""
     if (
         record is None
         or record.outcome not in ("passivated", "deadline")
@@ -339,7 +350,10 @@ def resumed(
         or pod.epoch <= record.epoch
     ):
         return None
-    return record.model_copy(update={"resumed_at": now, "resumed_run_id": run_id})
+    at = now
+    if started is not None:
+        at = min(now, max(record.passivated_at or record.requested_at, started))
+    return record.model_copy(update={"resumed_at": at, "resumed_run_id": run_id})
 
 
 def seconds_between(start: datetime, end: datetime | None) -> float | None:

@@ -335,7 +335,7 @@ def _completed(d: Decision, current: ObservedPod, verdict: Verdict) -> None:
     reported = (verdict.termination.run_id if verdict.termination else None) or (
         obs.state.run_id if obs.state else None
     )
-    sp.notice_resume(d, current, reported)
+    sp.notice_resume(d, current, reported, obs.state)
     st.runs = _end_run(list(st.runs or []), current, st.run_id, "completed", verdict.detail, now)
     text = (
         (verdict.termination.text if verdict.termination else None)

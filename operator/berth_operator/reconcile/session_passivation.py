@@ -9,12 +9,15 @@ a decision of :mod:`.passivation` to the status, conditions and :class:`~.plan.P
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from berth_operator.api.agentsession import (
     MIGRATION,
     PassivationOutcome,
     PassivationStatus,
 )
 from berth_operator.api.conditions import CondType, Reason
+from berth_operator.api.options import RuntimeState
 from berth_operator.reconcile import idle, migration
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile.observe import REPORTED_BY_SESSION, ObservedPod
@@ -36,7 +39,7 @@ def on_alive(d: Decision, pod: ObservedPod) -> None:
     """After ``_handle_alive``: request, wait for or cut off a passivation; notice a resume."""
     obs, st, conds, plan, settings = d.obs, d.st, d.conds, d.plan, d.settings
     now = obs.precise_now or obs.now
-    notice_resume(d, pod, obs.state.run_id if obs.state else None)
+    notice_resume(d, pod, obs.state.run_id if obs.state else None, obs.state)
     idle_check = idle.check(obs.spec, pod, obs.state, now)
     moving = migration.check(
         obs.spec,
@@ -83,17 +86,24 @@ def on_alive(d: Decision, pod: ObservedPod) -> None:
     plan.requeue_after = min(refresh, decision.requeue) if decision.requeue else NOT_RUNNING_REQUEUE
 
 
-def notice_resume(d: Decision, pod: ObservedPod, run_id: str | None) -> None:
-    """A passivated run is seen again on ``pod`` as ``run_id`` (from its live state, or from
-    its termination message when the resumed run ended before any pass saw it running): close
-    the record (Resumed), observe the resume latency, tell it in a condition and an Event."""
+def notice_resume(
+    d: Decision, pod: ObservedPod, run_id: str | None, state: RuntimeState | None = None
+) -> None:
+    """A passivated run is seen again on ``pod`` as ``run_id`` (from its live ``state``, or
+    from its termination message when the resumed run ended before any pass saw it running):
+    close the record (Resumed, dated by the run's start as ``state`` reports it:
+    ``passivation.resumed``), observe the resume latency, tell it in a condition and an
+    Event."""
     obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
     now = obs.precise_now or obs.now
-    done = pv.resumed(st.passivation, pod, run_id, now)
+    started = None
+    if state is not None and state.run_id == run_id and state.run_started_ms is not None:
+        started = datetime.fromtimestamp(state.run_started_ms / 1000, UTC)
+    done = pv.resumed(st.passivation, pod, run_id, now, started)
     if done is None:
         return
     st.passivation = done
-    wait = pv.seconds_between(done.passivated_at or done.requested_at, now) or 0.0
+    wait = pv.seconds_between(done.passivated_at or done.requested_at, done.resumed_at) or 0.0
     plan.metrics.append(PassivationMetric("resume", done.reason, done.outcome, wait))
     msg = f"run {done.resumed_run_id} resumed on pod {pod.name}" + (
         f" (node {pod.node_name})" if pod.node_name else ""

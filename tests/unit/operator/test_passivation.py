@@ -320,6 +320,30 @@ def test_clean_passivation_then_replacement_avoids_the_node_and_resume_is_record
 
 
 @pytest.mark.parametrize(
+    ("started_s", "state_run", "expected_s"),
+    [
+        (6.5, "run-2", 6.5),  # dated by the runtime's report of the run's start
+        (3.0, "run-2", 5.0),  # a clock behind: not before the old pod's end
+        (12.0, "run-2", 9.0),  # a clock ahead: not after the resume was seen
+        (None, "run-2", 9.0),  # a runtime that reports no start: when it was seen
+    ],
+)
+def test_the_resume_is_dated_by_the_runs_reported_start(
+    started_s: float | None, state_run: str, expected_s: float
+) -> None:
+    rec = pv.finish(record(), "passivated", T0 + timedelta(seconds=5)).wire()
+    st = {"epoch": 2, "podName": "demo-e2", "podUid": "pod-uid-2", "runId": "run-1"}
+    session = running_session().with_status(**st, passivation=rec)
+    state: dict[str, Any] = {"state": "running", "runId": state_run, "resumedFrom": "run-1"}
+    if started_s is not None:
+        state["runStartedMs"] = int((T0 + timedelta(seconds=started_s)).timestamp() * 1000)
+    pod = make_pod(2).on("proc-b").running().resuming("run-1")
+    plan = decide(observation(session, pod, state=state, now=9), SETTINGS)
+    assert _rec(plan).resumed_at == T0 + timedelta(seconds=expected_s)
+    assert [(m.kind, m.seconds) for m in plan.metrics] == [("resume", expected_s - 5)]
+
+
+@pytest.mark.parametrize(
     ("outcome", "exit_code", "phase"),
     [("completed", 0, "Succeeded"), ("failed", 1, None), ("passivated", 0, "Resuming")],
 )

@@ -94,6 +94,18 @@ def test_state_body_before_the_session_exists() -> None:
     }
     assert body["epoch"] == 3 and body["passivation"] is None
     assert body["lastCheckpoint"] is None and body["resumedFrom"] is None
+    assert body["runStartedMs"] is None
+    assert (
+        state_body(
+            "running",
+            None,
+            session="ns/s",
+            epoch=3,
+            identity=IdentityOptions(),
+            run_started_ms=1234,
+        )["runStartedMs"]
+        == 1234
+    )
 
 
 def test_state_body_maps_the_runtime_state() -> None:

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from session_runtime.errors import ConfigError, FencedError, ResumeError, SessionRuntimeError
 from session_runtime.metrics import SessionMetrics
 from session_runtime.pod.config import parse_env
-from session_runtime.pod.lifecycle import SessionPod
+from session_runtime.pod.lifecycle import SessionPod, now_ms
 from session_runtime.pod.metered import MeteredBudgetGuard, MeteredStore
 from session_runtime.pod.options import BudgetOptions, PodOptions, parse_options
 from session_runtime.pod.wiring import build_executor, queue_settings
@@ -256,3 +256,27 @@ async def test_settled_only_once_no_task_and_no_session_operation_is_left(
     assert not pod.settled()
     Busy.quiescent = True
     assert pod.settled()
+
+
+async def test_a_started_run_reports_when_it_started(tmp_path: Path) -> None:
+    """``runStartedMs`` of ``GET /v1/state``: None before any run, then the start of the latest
+    one (the operator dates a resume by it)."""
+    import asyncio
+    import contextlib
+
+    pod = SessionPod(parse_env(env(tmp_path)), opts(), SessionMetrics())
+    assert pod.state_json()["runStartedMs"] is None
+    before = now_ms()
+    gate = asyncio.Event()
+
+    async def run() -> None:
+        await gate.wait()
+
+    pod._start_run(run)
+    started = pod.state_json()["runStartedMs"]
+    assert before <= started <= now_ms()
+    assert pod.phase == "running"
+    assert pod._run_task is not None
+    pod._run_task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await pod._run_task
