@@ -53,7 +53,9 @@ from tests.integration.operator.harness import SECRET, free_port, operator, scri
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-ROUNDS = 24
+ROUNDS = 36
+"""About 15 to 20 s of run: every session of a test must still be mid-run when its drain or eviction
+starts, after all of them were seen running one by one (a busy machine slows that look)."""
 HA_ROUNDS = 48
 """The failover test's run lasts ≈45 s: it must still be running after the first move, the
 leader's death, the Lease changing hands and the webhook following (≈15-25 s), or the second
