@@ -448,9 +448,11 @@ async def _apply(
         if wait is not None:  # information only: goes out with the next write (coalesce.py)
             if plan.passivate is not None:  # a repeat of the stored request (coalesce.py)
                 await passivate(ctx, obs.ref, plan.passivate)
-                # the passivation's own pace (its deadline) holds while the status waits
-                return min(wait, plan.requeue_after or wait)
-            return wait
+            # Only the write waits: the session is looked at again at its own pace (its status
+            # refresh, a passivation's deadline), so what must go out at once (a phase, the
+            # run's end) is seen no later than it would be without the window.
+            pace = plan.requeue_after or ctx.settings.session_api.status_refresh_seconds
+            return min(wait, pace)
     create = plan.create if may_create else None  # the pod this pass places, if any
     status_write = write_status(ctx.kube, body, obs.status, plan.status)
     # The objects the new pod needs, and the guard's LIST of the session's pods, do not depend

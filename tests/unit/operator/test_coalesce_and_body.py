@@ -16,7 +16,7 @@ from berth_operator.handlers.session_workers import LiveSession
 from berth_operator.reconcile.coalesce import informational_only, write_delay
 from berth_operator.reconcile.passivation import Trigger
 from berth_operator.reconcile.session import decide
-from berth_operator.settings import OperatorSettings
+from berth_operator.settings import OperatorSettings, SessionApiSettings
 
 from tests.unit.operator.fixtures import make_node, make_pod, make_session, observation
 
@@ -213,6 +213,38 @@ async def test_a_repeated_passivate_call_goes_out_while_the_status_waits() -> No
     live.last_write = time.monotonic() - WINDOW - 1
     await agentsession._apply(ctx, requested.obj(), obs, plan, live=live)
     assert calls == ["passivate", "status", "passivate"]
+
+
+async def test_a_running_sessions_progress_waits_but_it_is_looked_at_at_its_own_pace() -> None:
+    """A pass that finds only the run's progress writes nothing, and comes back after the
+    session's status refresh, not at the end of the window: a phase change or the run's end is
+    seen as soon as without coalescing."""
+    calls: list[str] = []
+
+    class Kube:
+        async def replace_session_status(self, body: dict[str, Any]) -> dict[str, Any]:
+            calls.append("status")
+            return body
+
+    pod, nodes = make_pod(1).on("node-a").running(), (make_node("node-a"),)
+    at_turn_2 = stored_running(2)
+    obs = observation(at_turn_2, pod, nodes=nodes, state=_running(5))
+    plan = decide(obs, SETTINGS)
+    assert informational_only(at_turn_2.status(), plan)
+    fast = OperatorSettings(session_api=SessionApiSettings(status_refresh_seconds=0.5))
+    assert fast.session_api.status_coalesce_seconds == WINDOW
+    ctx = OperatorContext(settings=fast, kube=Kube(), runtime=None)  # type: ignore[arg-type]
+    live = LiveSession(SessionBody(), lambda: at_turn_2.obj())
+    live.last_write = time.monotonic()
+    delay = await agentsession._apply(
+        ctx, at_turn_2.obj(), obs, replace(plan, requeue_after=0.5), live=live
+    )
+    assert calls == []
+    assert delay == pytest.approx(0.5)  # the refresh, not the window's 10 s
+    delay = await agentsession._apply(
+        ctx, at_turn_2.obj(), obs, replace(plan, requeue_after=None), live=live
+    )
+    assert calls == [] and delay == pytest.approx(0.5)
 
 
 def obj(rv: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
