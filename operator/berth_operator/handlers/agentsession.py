@@ -108,16 +108,12 @@ log = logging.getLogger("berth.operator")
 
 POD_LABELS = {LABEL_SESSION_UID: kopf.PRESENT, LABEL_COMPONENT: COMPONENT_SESSION}
 ERROR_RETRY_SECONDS = 5.0
-"""How long a Bound shared claim is taken as still Bound without reading it again."""
-"""How long an LLM Secret allowed for Berth is taken as still allowed without reading it again."""
 STORE_CLEANUP_WAIT_SECONDS = 120.0
 """How long a deleted session's store cleanup waits for its pods to go (``owes_store_cleanup``)."""
 STORE_CLEANUP_POLL_SECONDS = 2.0
 """How often that wait lists the pods."""
 UNPARSEABLE_RETRY_SECONDS = 60.0
 """Seconds before an object that does not parse is read again (an edit wakes it sooner)."""
-"""The longest single ``GET /v1/outcome`` long poll of a passivating pod."""
-"""How long past a passivation's deadline its pod's own report of its end is still awaited."""
 
 
 @kopf.index("pods", labels=POD_LABELS)  # type: ignore[arg-type]

@@ -23,9 +23,9 @@ log = logging.getLogger("berth.operator")
 
 
 OUTCOME_WAIT_SECONDS = 30
-
-
+"""The longest single ``GET /v1/outcome`` long poll of a passivating pod."""
 OUTCOME_SLACK_SECONDS = 10
+"""How long past a passivation's deadline its pod's own report of its end is still awaited."""
 
 
 async def passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall) -> None:

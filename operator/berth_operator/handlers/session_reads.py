@@ -41,9 +41,9 @@ from berth_operator.reconcile.passivation import Trigger, node_disruption
 from berth_operator.reconcile.plan import Observation
 
 CLAIM_READY_TTL_SECONDS = 10.0
-
-
+"""How long a Bound shared claim is taken as still Bound without reading it again."""
 LLM_SECRET_TTL_SECONDS = 2.0
+"""How long an LLM Secret allowed for Berth is taken as still allowed without reading it again."""
 
 
 async def read_node(ctx: OperatorContext, name: str, live: LiveSession | None) -> ObservedNode:
