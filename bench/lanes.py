@@ -41,7 +41,9 @@ from session_runtime.lanes.metrics import percentile
 from session_runtime.tools import ResultCallback, ToolCall, ToolContext, ToolResult
 from session_runtime.transport import GROUP, RedisTaskTransport
 from session_runtime.transport.auth import derive_session_key
-from session_runtime.worker import LaneWorker, WorkerMetrics, WorkerSettings
+from session_runtime.worker.lane import LaneWorker
+from session_runtime.worker.metrics import WorkerMetrics
+from session_runtime.worker.settings import WorkerSettings
 
 
 class NoopRunner:

@@ -4,7 +4,8 @@ Pure: takes the LaneWorker's identity, its parsed spec and the operator settings
 ``apps/v1`` Deployment as a dict. Called by ``berth_operator.handlers.laneworker`` on create,
 update and resume of a LaneWorker.
 
-Contract given to ``berth-worker`` (read by ``session_runtime.worker.WorkerSettings.from_env``):
+Contract given to ``berth-worker`` (read by
+``session_runtime.worker.settings.WorkerSettings.from_env``):
 
 - command ``berth-worker``; env ``BERTH_REDIS_URL`` (operator setting ``redis_url``),
   ``BERTH_NAMESPACE`` (downward API), ``BERTH_LANEWORKER`` (the LaneWorker name, which names the

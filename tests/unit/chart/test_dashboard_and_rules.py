@@ -52,7 +52,7 @@ def berth_metric_names() -> set[str]:
 
     import session_runtime.budget.service  # noqa: F401  (budget decisions, served by the operator)
     from session_runtime.metrics import SessionMetrics
-    from session_runtime.worker import WorkerMetrics
+    from session_runtime.worker.metrics import WorkerMetrics
 
     operator_names = {
         n for n in exported_names(prometheus_client.REGISTRY) if n.startswith("berth_operator_")

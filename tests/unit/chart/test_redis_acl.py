@@ -4,7 +4,7 @@ The chart's ConfigMap (redis.conf, users.acl.tmpl, render-acl.sh) is rendered wi
 template``; render-acl.sh runs under ``sh`` exactly as the init container runs it, and Debian's
 ``redis-server`` starts from the rendered redis.conf (paths moved into a temp dir, loopback
 only). Then every ACL user is tried: what its component needs passes (the real session transport
-and pressure code, the worker's command sequence from session_runtime/worker.py), and the
+and pressure code, the worker's command sequence from session_runtime/worker/lane.py), and the
 attacks are refused (no credentials, wrong password, reading or forging another role's keys).
 Skipped without helm or redis-server.
 """
@@ -238,7 +238,7 @@ def test_operator_user_cannot_write(server: Server) -> None:
 
 
 def test_worker_command_sequence_passes(server: Server) -> None:
-    """The calls session_runtime/worker.py makes, with its arguments."""
+    """The calls session_runtime/worker/lane.py makes, with its arguments."""
     s, w = server.role("session"), server.role("worker")
     try:
         w.xgroup_create(OTHER_TASKS, "workers", id="0", mkstream=True)  # _ensure_group

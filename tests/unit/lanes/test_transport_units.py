@@ -26,7 +26,8 @@ from session_runtime.transport.auth import (
     sign_fields,
     verify_fields,
 )
-from session_runtime.worker import WorkerSettings, WorkspaceRefused, resolve_workspace
+from session_runtime.worker.settings import WorkerSettings
+from session_runtime.worker.tasks import WorkspaceRefused, resolve_workspace
 
 TASK = {
     "task_id": "task-1",

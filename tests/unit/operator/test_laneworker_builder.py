@@ -21,7 +21,7 @@ from berth_operator.errors import SpecError
 from berth_operator.settings import ImageSettings, OperatorSettings, PodSettings, RedisSettings
 from pydantic import ValidationError
 
-from session_runtime.worker import WorkerSettings
+from session_runtime.worker.settings import WorkerSettings
 
 REF = LaneWorkerRef("team-a", "exec", "uid-1")
 SETTINGS = OperatorSettings(

@@ -1,306 +1,45 @@
-"""``berth-worker``: a LaneWorker pod's process. Runs sessions' execute-lane tools from Redis.
-
-Owned by the lane-queue/transport layer; started by the LaneWorker Deployment the operator owns
-(console script ``berth-worker``: ``session_runtime.launch.worker``, then :func:`main`). Talks only
-to Redis and the shared volume (ARCHITECTURE §2, §4, §7).
-
-Loop: read tasks from ``berth:{ns}:lw:{laneworker}:tasks`` as consumer ``POD_NAME`` of group
-``workers`` (at most ``BERTH_WORKER_CONCURRENCY`` at once), run each tool with the runtime's own
-tool implementations (:func:`session_runtime.tools.run_tool`) in the session's workspace on the
-shared volume, then reply to the task's ``reply_to`` stream and ``XACK`` in one ``MULTI``.
-
-Rules:
-
-- At most once. A worker refreshes a liveness key (TTL ``BERTH_WORKER_HEARTBEAT_SECONDS``); every
-  worker scans the group's pending entries and claims (``XCLAIM`` with a min-idle time, so only
-  one claimer wins) the tasks of a consumer whose key is gone, or of one that holds a task far past
-  its deadline, and answers them ``success=false`` "worker lost". Such a task is never re-run.
-  (§7 names XAUTOCLAIM; claiming entry by entry after checking the owner's liveness keeps a live,
-  busy worker's tasks where they are.)
-- Deadline: a task not started before ``deadline_ms`` is answered "deadline passed"; a running
-  tool is stopped at ``min(deadline, BERTH_TASK_TIMEOUT_SECONDS)`` and answered ``success=false``.
-  A tool that ran and failed is ``success=true`` with the failure in ``output``.
-- Bound to its session (the Berth security contract): a task must carry a MAC under the key of the
-  session it names (derived from the namespace master in ``BERTH_TASK_MASTER_KEY_FILE``; see
-  :mod:`session_runtime.transport.auth`), name a session of this worker's namespace and reply to
-  that session's own stream. Anything else — forged, unsigned, oversized — is dead-lettered,
-  acknowledged and counted in ``berth_worker_tasks_rejected_total{reason}``; it is never run and
-  never answered. The workspace is built, never taken from the message:
-  ``<BERTH_WORKSPACES_ROOT>/<namespace>/<session>/<relative workspace>`` (no ``..``, no absolute
-  path, no symlinked directory), so a task can only touch its own session's files; replies are
-  signed with the same session key.
-- A task id runs once: before running, the worker sets ``berth:{ns}:task:{uid}:{task_id}``
-  (``SET NX``); a redelivery finds it and is acknowledged without running or answering.
-- Bad input: a signed message that does not parse is moved to ``berth:{ns}:lw:{lw}:dead`` with a
-  reason and acknowledged (and answered with the reason). Nothing a message says crashes the
-  worker.
-- SIGTERM/SIGINT: read no new task, finish the held ones (they end by their deadlines), remove
-  the liveness key, leave the consumer group, exit 0. A lost worker is removed from the group by
-  the worker that answered its tasks.
-
-Configuration (env, each overridable by ``--flag``): ``BERTH_REDIS_URL``, ``BERTH_NAMESPACE``,
-``BERTH_LANEWORKER``, ``POD_NAME``, ``POD_IP``, ``BERTH_WORKER_CONCURRENCY`` (default 1),
-``BERTH_WORKSPACES_ROOT`` (the ``workspaces`` directory of the shared volume),
-``BERTH_TASK_MASTER_KEY_FILE``, ``BERTH_TASK_TIMEOUT_SECONDS`` (default 600),
-``BERTH_METRICS_PORT`` (default 9090, 0 = no metrics server; bound on ``POD_IP`` or 127.0.0.1;
-it answers once the worker has joined its consumer group, and is the readiness probe's),
-``BERTH_WORKER_HEARTBEAT_SECONDS`` (default 10), ``BERTH_RECLAIM_INTERVAL_SECONDS`` (default 2),
-``BERTH_REPLY_TTL_SECONDS`` (default 604800: a reply stream expires a week after its last reply).
-
-Metrics: ``berth_worker_tasks_total{lane,outcome}`` (outcome: ok, tool_error, timeout, expired,
-refused, malformed, lost, error), ``berth_worker_task_duration_seconds{lane}``,
-``berth_worker_busy`` (tasks running), ``berth_worker_capacity`` (concurrency).
-"""
+"""The Redis stream consumer: :class:`LaneWorker` reads tasks of its LaneWorker pool, runs them,
+answers and acknowledges them, keeps itself alive and reclaims the tasks of lost workers (the
+rules are in :mod:`session_runtime.worker`)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
 import logging
-import os
-import socket
-import sys
-import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from http.server import ThreadingHTTPServer
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, MetricsHandler
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
-from pydantic_core import PydanticUndefined
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError, WatchError
 
-from session_runtime import early_signals, listen
-from session_runtime.lanes.config import LANES
 from session_runtime.tools import ToolResult, run_tool
 from session_runtime.transport import names
 from session_runtime.transport.auth import derive_session_key, read_key_file, sign_fields
 from session_runtime.transport.auth import verify_fields as mac_ok
 from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage, as_text
+from session_runtime.worker.metrics import WorkerMetrics
+from session_runtime.worker.settings import WorkerSettings
+from session_runtime.worker.tasks import (
+    MAX_TASK_BYTES,
+    WORKER_LOST,
+    TaskRejected,
+    WorkspaceRefused,
+    _now_ms,
+    _reply,
+    resolve_workspace,
+)
 
 log = logging.getLogger("berth.worker")
 
 #: ``run_tool(name, arguments, workspace, call_id) -> ToolResult`` (the runtime's built-in tools).
 ToolRunner = Callable[[str, dict[str, Any], str, str], Awaitable[ToolResult]]
 
-OUTCOMES = ("ok", "tool_error", "timeout", "expired", "refused", "malformed", "lost", "error")
-WORKER_LOST = "worker lost"
 DEAD_LETTER_MAXLEN = 10_000
 RECLAIM_PAGE = 200
 """Pending entries read per XPENDING call of a reclaim scan (the scan pages through all)."""
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _reply(
-    task: TaskMessage,
-    worker: str,
-    started_ms: int,
-    success: bool,
-    output: str = "",
-    exit_code: int = 0,
-    is_error: bool = False,
-    *,
-    error: str = "",
-) -> ReplyMessage:
-    """The reply to ``task`` from ``worker`` (epoch-ms times; a failure carries ``error``)."""
-    result = {"output": output, "exit_code": exit_code, "is_error": is_error}
-    return ReplyMessage(
-        task_id=task.task_id,
-        tool_call_id=task.tool_call_id,
-        success=success,
-        result=result if success else {},
-        error=error,
-        worker=worker,
-        started_ms=started_ms,
-        ended_ms=_now_ms(),
-    )
-
-
-class WorkspaceRefused(ValueError):
-    """The task's workspace cannot be built inside its own session's workspace root."""
-
-
-class TaskRejected(ValueError):
-    """A task that must not run and must not be answered; ``reason`` is a metric label."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-
-
-#: Largest task entry accepted, in bytes of field names and values (a bigger one is rejected).
-MAX_TASK_BYTES = 1024 * 1024
-REJECT_REASONS = ("mac", "namespace", "reply_to", "oversize", "duplicate")
-
-
-def resolve_workspace(workspaces_root: str, namespace: str, session: str, relative: str) -> str:
-    """``<workspaces_root>/<namespace>/<session>/<relative>``, checked: the session's own
-    directory by construction. ``relative`` is ``.`` or a relative path without ``..``.
-
-    Raises :class:`WorkspaceRefused` for an absolute or escaping ``relative``, a NUL byte, a
-    missing directory, or any symlink from the session's root down (a swapped-in link could lead
-    elsewhere; directories are opened with ``O_NOFOLLOW`` component by component).
-    """
-    if "\x00" in relative:
-        raise WorkspaceRefused("workspace path contains a NUL byte")
-    parts = [p for p in relative.split("/") if p not in ("", ".")]
-    if relative.startswith("/") or ".." in parts:
-        raise WorkspaceRefused(f"workspace {relative!r} leaves the session's workspace; refused")
-    names.namespace(namespace)
-    path = os.path.realpath(workspaces_root)
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for part in (namespace, session, *parts):
-            try:
-                nxt = os.open(part, flags, dir_fd=fd)
-            except OSError:
-                raise WorkspaceRefused(
-                    f"workspace {relative!r} of session {namespace}/{session} is not a directory "
-                    "(missing, or a symlink)"
-                ) from None
-            os.close(fd)
-            fd = nxt
-            path = os.path.join(path, part)
-    finally:
-        os.close(fd)
-    return path
-
-
-def _env(name: str, default: Any = PydanticUndefined, **bounds: Any) -> Any:
-    """A field read from the variable ``name``; keywords still use the field name."""
-    return Field(default, validation_alias=AliasChoices(name), **bounds)
-
-
-class WorkerSettings(BaseModel):
-    """``berth-worker`` settings; see the module docstring for the env names and defaults.
-
-    Parsed and bounded by pydantic from the variable each field names; built from keywords
-    (field names) in tests and benches."""
-
-    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
-
-    redis_url: str = _env("BERTH_REDIS_URL", min_length=1)
-    namespace: str = _env("BERTH_NAMESPACE", min_length=1)
-    laneworker: str = _env("BERTH_LANEWORKER", min_length=1)
-    pod_name: str = _env("POD_NAME", min_length=1)
-    workspaces_root: str = _env("BERTH_WORKSPACES_ROOT", min_length=1)
-    master_key_file: str = _env("BERTH_TASK_MASTER_KEY_FILE", min_length=1)
-    pod_ip: str = _env("POD_IP", "127.0.0.1")
-    concurrency: int = _env("BERTH_WORKER_CONCURRENCY", 1, ge=1)
-    task_timeout_seconds: float = _env("BERTH_TASK_TIMEOUT_SECONDS", 600.0, gt=0)
-    metrics_port: int = _env("BERTH_METRICS_PORT", 9090, ge=0, le=65535)
-    heartbeat_seconds: float = _env("BERTH_WORKER_HEARTBEAT_SECONDS", 10.0, gt=0)
-    reclaim_interval_seconds: float = _env("BERTH_RECLAIM_INTERVAL_SECONDS", 2.0, gt=0)
-    reply_ttl_seconds: int = _env("BERTH_REPLY_TTL_SECONDS", 604_800, ge=1)
-    block_ms: int = Field(1_000, ge=1)
-    """How long one XREADGROUP blocks (ms); not configurable from the environment."""
-
-    @property
-    def task_stream(self) -> str:
-        """The LaneWorker's task stream (``transport.names``)."""
-        return names.task_stream(self.namespace, self.laneworker)
-
-    @property
-    def dead_letter_stream(self) -> str:
-        """The LaneWorker's dead-letter stream (``transport.names``)."""
-        return names.dead_letter_stream(self.namespace, self.laneworker)
-
-    def alive_key(self, consumer: str) -> str:
-        """The liveness key of worker ``consumer`` (``transport.names``)."""
-        return names.alive_key(self.namespace, self.laneworker, consumer)
-
-    @classmethod
-    def variables(cls) -> dict[str, str]:
-        """Field name → the variable it is read from."""
-        out: dict[str, str] = {}
-        for name, field in cls.model_fields.items():
-            if isinstance(field.validation_alias, AliasChoices):
-                out[name] = str(field.validation_alias.choices[0])
-        return out
-
-    @classmethod
-    def from_env(
-        cls, env: Mapping[str, str] | None = None, argv: Sequence[str] | None = None
-    ) -> WorkerSettings:
-        """Read env (default ``os.environ``; empty values count as unset) and ``--flags``
-        (``--concurrency 4``; flags win). Raises ``SystemExit`` with a message naming every
-        missing or invalid variable."""
-        env = os.environ if env is None else env
-        variables = cls.variables()
-        p = argparse.ArgumentParser(prog="berth-worker", description="Berth LaneWorker process")
-        for name, var in variables.items():
-            p.add_argument("--" + name.replace("_", "-"), dest=name, help=f"(env {var})")
-        flags = vars(p.parse_args(argv))
-        raw = {var: env[var] for var in variables.values() if env.get(var, "").strip()}
-        raw |= {variables[name]: value for name, value in flags.items() if value is not None}
-        try:
-            settings = cls.model_validate(raw)
-        except ValidationError as exc:
-            problems = [f"{e['loc'][0] if e['loc'] else '?'}: {e['msg']}" for e in exc.errors()]
-            p.error("invalid settings: " + "; ".join(problems))
-        try:
-            settings.check_usable()
-        except ValueError as exc:
-            p.error(str(exc))
-        return settings
-
-    def check_usable(self) -> None:
-        """Raise ``ValueError`` if these settings cannot run a worker: a relative workspaces
-        root, an unreadable or short master key, names Redis keys cannot be built from."""
-        if not os.path.isabs(self.workspaces_root):
-            raise ValueError("BERTH_WORKSPACES_ROOT must be an absolute path")
-        read_key_file(self.master_key_file)  # a clear error now, not at the first task
-        self.alive_key(self.pod_name)  # validates namespace, LaneWorker and pod names
-
-
-class WorkerMetrics:
-    """The ``berth_worker_*`` metrics, in their own registry. Labels: lane, outcome (fixed sets)."""
-
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
-        self.tasks = Counter(
-            "berth_worker_tasks",
-            "Tasks finished by this worker, by lane and outcome.",
-            ["lane", "outcome"],
-            registry=self.registry,
-        )
-        self.duration = Histogram(
-            "berth_worker_task_duration_seconds",
-            "Time from a task's start on this worker to its reply, in seconds.",
-            ["lane"],
-            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600),
-            registry=self.registry,
-        )
-        self.rejected = Counter(
-            "berth_worker_tasks_rejected",
-            "Task entries dropped unrun and unanswered (forged, foreign, oversized, duplicate).",
-            ["reason"],
-            registry=self.registry,
-        )
-        self.undeliverable = Counter(
-            "berth_worker_replies_undeliverable",
-            "Replies that could not be written because the reply key is not a stream (kept on "
-            "the dead-letter stream).",
-            registry=self.registry,
-        )
-        self.busy = Gauge("berth_worker_busy", "Tasks running now.", registry=self.registry)
-        self.capacity = Gauge(
-            "berth_worker_capacity", "Tasks this worker runs at once.", registry=self.registry
-        )
-
-    def finished(self, lane: str, outcome: str, seconds: float | None = None) -> None:
-        lane = lane if lane in LANES else "unknown"
-        self.tasks.labels(lane=lane, outcome=outcome if outcome in OUTCOMES else "error").inc()
-        if seconds is not None:
-            self.duration.labels(lane=lane).observe(seconds)
 
 
 class LaneWorker:
@@ -760,85 +499,3 @@ class LaneWorker:
         )
         await self._answer(entry_id, task.reply_to, message, key)
         self.metrics.finished(task.lane, "lost")
-
-
-class MetricsServer(ThreadingHTTPServer):
-    """prometheus-client's ``/metrics`` handler over a socket bound already (possibly long
-    before: ``session_runtime.listen``), served from a daemon thread. A client that gave up
-    while its request waited in the backlog (a readiness probe past its timeout) is not an
-    error worth a traceback."""
-
-    def __init__(self, sock: socket.socket, registry: CollectorRegistry) -> None:
-        super().__init__(
-            sock.getsockname()[:2], MetricsHandler.factory(registry), bind_and_activate=False
-        )
-        self.socket.close()
-        self.socket = sock
-        self.serving = False
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("metrics request from %s failed", client_address, exc_info=True)
-
-    def start(self) -> None:
-        """Serve from a daemon thread until :meth:`stop`."""
-        self.serving = True
-        threading.Thread(target=self.serve_forever, name="metrics", daemon=True).start()
-
-    def stop(self) -> None:
-        """Stop serving (when :meth:`start` was called) and close the socket."""
-        if self.serving:
-            self.shutdown()  # waits for serve_forever, which only a started server runs
-        self.server_close()
-
-
-async def serve(settings: WorkerSettings, listener: socket.socket | None = None) -> None:
-    """Run a worker with signal handling and the metrics server until SIGTERM/SIGINT.
-    ``listener``: the metrics socket, bound already (else bound here). It listens from the
-    start, and is answered from the moment the worker joined its consumer group: the
-    readiness probe's connection waits for that instead of being refused."""
-    redis: Redis[Any] = Redis.from_url(settings.redis_url)
-    metrics = WorkerMetrics()
-    server: MetricsServer | None = None
-    if settings.metrics_port > 0:
-        server = MetricsServer(
-            listener or listen.listen(settings.pod_ip, settings.metrics_port), metrics.registry
-        )
-    elif listener is not None:
-        listener.close()
-    worker = LaneWorker(settings, redis, metrics=metrics)
-    loop = asyncio.get_running_loop()
-    for sig in early_signals.STOP_SIGNALS:
-        loop.add_signal_handler(sig, worker.stop)
-    if early_signals.take() is not None:  # came while the worker started
-        worker.stop()
-    log.info(
-        "serving %s as %s (concurrency %d, workspaces under %s)",
-        settings.task_stream,
-        settings.pod_name,
-        settings.concurrency,
-        settings.workspaces_root,
-    )
-    try:
-        await worker.run(ready=server.start if server is not None else None)
-    finally:
-        client: Any = redis  # aclose() is newer than the redis stubs
-        await client.aclose()
-        if server is not None:
-            server.stop()
-
-
-def main(argv: Sequence[str] | None = None, listener: socket.socket | None = None) -> int:
-    """Run a LaneWorker (``berth-worker``, via ``session_runtime.launch``); returns the exit
-    code (0 after a clean stop). ``listener``: the metrics socket, bound before the imports."""
-    logging.basicConfig(
-        level=os.environ.get("BERTH_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
-    settings = WorkerSettings.from_env(argv=argv)
-    asyncio.run(serve(settings, listener))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
