@@ -27,9 +27,9 @@ from session_runtime.worker.tasks import (
     WORKER_LOST,
     TaskRejected,
     WorkspaceRefused,
-    _now_ms,
-    _reply,
+    now_ms,
     resolve_workspace,
+    task_reply,
 )
 
 log = logging.getLogger("berth.worker")
@@ -66,7 +66,7 @@ class LaneWorker:
         self._stream = settings.task_stream
         self._master = read_key_file(settings.master_key_file)
         self._me = settings.pod_name
-        self._started_ms = _now_ms()
+        self._started_ms = now_ms()
 
     # ------------------------------------------------------------------ life cycle
 
@@ -195,7 +195,7 @@ class LaneWorker:
         await self._dead_letter(entry_id, fields, f"rejected: {exc.reason}: {exc}", {})
 
     async def _handle_inner(self, entry_id: str, fields: Any) -> None:
-        started_ms = _now_ms()
+        started_ms = now_ms()
         admitted = await self._admit(entry_id, fields)
         if admitted is not None:
             task, ns, key = admitted
@@ -240,7 +240,7 @@ class LaneWorker:
         """Run an admitted task in its workspace within its deadline and answer it once."""
 
         async def fail(error: str, outcome: str, seconds: float | None = None) -> None:
-            message = _reply(task, self._me, started_ms, False, error=error)
+            message = task_reply(task, self._me, started_ms, False, error=error)
             await self._answer(entry_id, task.reply_to, message, key)
             self.metrics.finished(task.lane, outcome, seconds)
 
@@ -271,7 +271,7 @@ class LaneWorker:
             error = f"worker error: {type(exc).__name__}: {exc}"
             await fail(error, "error", time.monotonic() - t0)
             return
-        message = _reply(
+        message = task_reply(
             task, self._me, started_ms, True, result.output, result.exit_code, result.is_error
         )
         await self._answer(entry_id, task.reply_to, message, key)
@@ -329,7 +329,7 @@ class LaneWorker:
                     "entry_id": entry_id,
                     "reason": reason[:1000],
                     "worker": self._me,
-                    "at_ms": str(_now_ms()),
+                    "at_ms": str(now_ms()),
                     "fields": json.dumps(raw)[:65536],
                 },
                 maxlen=DEAD_LETTER_MAXLEN,
@@ -345,8 +345,8 @@ class LaneWorker:
                         success=False,
                         error=f"malformed task message: {reason}",
                         worker=self._me,
-                        started_ms=_now_ms(),
-                        ended_ms=_now_ms(),
+                        started_ms=now_ms(),
+                        ended_ms=now_ms(),
                     )
                     signed = sign_fields(key, failure.to_fields())
                     pipe.xadd(reply_to, signed)  # type: ignore[arg-type,unused-ignore]
@@ -427,7 +427,7 @@ class LaneWorker:
             # Ours, but delivered to an earlier process with this pod name (a restarted
             # container)? Entries delivered to this process are in _inflight, or were
             # delivered after it started (a read not yet handed to _spawn).
-            incarnation_ms = _now_ms() - self._started_ms
+            incarnation_ms = now_ms() - self._started_ms
             dead = entry_id not in self._inflight and idle > incarnation_ms + 1000
         else:
             if holder not in alive:
@@ -484,7 +484,7 @@ class LaneWorker:
             self.metrics.finished(partial.get("lane", "unknown"), "malformed")
             return
         log.warning("task %s was held by lost worker %s; answering failure", task.task_id, holder)
-        now = _now_ms()
+        now = now_ms()
         message = ReplyMessage(
             task_id=task.task_id,
             tool_call_id=task.tool_call_id,

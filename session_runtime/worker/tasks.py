@@ -13,11 +13,12 @@ OUTCOMES = ("ok", "tool_error", "timeout", "expired", "refused", "malformed", "l
 WORKER_LOST = "worker lost"
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
+    """Wall-clock time in epoch milliseconds (the task and reply messages' time unit)."""
     return int(time.time() * 1000)
 
 
-def _reply(
+def task_reply(
     task: TaskMessage,
     worker: str,
     started_ms: int,
@@ -38,7 +39,7 @@ def _reply(
         error=error,
         worker=worker,
         started_ms=started_ms,
-        ended_ms=_now_ms(),
+        ended_ms=now_ms(),
     )
 
 
