@@ -38,8 +38,8 @@ and the wait for the pod's own report of its end are ``handlers.session_calls``.
 restarts the iteration on a fresh GET; other API errors back off. When what follows the stored
 epoch fails (those objects, the LIST, the create), the failure is remembered
 (``OperatorContext.create_failed``) and the next passes place the same epoch again after the
-placement backoff, saying why in status (``reconcile.session._place_again``). Secret values never
-reach logs, status or Events.
+placement backoff, saying why in status (``reconcile.session_place._place_again``). Secret values
+never reach logs, status or Events.
 
 kopf writes nothing to an AgentSession unless its store is to be deleted with it (no kopf
 diff-base: ``berth_operator.persistence``; its finalizer only then: ``needs_delete_handler``,

@@ -94,8 +94,8 @@ def create_failed(
 ) -> float:
     """The epoch of ``create`` is stored and its pod was never made (a write it waits for
     failed): remember it, so the next pass places the same epoch again after a backoff and
-    says why (``reconcile.session._place_again``). Returns the requeue delay (0: that pass
-    records the failure in status)."""
+    says why (``reconcile.session_place._place_again``). Returns the requeue delay (0: that
+    pass records the failure in status)."""
     failure = ctx.create_failed(obs.ref.uid, create, exc)
     RECONCILE_ERRORS.labels(kind="api" if isinstance(exc, KubeError) else "unexpected").inc()
     log.warning(

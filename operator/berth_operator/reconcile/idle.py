@@ -10,8 +10,8 @@ then waits for messages) when a wake is requested after it came to rest: the ann
 ``berth.dev/wake-requested-at`` (RFC 3339, set by ``kubectl berth wake`` and ``kubectl berth
 send``), or when ``spec.idle`` is removed.
 
-Called by :mod:`.session_passivation` (the trigger) and :mod:`.session` (whether to stay at rest).
-Nothing here does I/O.
+Called by :mod:`.session_passivation` (the trigger) and :mod:`.session_place` (whether to stay at
+rest). Nothing here does I/O.
 """
 
 from __future__ import annotations

@@ -28,38 +28,32 @@ States (status.phase is derived, conditions carry the detail)::
     Running on an image other than the session's current one (imageUpdatePolicy Migrate, a
         migration slot free) ──migration──► Passivating ──► Resuming (new image) ──► Running
 
-Passivation decisions live in ``reconcile.passivation``; ``reconcile.session_passivation`` applies
-them. The input and output types are in ``reconcile.plan``.
+Here: ``decide`` and the steps of the pod's lifecycle (the current pod alive, stuck, completed,
+dead or being deleted; no current pod). What a pass takes from the pod's reports and the run
+records (``status.runs``) are in ``reconcile.session_runs``; the gate in front of a placement and
+the placement itself (the epoch bumped, the pod's create planned or a failed one tried again)
+in ``reconcile.session_place``. Passivation decisions live in ``reconcile.passivation``;
+``reconcile.session_passivation`` applies them. The input and output types are in
+``reconcile.plan``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-from berth_operator.api.agentsession import (
-    AgentSessionStatus,
-    Checkpoint,
-    Phase,
-    Result,
-    RunRecord,
-    Usage,
-)
+from berth_operator.api.agentsession import AgentSessionStatus, Phase, Result
 from berth_operator.api.conditions import ConditionSet, CondType, PlacementReason, Reason
-from berth_operator.api.constants import MAX_RESULT_TEXT, MAX_RUNS_IN_STATUS
-from berth_operator.api.options import RuntimeState, TerminationMessage, UsageView
 from berth_operator.builders.names import pod_epoch, pod_name
-from berth_operator.reconcile import idle
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile import session_passivation as sp
+from berth_operator.reconcile import session_place as spl
+from berth_operator.reconcile import session_runs as sr
 from berth_operator.reconcile.observe import ObservedPod
 from berth_operator.reconcile.plan import (
     LANEWORKER_REQUEUE,
     NOT_RUNNING_REQUEUE,
     STARTING_POLL_SECONDS,
     TERMINAL_REQUEUE,
-    CreateFailure,
-    CreatePod,
     Decision,
     DeletePod,
     Event,
@@ -69,117 +63,6 @@ from berth_operator.reconcile.plan import (
 )
 from berth_operator.reconcile.replacement import Verdict, classify
 from berth_operator.settings import OperatorSettings
-
-# ---------------------------------------------------------------------------------------------
-# helpers (pure)
-
-
-def _truncate(text: str, limit: int = MAX_RESULT_TEXT) -> tuple[str, bool]:
-    if len(text) <= limit:
-        return text, False
-    return text[: limit - 1] + "…", True
-
-
-def _usage(old: Usage | None, new: UsageView | None) -> Usage | None:
-    """Cumulative usage never goes backwards (a resumed run carries usage forward)."""
-    if new is None:
-        return old
-    if old is not None and new.total_tokens < old.total_tokens:
-        return old
-    return Usage(
-        prompt_tokens=new.prompt_tokens,
-        completion_tokens=new.completion_tokens,
-        total_tokens=new.total_tokens,
-    )
-
-
-def _record_run(
-    runs: list[RunRecord],
-    run_id: str,
-    pod: ObservedPod,
-    now: datetime,
-    resumed_from: str | None,
-) -> list[RunRecord]:
-    """Append a lineage entry for ``run_id`` if it is new (bounded to the last 20)."""
-    if any(r.run_id == run_id for r in runs):
-        return runs
-    origin = resumed_from or pod.resume_run_id or None
-    if origin == run_id:
-        origin = None
-    entry = RunRecord(
-        run_id=run_id,
-        resumed_from=origin,
-        pod_name=pod.name,
-        node_name=pod.node_name or None,
-        epoch=pod.epoch,
-        started_at=now,
-    )
-    return [*runs, entry][-MAX_RUNS_IN_STATUS:]
-
-
-def _end_run(
-    runs: list[RunRecord],
-    pod: ObservedPod,
-    run_id: str | None,
-    outcome: str,
-    reason: str,
-    now: datetime,
-) -> list[RunRecord]:
-    """Close the lineage entry of ``run_id`` (or the open entries of ``pod``)."""
-    out: list[RunRecord] = []
-    for r in runs:
-        match = (run_id is not None and r.run_id == run_id) or (
-            run_id is None and r.pod_name == pod.name
-        )
-        if match and r.outcome == "running":
-            r = r.model_copy(
-                update={"ended_at": now, "outcome": outcome, "reason": reason[:1024] or None}
-            )
-        out.append(r)
-    return out
-
-
-def _absorb_termination(
-    st: AgentSessionStatus, pod: ObservedPod, msg: TerminationMessage | None, now: datetime
-) -> None:
-    if msg is None:
-        return
-    if msg.run_id:
-        st.runs = _record_run(list(st.runs or []), msg.run_id, pod, now, msg.resumed_from)
-        st.run_id = msg.run_id
-    st.usage = _usage(st.usage, msg.usage)
-    if msg.turn is not None and msg.run_id:
-        cp = st.checkpoint or Checkpoint()
-        st.checkpoint = cp.model_copy(update={"run_id": msg.run_id, "turn": msg.turn})
-
-
-def _absorb_state(
-    st: AgentSessionStatus, pod: ObservedPod, state: RuntimeState, now: datetime
-) -> None:
-    if state.run_id:
-        st.runs = _record_run(list(st.runs or []), state.run_id, pod, now, state.resumed_from)
-        st.run_id = state.run_id
-    st.usage = _usage(st.usage, state.usage)
-    cp_view = state.checkpoint
-    run_id = (cp_view.run_id if cp_view else None) or state.run_id
-    turn = cp_view.turn if cp_view and cp_view.turn is not None else state.turn
-    calls = (
-        cp_view.tool_calls_count
-        if cp_view and cp_view.tool_calls_count is not None
-        else state.tool_calls_count
-    )
-    at = (
-        datetime.fromtimestamp(cp_view.checkpoint_ms / 1000, UTC)
-        if cp_view and cp_view.checkpoint_ms
-        else (st.checkpoint.at if st.checkpoint else None)
-    )
-    if run_id is not None or turn is not None:
-        st.checkpoint = Checkpoint(run_id=run_id, turn=turn, tool_calls_count=calls, at=at)
-    if state.last_error:
-        st.last_error = state.last_error[:4096]
-
-
-# ---------------------------------------------------------------------------------------------
 
 
 def decide(obs: Observation, settings: OperatorSettings) -> Plan:
@@ -263,7 +146,7 @@ def _current_deleting(d: Decision, current: ObservedPod) -> None:
     if verdict.force_delete:
         plan.delete.append(DeletePod(current.name, current.uid, force=True))
     if current.ended:  # its death is accounted for and nothing of it runs any more
-        _maybe_place(d, st.epoch or 0)
+        spl.maybe_place(d, st.epoch or 0)
         return
     conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, f"pod {current.name} terminating")
     finish(st, conds, "Resuming" if (st.epoch or 0) > 1 else "Pending")
@@ -298,7 +181,7 @@ def _current_pod_step(d: Decision, current: ObservedPod) -> None:
     if verdict.kind == "replace" and _death_accounted(st, current):
         _await_accounted_pod(d, current, verdict)
         if current.ended:  # its object may linger; nothing of it runs any more
-            _maybe_place(d, st.epoch or 0)
+            spl.maybe_place(d, st.epoch or 0)
         return
     st.pod_name = current.name
     st.pod_uid = current.uid
@@ -311,9 +194,9 @@ def _current_pod_step(d: Decision, current: ObservedPod) -> None:
     elif verdict.kind == "completed":
         _completed(d, current, verdict)
     elif verdict.kind == "budget_exhausted":
-        _absorb_termination(st, current, verdict.termination, now)
+        sr.absorb_termination(st, current, verdict.termination, now)
         sp.notice_resume(d, current, verdict.termination.run_id if verdict.termination else None)
-        st.runs = _end_run(list(st.runs or []), current, st.run_id, "failed", verdict.detail, now)
+        st.runs = sr.end_run(list(st.runs or []), current, st.run_id, "failed", verdict.detail, now)
         st.last_error = verdict.detail[:4096]
         sp.on_run_ended(d, "failed")
         conds.set(CondType.BUDGET_EXHAUSTED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
@@ -329,20 +212,20 @@ def _completed(d: Decision, current: ObservedPod, verdict: Verdict) -> None:
     """The run completed: result, lineage, Completed=True, phase Succeeded."""
     obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
     now = obs.now
-    _absorb_termination(st, current, verdict.termination, now)
+    sr.absorb_termination(st, current, verdict.termination, now)
     if obs.state is not None:
-        _absorb_state(st, current, obs.state, now)
+        sr.absorb_state(st, current, obs.state, now)
     reported = (verdict.termination.run_id if verdict.termination else None) or (
         obs.state.run_id if obs.state else None
     )
     sp.notice_resume(d, current, reported, obs.state)
-    st.runs = _end_run(list(st.runs or []), current, st.run_id, "completed", verdict.detail, now)
+    st.runs = sr.end_run(list(st.runs or []), current, st.run_id, "completed", verdict.detail, now)
     text = (
         (verdict.termination.text if verdict.termination else None)
         or (obs.state.text if obs.state else None)
         or ""
     )
-    text, truncated = _truncate(text)
+    text, truncated = sr.truncate(text)
     st.result = Result(text=text, truncated=truncated or None, finished_at=now)
     st.restarts = 0
     st.next_attempt_at = None
@@ -358,7 +241,7 @@ def _no_current_pod(d: Decision, epoch: int) -> None:
     """No pod of the current epoch: account for the one status names (it vanished, or its
     create never happened), then place the next one when allowed."""
     st, conds = d.st, d.conds
-    if st.pod_name is not None and epoch > 0 and _unplaced(d, epoch) is None:
+    if st.pod_name is not None and epoch > 0 and spl.unplaced(d, epoch) is None:
         gone = ObservedPod(name=st.pod_name, uid=st.pod_uid or "", epoch=epoch)
         if st.pod_uid:
             verdict = Verdict(
@@ -378,7 +261,7 @@ def _no_current_pod(d: Decision, epoch: int) -> None:
         _handle_death(d, gone, verdict)
         if conds.is_true(CondType.FAILED):
             return
-    _maybe_place(d, epoch)
+    spl.maybe_place(d, epoch)
 
 
 def verdict_or_deleted(verdict: Verdict) -> Verdict:
@@ -407,7 +290,7 @@ def _handle_alive(d: Decision, pod: ObservedPod) -> None:
         conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"placing pod {pod.name}")
     running = pod.phase == "Running" and obs.state is not None
     if obs.state is not None:
-        _absorb_state(st, pod, obs.state, now)
+        sr.absorb_state(st, pod, obs.state, now)
     if running:
         conds.set(
             CondType.RUNNING,
@@ -481,10 +364,10 @@ def _handle_death(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
     obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
     now = obs.now
     verdict = pv.reclassify(st.passivation, pod.name, verdict)
-    _absorb_termination(st, pod, verdict.termination, now)
+    sr.absorb_termination(st, pod, verdict.termination, now)
     run_id = verdict.termination.run_id if verdict.termination else None
     sp.notice_resume(d, pod, run_id)
-    st.runs = _end_run(
+    st.runs = sr.end_run(
         list(st.runs or []),
         pod,
         run_id or None,
@@ -524,7 +407,7 @@ def _replace_ended(d: Decision, pod: ObservedPod) -> None:
     that records its end, instead of the next one: one status write and one round trip less
     on the path of every resume. A pod that has not ended is waited for first."""
     if pod.ended:
-        _maybe_place(d, d.st.epoch or 0)
+        spl.maybe_place(d, d.st.epoch or 0)
 
 
 def _failed_pod(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
@@ -556,178 +439,3 @@ def _failed_pod(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
     plan.events.append(Event("Warning", cause, msg))
     finish(st, conds, "Resuming", msg)
     plan.requeue_after = delay
-
-
-@dataclass(frozen=True, slots=True)
-class _Blocked:
-    """Why no pod is placed now: the Placed condition's reason and message, when to look again,
-    whether a user must act (a Warning Event once per new problem; the reason also becomes
-    Ready's) and the phase."""
-
-    reason: str
-    message: str
-    requeue: float
-    user_must_act: bool = False
-    phase: Phase | None = None
-
-
-def _blocked(obs: Observation, st: AgentSessionStatus, plan: Plan) -> _Blocked | None:
-    """The first reason not to place a pod now, or None. Pure."""
-    if obs.missing_laneworkers:
-        msg = "LaneWorker not found: " + ", ".join(obs.missing_laneworkers)
-        return _Blocked(Reason.LANE_WORKER_NOT_FOUND, msg, LANEWORKER_REQUEUE)
-    if obs.claim is not None and obs.claim[1] == Reason.CLAIM_MISSING:
-        return _Blocked(Reason.CLAIM_MISSING, obs.claim[2][:1024], LANEWORKER_REQUEUE, True)
-    if obs.credentials_problem is not None:
-        reason, msg = obs.credentials_problem
-        return _Blocked(reason, msg, LANEWORKER_REQUEUE, True)
-    if not_ended(obs, plan):
-        # Old pods still run (or may: being deleted, never seen): never two at once.
-        return _Blocked(Reason.WAITING_FOR_POD, "waiting for old pods to go", NOT_RUNNING_REQUEUE)
-    if st.next_attempt_at is not None and st.next_attempt_at > obs.now:
-        wait = (st.next_attempt_at - obs.now).total_seconds()
-        return _Blocked(Reason.BACKOFF, f"next attempt in {wait:.0f}s", wait, phase="Resuming")
-    return None
-
-
-def not_ended(obs: Observation, plan: Plan) -> list[str]:
-    """Names of the session's old pods that may still run: observed and not ended
-    (``ObservedPod.ended``), or planned for deletion without being observed ended (a pod the
-    status names that the cache does not show may exist). A pod whose session container has
-    terminated does not hold the next one back: its process is gone for good, and its epoch
-    is fenced out of the store by the next one's anyway (ARCHITECTURE.md §6). Pure."""
-    ended = {p.name for p in obs.pods if p.ended}
-    names = [p.name for p in obs.pods if not p.ended]
-    names += [x.name for x in plan.delete if x.name not in ended and x.name not in names]
-    return names
-
-
-def _maybe_place(d: Decision, epoch: int) -> None:
-    """No pod of the current epoch: place the next one when allowed."""
-    obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
-    resuming = epoch > 0
-    if obs.spec.suspend:
-        conds.set(CondType.PASSIVATED, "True", Reason.PASSIVATED, "spec.suspend is true")
-        st.at_rest_since = st.at_rest_since or obs.precise_now or obs.now
-        finish(st, conds, "Passivated")
-        return
-    if _at_rest(d):
-        return
-    blocked = _blocked(obs, st, plan)
-    if blocked is not None:
-        before = conds.get(CondType.PLACED)
-        new_problem = before is None or (before.reason, before.message) != (
-            blocked.reason,
-            blocked.message,
-        )
-        if blocked.user_must_act and new_problem:
-            plan.events.append(Event("Warning", blocked.reason, blocked.message))
-        conds.set(CondType.PLACED, "False", blocked.reason, blocked.message)
-        phase: Phase = blocked.phase or ("Resuming" if resuming else "Pending")
-        transient = blocked.reason in (Reason.WAITING_FOR_POD, Reason.BACKOFF)
-        ready_reason = blocked.reason if blocked.user_must_act else None  # the REASON column
-        finish(st, conds, phase, "" if transient else blocked.message, reason=ready_reason)
-        plan.requeue_after = blocked.requeue
-        return
-    _place(d, epoch)
-
-
-def _at_rest(d: Decision) -> bool:
-    """An idle-passivated session with no wake stays at rest (``reconcile.idle``): no pod, its
-    PodDisruptionBudget released, ``Passivated=True AtRest`` saying since when. Pure."""
-    obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
-    since = idle.stays_at_rest(obs.spec, st.passivation, obs.wake_requested_at)
-    if since is None:
-        return False
-    st.at_rest_since = since
-    msg = (
-        f"at rest since {since.isoformat(timespec='seconds')} (idle_reaper); a message or "
-        "kubectl berth wake resumes it"
-    )
-    before = conds.get(CondType.PASSIVATED)
-    if before is None or before.reason != Reason.AT_REST:
-        plan.events.append(Event("Normal", Reason.AT_REST, msg))
-    conds.set(CondType.PASSIVATED, "True", Reason.AT_REST, msg)
-    plan.release_pdb = True
-    finish(st, conds, "Passivated")
-    plan.requeue_after = TERMINAL_REQUEUE  # a wake (annotation or spec change) is an event
-    return True
-
-
-def _unplaced(d: Decision, epoch: int) -> CreateFailure | None:
-    """The failed create of ``epoch``'s pod, when the status still names that pod as never
-    seen: its pod never existed, so the epoch is placed again (``_place_again``) rather than
-    counted as a lost pod and left for the next one. Pure."""
-    failure, st = d.obs.create_failure, d.st
-    if (
-        failure is None
-        or epoch <= 0
-        or failure.create.epoch != epoch
-        or st.pod_uid
-        or st.pod_name != pod_name(d.obs.ref.name, epoch)
-    ):
-        return None
-    return failure
-
-
-def _place_again(d: Decision, failure: CreateFailure) -> None:
-    """Try the failed create of the current epoch again once the placement backoff after the
-    last attempt has passed (``PlacementSettings.backoff_seconds(attempts)``); until then say
-    why in ``Placed`` and ``Ready`` (reason ``PodCreateFailed``), with a Warning Event once
-    per new error. The epoch stays: no pod of it ever ran. Pure."""
-    obs, st, conds, plan, settings = d.obs, d.st, d.conds, d.plan, d.settings
-    msg = f"pod {st.pod_name} could not be created: {failure.message}"[:1024]
-    before = conds.get(CondType.PLACED)
-    if before is None or (before.reason, before.message) != (Reason.POD_CREATE_FAILED, msg):
-        plan.events.append(Event("Warning", Reason.POD_CREATE_FAILED, msg))
-    conds.set(CondType.PLACED, "False", Reason.POD_CREATE_FAILED, msg)
-    phase: Phase = "Resuming" if (st.epoch or 0) > 1 else "Pending"
-    finish(st, conds, phase, msg, reason=Reason.POD_CREATE_FAILED)
-    due = failure.failed_at + timedelta(
-        seconds=settings.placement.backoff_seconds(failure.attempts)
-    )
-    if obs.now < due:
-        plan.requeue_after = (due - obs.now).total_seconds()
-        return
-    plan.create = replace(failure.create, reserved=False)  # the epoch is stored by now
-    plan.requeue_after = NOT_RUNNING_REQUEUE
-
-
-def _place(d: Decision, epoch: int) -> None:
-    """Bump the epoch in status (``passivation.replacement_epoch``: the next one, or for a
-    passivated pod's replacement the one its request reserved) and plan the create of its pod
-    (resuming the last run); or, when this epoch's create failed, try it again
-    (``_place_again``)."""
-    obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
-    failure = _unplaced(d, epoch)
-    if failure is not None:
-        _place_again(d, failure)
-        return
-    resuming = epoch > 0
-    new_epoch, reserved = pv.replacement_epoch(st.passivation, epoch, obs.reserved_epoch)
-    reason = st.placement_reason if resuming and st.placement_reason else PlacementReason.INITIAL
-    if not resuming:
-        reason = PlacementReason.INITIAL
-    resume = st.run_id if resuming else None
-    st.epoch = new_epoch
-    st.pod_name = pod_name(obs.ref.name, new_epoch)
-    st.pod_uid = None
-    st.pod_ip = None
-    st.node_name = None
-    st.placement_reason = reason
-    st.next_attempt_at = None
-    st.at_rest_since = None
-    plan.create = CreatePod(
-        epoch=new_epoch,
-        reason=reason,
-        resume_run_id=resume,
-        avoid_nodes=pv.avoid_nodes(st.passivation),
-        reserved=reserved,
-    )
-    conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"placing pod {st.pod_name}")
-    msg = f"placing pod {st.pod_name} (epoch {new_epoch}, {reason})" + (
-        f", resuming run {resume}" if resume else ""
-    )
-    plan.events.append(Event("Normal", "Placing", msg))
-    finish(st, conds, "Resuming" if resuming else "Pending")
-    plan.requeue_after = NOT_RUNNING_REQUEUE
