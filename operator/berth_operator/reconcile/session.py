@@ -46,8 +46,6 @@ from berth_operator.api.conditions import ConditionSet, CondType, PlacementReaso
 from berth_operator.builders.names import pod_epoch, pod_name
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile import session_passivation as sp
-from berth_operator.reconcile import session_place as spl
-from berth_operator.reconcile import session_runs as sr
 from berth_operator.reconcile.observe import ObservedPod
 from berth_operator.reconcile.plan import (
     LANEWORKER_REQUEUE,
@@ -62,6 +60,13 @@ from berth_operator.reconcile.plan import (
     finish,
 )
 from berth_operator.reconcile.replacement import Verdict, classify
+from berth_operator.reconcile.session_place import maybe_place, unplaced
+from berth_operator.reconcile.session_runs import (
+    absorb_state,
+    absorb_termination,
+    end_run,
+    truncate,
+)
 from berth_operator.settings import OperatorSettings
 
 
@@ -146,7 +151,7 @@ def _current_deleting(d: Decision, current: ObservedPod) -> None:
     if verdict.force_delete:
         plan.delete.append(DeletePod(current.name, current.uid, force=True))
     if current.ended:  # its death is accounted for and nothing of it runs any more
-        spl.maybe_place(d, st.epoch or 0)
+        maybe_place(d, st.epoch or 0)
         return
     conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, f"pod {current.name} terminating")
     finish(st, conds, "Resuming" if (st.epoch or 0) > 1 else "Pending")
@@ -181,7 +186,7 @@ def _current_pod_step(d: Decision, current: ObservedPod) -> None:
     if verdict.kind == "replace" and _death_accounted(st, current):
         _await_accounted_pod(d, current, verdict)
         if current.ended:  # its object may linger; nothing of it runs any more
-            spl.maybe_place(d, st.epoch or 0)
+            maybe_place(d, st.epoch or 0)
         return
     st.pod_name = current.name
     st.pod_uid = current.uid
@@ -194,9 +199,9 @@ def _current_pod_step(d: Decision, current: ObservedPod) -> None:
     elif verdict.kind == "completed":
         _completed(d, current, verdict)
     elif verdict.kind == "budget_exhausted":
-        sr.absorb_termination(st, current, verdict.termination, now)
+        absorb_termination(st, current, verdict.termination, now)
         sp.notice_resume(d, current, verdict.termination.run_id if verdict.termination else None)
-        st.runs = sr.end_run(list(st.runs or []), current, st.run_id, "failed", verdict.detail, now)
+        st.runs = end_run(list(st.runs or []), current, st.run_id, "failed", verdict.detail, now)
         st.last_error = verdict.detail[:4096]
         sp.on_run_ended(d, "failed")
         conds.set(CondType.BUDGET_EXHAUSTED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
@@ -212,20 +217,20 @@ def _completed(d: Decision, current: ObservedPod, verdict: Verdict) -> None:
     """The run completed: result, lineage, Completed=True, phase Succeeded."""
     obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
     now = obs.now
-    sr.absorb_termination(st, current, verdict.termination, now)
+    absorb_termination(st, current, verdict.termination, now)
     if obs.state is not None:
-        sr.absorb_state(st, current, obs.state, now)
+        absorb_state(st, current, obs.state, now)
     reported = (verdict.termination.run_id if verdict.termination else None) or (
         obs.state.run_id if obs.state else None
     )
     sp.notice_resume(d, current, reported, obs.state)
-    st.runs = sr.end_run(list(st.runs or []), current, st.run_id, "completed", verdict.detail, now)
+    st.runs = end_run(list(st.runs or []), current, st.run_id, "completed", verdict.detail, now)
     text = (
         (verdict.termination.text if verdict.termination else None)
         or (obs.state.text if obs.state else None)
         or ""
     )
-    text, truncated = sr.truncate(text)
+    text, truncated = truncate(text)
     st.result = Result(text=text, truncated=truncated or None, finished_at=now)
     st.restarts = 0
     st.next_attempt_at = None
@@ -241,7 +246,7 @@ def _no_current_pod(d: Decision, epoch: int) -> None:
     """No pod of the current epoch: account for the one status names (it vanished, or its
     create never happened), then place the next one when allowed."""
     st, conds = d.st, d.conds
-    if st.pod_name is not None and epoch > 0 and spl.unplaced(d, epoch) is None:
+    if st.pod_name is not None and epoch > 0 and unplaced(d, epoch) is None:
         gone = ObservedPod(name=st.pod_name, uid=st.pod_uid or "", epoch=epoch)
         if st.pod_uid:
             verdict = Verdict(
@@ -261,7 +266,7 @@ def _no_current_pod(d: Decision, epoch: int) -> None:
         _handle_death(d, gone, verdict)
         if conds.is_true(CondType.FAILED):
             return
-    spl.maybe_place(d, epoch)
+    maybe_place(d, epoch)
 
 
 def verdict_or_deleted(verdict: Verdict) -> Verdict:
@@ -290,7 +295,7 @@ def _handle_alive(d: Decision, pod: ObservedPod) -> None:
         conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"placing pod {pod.name}")
     running = pod.phase == "Running" and obs.state is not None
     if obs.state is not None:
-        sr.absorb_state(st, pod, obs.state, now)
+        absorb_state(st, pod, obs.state, now)
     if running:
         conds.set(
             CondType.RUNNING,
@@ -364,10 +369,10 @@ def _handle_death(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
     obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
     now = obs.now
     verdict = pv.reclassify(st.passivation, pod.name, verdict)
-    sr.absorb_termination(st, pod, verdict.termination, now)
+    absorb_termination(st, pod, verdict.termination, now)
     run_id = verdict.termination.run_id if verdict.termination else None
     sp.notice_resume(d, pod, run_id)
-    st.runs = sr.end_run(
+    st.runs = end_run(
         list(st.runs or []),
         pod,
         run_id or None,
@@ -407,7 +412,7 @@ def _replace_ended(d: Decision, pod: ObservedPod) -> None:
     that records its end, instead of the next one: one status write and one round trip less
     on the path of every resume. A pod that has not ended is waited for first."""
     if pod.ended:
-        spl.maybe_place(d, d.st.epoch or 0)
+        maybe_place(d, d.st.epoch or 0)
 
 
 def _failed_pod(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
