@@ -20,7 +20,9 @@ operator) spent until every pod was Running. Figures only; nothing is asserted.
     .venv/bin/python bench/placement.py --n 100 --kwok-nodes 100 --memory /tmp/opmem
                                                    # where the operator's memory goes (traced)
 
-``--keep-logs DIR`` keeps the operators' logs; ``--baseline-src DIR`` also runs another
+``--cpu-profile DIR`` keeps Go CPU profiles of the apiserver, controller-manager and scheduler
+over each burst (``bench/apiprofile.py``) and prints where their CPU went; ``--keep-logs DIR``
+keeps the operators' logs; ``--baseline-src DIR`` also runs another
 checkout's operator in the same run.
 """
 
@@ -54,6 +56,13 @@ from berth_operator.builders.session_pod import build_session_pod  # noqa: E402
 from berth_operator.settings import OperatorSettings  # noqa: E402
 from kubernetes import client, config, watch  # noqa: E402
 
+from bench.apiprofile import (  # noqa: E402
+    CpuProfile,
+    apiserver_fetch,
+    secure_port_fetch,
+    secure_port_of,
+    top,
+)
 from tests.cluster import DevCluster  # noqa: E402
 from tests.integration.operator.harness import (  # noqa: E402
     OperatorProcess,
@@ -294,7 +303,9 @@ def operator_requests(metrics_text: str) -> dict[str, float]:
     return out
 
 
-def bench_bare(dc: DevCluster, core: Any, n: int) -> tuple[dict[str, float], Counter[str]]:
+def bench_bare(
+    dc: DevCluster, core: Any, n: int, profile: Path | None = None
+) -> tuple[dict[str, float], Counter[str]]:
     settings = OperatorSettings()
     spec = AgentSessionSpec.model_validate(SPEC)
     with dc.namespace("bench-pods", shared_pvc=True) as ns_pods:
@@ -311,9 +322,11 @@ def bench_bare(dc: DevCluster, core: Any, n: int) -> tuple[dict[str, float], Cou
 
         before = apiserver_writes(dc)
         cpu = CpuMeter()
+        prof = start_profile(dc, core, profile, f"n{n}-bare")
         names = [f"b{i:04d}" for i in range(n)]
         bare = run_batch(names, create_pod, lambda name: name, watcher)
         print(f"CPU seconds until all Running (bare pods): {cpu_line(cpu.read())}", flush=True)
+        finish_profile(prof)
         time.sleep(2.0)  # let status updates of the last pods land
         writes = apiserver_writes(dc) - before
         watcher.stop.set()
@@ -347,13 +360,15 @@ def bench_sessions(
     source: str | None = None,
     keep_logs: Path | None = None,
     memory: Path | None = None,
+    profile: Path | None = None,
 ) -> tuple[dict[str, float], Counter[str], float, dict[str, float]]:
     """N sessions with a fresh operator: this checkout's, or the one in ``source`` (another
     checkout of this repository, e.g. a ``git worktree`` of an older commit). With
     ``keep_logs`` the operator's log files are copied into that directory when it stops. With
     ``memory`` (this checkout only) the operator runs under tracemalloc
     (``bench/traced_operator.py``) and its report once every pod is Running is written into that
-    directory and printed."""
+    directory and printed. With ``profile`` the apiserver's CPU profile over the burst is kept
+    in that directory and its top functions printed (``bench/apiprofile.py``)."""
     with (
         dc.namespace("bench-ags", shared_pvc=True) as ns_ags,
         tempfile.TemporaryDirectory() as tmp,
@@ -405,6 +420,7 @@ def bench_sessions(
 
         before = apiserver_writes(dc)
         cpu = CpuMeter(proc.pid)
+        prof = start_profile(dc, core, profile, f"n{n}-{'baseline' if source else 'sessions'}")
         names = [f"s{i:04d}" for i in range(n)]
         try:
             sessions = run_batch(names, create_session, lambda name: name, watcher)
@@ -413,6 +429,7 @@ def bench_sessions(
                 f"{cpu_line(cpu.read())}",
                 flush=True,
             )
+            finish_profile(prof)
         except NeverRunning as exc:
             for name in exc.missing[:3]:  # what the stuck sessions and their pods say
                 print(dc.kubectl("-n", ns_ags, "get", "ags", name, "-o", "yaml").stdout)
@@ -472,6 +489,41 @@ def bench_sessions(
     return sessions, writes, rss, requests
 
 
+PROFILED = ("kube-controller-manager", "kube-scheduler")
+
+
+def start_profile(dc: DevCluster, core: Any, out: Path | None, tag: str) -> list[CpuProfile]:
+    """Start profiling the apiserver, the controller-manager and the scheduler into ``out``
+    (none when ``out`` is None); the last two are read on their secure ports with the
+    kubeconfig's client certificate."""
+    if out is None:
+        return []
+    profiles = [CpuProfile(apiserver_fetch(core.api_client), out, f"{tag}-apiserver")]
+    user = yaml.safe_load(Path(dc.kubeconfig).read_text())["users"][0]["user"]
+    pids = control_plane_pids()
+    for name in PROFILED:
+        if name not in pids:
+            continue
+        argv = Path(f"/proc/{pids[name]}/cmdline").read_bytes().decode().split("\0")
+        port = secure_port_of(argv)
+        if port is not None and "client-certificate" in user:
+            fetch = secure_port_fetch(
+                port, Path(user["client-certificate"]), Path(user["client-key"])
+            )
+            profiles.append(CpuProfile(fetch, out, f"{tag}-{name}"))
+    for prof in profiles:
+        prof.start()
+    return profiles
+
+
+def finish_profile(profiles: list[CpuProfile]) -> None:
+    """Stop ``profiles`` and print the top of each one's merged slices."""
+    for prof in profiles:
+        paths = prof.finish()
+        print(prof.error or f"CPU profile ({prof.tag}, {len(paths)} slices):", flush=True)
+        print(top(paths), flush=True)
+
+
 def per_object(writes: Counter[str], n: int) -> str:
     top = ", ".join(f"{k} {v / n:.2f}" for k, v in writes.most_common(8))
     return f"{sum(writes.values()) / n:.2f} ({top})"
@@ -496,6 +548,12 @@ def main() -> int:
         help="run this checkout's operator under tracemalloc and write where its memory goes "
         "(once every pod is Running) into this directory; slows the operator: no timing then",
     )
+    parser.add_argument(
+        "--cpu-profile",
+        type=Path,
+        help="keep the CPU profiles of the apiserver, controller-manager and scheduler over "
+        "each burst in this directory and print their top functions (`go tool pprof`)",
+    )
     args = parser.parse_args()
     counts = [int(x) for x in args.n.split(",")]
     dc = DevCluster.ensure()
@@ -508,9 +566,15 @@ def main() -> int:
     rows = []
     for n in counts:
         print(f"== N={n} on {args.kwok_nodes} kwok nodes", flush=True)
-        bare, bare_writes = bench_bare(dc, core, n)
+        bare, bare_writes = bench_bare(dc, core, n, args.cpu_profile)
         sessions, session_writes, rss, requests = bench_sessions(
-            dc, core, custom, n, keep_logs=args.keep_logs, memory=args.memory
+            dc,
+            core,
+            custom,
+            n,
+            keep_logs=args.keep_logs,
+            memory=args.memory,
+            profile=args.cpu_profile,
         )
         print(
             f"bare pods    : all Running after {bare['total']:.2f}s; create→Running "
@@ -535,7 +599,13 @@ def main() -> int:
         print(f"apiserver writes per session : {per_object(session_writes, n)}", flush=True)
         if args.baseline_src:
             base, base_writes, base_rss, base_requests = bench_sessions(
-                dc, core, custom, n, args.baseline_src, args.keep_logs
+                dc,
+                core,
+                custom,
+                n,
+                args.baseline_src,
+                args.keep_logs,
+                profile=args.cpu_profile,
             )
             print(
                 f"baseline operator ({args.baseline_src}): all Running after "

@@ -82,15 +82,22 @@ componentsPatches:
 # loaded machine makes the apiserver slow, and exit (which leaves PVCs unbound, pods unscheduled).
 # A node whose kubelet stops is NotReady after 40 s (kwokctl sets 200 s; upstream's default is
 # 40-50 s), checked every 5 s: node-loss tests wait for this.
+#
+# Both read their callers' credentials through the apiserver (as kubeadm sets them up), so the
+# admin certificate may read their /debug/pprof (bench/placement.py --cpu-profile).
 - name: kube-controller-manager
   extraArgs:
   - {key: leader-elect, value: "false"}
+  - {key: authentication-kubeconfig, value: $KWOK_WORKDIR/clusters/$CLUSTER_NAME/kubeconfig.yaml}
+  - {key: authorization-kubeconfig, value: $KWOK_WORKDIR/clusters/$CLUSTER_NAME/kubeconfig.yaml}
   - {key: node-monitor-period, value: 5s}
   - {key: node-monitor-grace-period, value: 40s}
   - {key: service-cluster-ip-range, value: 198.19.128.0/17}
 - name: kube-scheduler
   extraArgs:
   - {key: leader-elect, value: "false"}
+  - {key: authentication-kubeconfig, value: $KWOK_WORKDIR/clusters/$CLUSTER_NAME/kubeconfig.yaml}
+  - {key: authorization-kubeconfig, value: $KWOK_WORKDIR/clusters/$CLUSTER_NAME/kubeconfig.yaml}
 CFG
   log "starting kube-apiserver, etcd, controller-manager, scheduler, kwok-controller (kwokctl, binary runtime)"
   "$KWOK_BIN/kwokctl" create cluster --name "$CLUSTER_NAME" --config "$DEV/kwokctl.yaml" \
