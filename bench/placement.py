@@ -9,7 +9,8 @@ the time a pod watch first sees the pod and the time it first sees phase Running
 
 For each N (a fresh operator each time) it prints: total time until every pod is Running and
 p50/p99 create→Running for both, the sessions' create→pod-seen (the operator's own share), the
-ratios, the operator's peak RSS (VmHWM), the operator's API requests per session by verb and
+ratios, sessions that had two live pods at once, pods per session, the operator's reconcile
+errors by kind, its peak RSS (VmHWM), the operator's API requests per session by verb and
 resource (``berth_operator_api_requests_total``) and the apiserver's writes (POST/PUT/PATCH/DELETE,
 from its ``apiserver_request_total``) per object for both — every component's writes, kopf's,
 the scheduler's and kwok's included; and the CPU seconds each control-plane process (and the
@@ -95,6 +96,12 @@ class RunningWatch(threading.Thread):
         self.namespace = namespace
         self.running: dict[str, float] = {}
         self.added: dict[str, float] = {}
+        self.live: dict[str, set[str]] = {}
+        """Pods of each object neither ended nor being deleted, as last seen."""
+        self.most_live: dict[str, int] = {}
+        """The most pods of each object seen live at once (2 or more: a duplicate pod)."""
+        self.pods: dict[str, set[str]] = {}
+        """Every pod name seen for each object."""
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -106,12 +113,31 @@ class RunningWatch(threading.Thread):
                     pod = ev["object"]
                     key = (pod.metadata.labels or {}).get(SESSION_LABEL, pod.metadata.name)
                     self.added.setdefault(key, time.monotonic())
+                    self.count_live(key, ev["type"], pod)
                     if pod.status.phase == "Running" and key not in self.running:
                         self.running[key] = time.monotonic()
                     if self.stop.is_set():
                         return
             except Exception:
                 time.sleep(0.1)
+
+    def count_live(self, key: str, kind: str, pod: Any) -> None:
+        name = pod.metadata.name
+        self.pods.setdefault(key, set()).add(name)
+        live = self.live.setdefault(key, set())
+        ended = pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp
+        if kind == "DELETED" or ended:
+            live.discard(name)
+        else:
+            live.add(name)
+        self.most_live[key] = max(self.most_live.get(key, 0), len(live))
+
+    def duplicates(self) -> int:
+        """Objects that had two or more live pods at once."""
+        return sum(1 for most in self.most_live.values() if most >= 2)
+
+    def pods_per_object(self) -> float:
+        return sum(map(len, self.pods.values())) / max(1, len(self.pods))
 
 
 def pct(values: list[float], q: float) -> float:
@@ -303,6 +329,16 @@ def operator_requests(metrics_text: str) -> dict[str, float]:
     return out
 
 
+def reconcile_errors(metrics_text: str) -> dict[str, float]:
+    """``berth_operator_reconcile_errors_total`` as {kind: count}, only kinds above zero."""
+    out: dict[str, float] = {}
+    for line in metrics_text.splitlines():
+        found = re.match(r'berth_operator_reconcile_errors_total\{kind="([^"]*)"\} (\S+)', line)
+        if found and float(found.group(2)) > 0:
+            out[found.group(1)] = float(found.group(2))
+    return out
+
+
 def bench_bare(
     dc: DevCluster, core: Any, n: int, profile: Path | None = None
 ) -> tuple[dict[str, float], Counter[str]]:
@@ -465,7 +501,15 @@ def bench_sessions(
             f"{status_mib(proc.pid, 'VmRSS'):.1f} MiB",
             flush=True,
         )
-        requests = operator_requests(op.metrics())
+        metrics = op.metrics()
+        requests = operator_requests(metrics)
+        errors = reconcile_errors(metrics)
+        print(
+            f"sessions with two live pods at once: {watcher.duplicates()}; pods per session "
+            f"{watcher.pods_per_object():.2f}; reconcile errors: "
+            + (", ".join(f"{k} {v:.0f}" for k, v in sorted(errors.items())) or "none"),
+            flush=True,
+        )
         if memory is not None and source is None:
             print(memory_report(proc, memory, f"n{n}"), flush=True)
         # Delete the sessions while the operator runs (some trees put a finalizer on each).
