@@ -223,6 +223,7 @@ class SessionQueueConfig:
         return self.lane_handlers.get(lane) or LaneHandlerConfig()
 
     def effective_dlq_max_size(self) -> int:
+        """The DLQ capacity (entries): ``dlq_max_size``, else the A3S default of 1000."""
         return self.dlq_max_size if self.dlq_max_size is not None else DEFAULT_DLQ_MAX_SIZE
 
     def validate(self) -> None:

@@ -27,6 +27,7 @@ class DeadLetter:
     failed_at: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The entry as a dict of the A3S dead-letter fields (as ``dead_letters()`` returns)."""
         return asdict(self)
 
 
@@ -38,6 +39,7 @@ class DeadLetterQueue:
         self.dropped = 0
 
     def push(self, entry: DeadLetter) -> None:
+        """Append ``entry``; when full, the oldest entry is dropped and counted in ``dropped``."""
         if self._entries.maxlen is not None and len(self._entries) == self._entries.maxlen:
             self.dropped += 1
         self._entries.append(entry)

@@ -63,15 +63,19 @@ class LaneMetrics:
         }
 
     def inc(self, lane: Lane, counter: str, by: int = 1) -> None:
+        """Add ``by`` to ``counter`` (one of ``COUNTERS``) of ``lane``; KeyError if unknown."""
         self._counters[lane][counter] += by
 
     def observe_wait(self, lane: Lane, ms: float) -> None:
+        """Record a queue wait of ``ms`` (submission to slot) in ``lane``'s reservoir."""
         self._wait[lane].append(ms)
 
     def observe_run(self, lane: Lane, ms: float) -> None:
+        """Record one attempt's run time of ``ms`` (slot held) in ``lane``'s reservoir."""
         self._run[lane].append(ms)
 
     def count(self, lane: Lane, counter: str) -> int:
+        """The value of ``counter`` (one of ``COUNTERS``) of ``lane``; KeyError if unknown."""
         return self._counters[lane][counter]
 
     def snapshot(self, gauges: dict[Lane, dict[str, int]]) -> dict[str, Any]:

@@ -214,6 +214,8 @@ class LaneQueue:
 
     @property
     def transport(self) -> ExternalTransport | None:
+        """The external task transport given at construction, or None (external tasks then wait
+        for :meth:`complete_external_task`)."""
         return self._transport
 
     def bind(self, *, emit: Emit | None = None, runner: ToolExecutor | None = None) -> None:

@@ -43,6 +43,7 @@ class RateLimiter:
 
     @property
     def limited(self) -> bool:
+        """Whether a limit applies (both ``window_ms`` and ``max_operations`` configured)."""
         return self._window is not None and self._max is not None
 
     def wait_ms(self, now_ms: int) -> int:

@@ -112,6 +112,8 @@ class Passivation:
     requested_ms: int
 
     def to_json(self) -> dict[str, Any]:
+        """``{"reason", "deadlineMs", "requestedMs"}`` (epoch ms), as ``/v1/state`` and the
+        ``POST /v1/passivate`` answer carry it; a fresh dict each call."""
         return {
             "reason": self.reason,
             "deadlineMs": self.deadline_ms,

@@ -265,6 +265,7 @@ class WarmServer:
         """The site serving the warm API, stopped at the adoption (None: not served by a site)."""
 
     async def healthz(self, _: web.Request) -> web.Response:
+        """``GET /healthz``: always 200 ``{"ok": true}`` (liveness)."""
         return web.json_response({"ok": True})
 
     async def metrics(self, _: web.Request) -> web.Response:
@@ -272,11 +273,17 @@ class WarmServer:
         return web.Response(text="", content_type="text/plain")
 
     async def readyz(self, _: web.Request) -> web.Response:
+        """``GET /readyz``: 200 ``{"ready": true, "state": "warm"}`` while adoptable; 503
+        ``{"ready": false, "state": "adopted"}`` once adopted (no longer a warm pod to offer)."""
         if self.result is not None:
             return web.json_response({"ready": False, "state": "adopted"}, status=503)
         return web.json_response({"ready": True, "state": "warm"})
 
     async def adopt(self, request: web.Request) -> web.Response:
+        """``POST /v1/adopt`` (module docstring): 401/403 on the pool token, 400 for a body or
+        config that does not validate, 409 once adopted by another session uid or epoch, else 202.
+        The first acceptance stops the warm site and sets :attr:`adopted`; a repeat is idempotent.
+        """
         given = presented_token(request)
         if given is None:
             return web.json_response({"error": "unauthenticated"}, status=401)
@@ -312,6 +319,8 @@ class WarmServer:
         return resp
 
     def app(self) -> web.Application:
+        """The aiohttp application of the warm API: ``/healthz``, ``/readyz``, ``/metrics``,
+        ``/v1/adopt``."""
         app = web.Application()
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/readyz", self.readyz)

@@ -63,11 +63,15 @@ class WorkflowCheckpointModel(_Shape):
 
 
 class SessionRec(_Shape):
+    """A ``session`` journal record: ``data`` is the session record (``save_session``)."""
+
     t: Literal["session"]
     data: dict[str, Any]
 
 
 class BeginRec(_Shape):
+    """A ``begin`` journal record: the assistant ``message`` of round ``turn`` of ``run``."""
+
     t: Literal["begin"]
     run: str
     turn: NonNeg
@@ -75,6 +79,9 @@ class BeginRec(_Shape):
 
 
 class ResultRec(_Shape):
+    """A ``result`` journal record: the ``result`` of tool call ``call`` in round ``turn`` of
+    ``run``."""
+
     t: Literal["result"]
     run: str
     turn: NonNeg
@@ -101,27 +108,38 @@ class CommitRec(_Shape):
 
 
 class CheckpointDeleteRec(_Shape):
+    """A ``checkpoint_delete`` journal record: forget ``run``'s checkpoint and pending round."""
+
     t: Literal["checkpoint_delete"]
     run: str
 
 
 class WorkflowRec(_Shape):
+    """A ``workflow`` journal record: ``checkpoint`` is an A3S WorkflowCheckpoint dict."""
+
     t: Literal["workflow"]
     checkpoint: dict[str, Any]
 
 
 class WorkflowDeleteRec(_Shape):
+    """A ``workflow_delete`` journal record: forget workflow ``workflow``."""
+
     t: Literal["workflow_delete"]
     workflow: str
 
 
 class PendingModel(_Shape):
+    """A run's uncommitted round in a snapshot: ``results`` maps tool call id to result."""
+
     turn: NonNeg
     message: dict[str, Any]
     results: dict[str, dict[str, Any]]
 
 
 class RunModel(_Shape):
+    """One run in a snapshot, in first-seen order. With ``base``, the checkpoint's
+    ``messages`` follow the first ``keep`` messages of run ``base``'s checkpoint."""
+
     run: str
     checkpoint: dict[str, Any] | None
     pending: PendingModel | None
@@ -130,6 +148,9 @@ class RunModel(_Shape):
 
 
 class StateModel(_Shape):
+    """The ``state`` of a snapshot record: what ``SessionState.to_json`` writes and
+    ``SessionState.from_json`` validates (the whole state of one session)."""
+
     session: dict[str, Any] | None
     runs: list[RunModel]
     workflows: dict[str, dict[str, Any]]

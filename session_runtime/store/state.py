@@ -38,14 +38,20 @@ def copy_json(value: Any) -> Any:
 
 
 def session_record(data: dict[str, Any]) -> dict[str, Any]:
+    """The ``session`` record of ``save_session``: ``data`` is the session record (the stores
+    strip its secrets first)."""
     return {"t": "session", "data": data}
 
 
 def begin_record(run: str, turn: int, message: dict[str, Any]) -> dict[str, Any]:
+    """The ``begin`` record of ``begin_round``: the intent of round ``turn`` of ``run``, whose
+    assistant ``message`` asks for the tool calls."""
     return {"t": "begin", "run": run, "turn": turn, "message": message}
 
 
 def result_record(run: str, turn: int, call: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The ``result`` record of ``record_tool_result``: the ``result`` of tool call id ``call``
+    in pending round ``turn`` of ``run`` (the stores redact it first)."""
     return {"t": "result", "run": run, "turn": turn, "call": call, "result": result}
 
 
@@ -77,14 +83,18 @@ def commit_record(
 
 
 def checkpoint_delete_record(run: str) -> dict[str, Any]:
+    """The ``checkpoint_delete`` record of ``delete_loop_checkpoint``: forget ``run``'s
+    checkpoint and pending round."""
     return {"t": "checkpoint_delete", "run": run}
 
 
 def workflow_record(cp: WorkflowCheckpoint) -> dict[str, Any]:
+    """The ``workflow`` record of ``save_workflow_checkpoint``: ``cp`` in its A3S JSON shape."""
     return {"t": "workflow", "checkpoint": cp.to_dict()}
 
 
 def workflow_delete_record(workflow_id: str) -> dict[str, Any]:
+    """The ``workflow_delete`` record of ``delete_workflow_checkpoint``: forget ``workflow_id``."""
     return {"t": "workflow_delete", "workflow": workflow_id}
 
 
@@ -294,6 +304,8 @@ class SessionState:
         )
 
     def workflow(self, workflow_id: str) -> WorkflowCheckpoint | None:
+        """The workflow's checkpoint as a fresh ``WorkflowCheckpoint`` (``ensure_loadable``
+        applied; raises ``CheckpointError``), or None."""
         raw = self.workflows.get(workflow_id)
         return None if raw is None else WorkflowCheckpoint.from_dict(copy_json(raw))
 

@@ -40,6 +40,7 @@ class ToolCall:
 
     @property
     def lane(self) -> Lane:
+        """The lane this call runs in (:func:`lane_for_tool`, the A3S contract)."""
         return lane_for_tool(self.name)
 
 
@@ -91,7 +92,10 @@ class ToolExecutor(Protocol):
 
     async def execute(
         self, calls: Sequence[ToolCall], ctx: ToolContext, on_result: ResultCallback
-    ) -> list[ToolResult]: ...
+    ) -> list[ToolResult]:
+        """Run ``calls`` (see the class docstring for order and errors); ``on_result`` is awaited
+        with each result as it arrives. Returns one result per call, in the order of ``calls``."""
+        ...
 
     async def recover(self, call: ToolCall, ctx: ToolContext) -> ToolResult | None:
         """Return a result delivered for ``call`` while this process was not running (for example

@@ -103,6 +103,9 @@ def search(ws: safefs.Workspace, req: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    """Child entry: ``argv[0]`` is the workspace descriptor, the request comes on stdin. Writes
+    the result, or ``{"error", "refused"?}`` for a bad pattern, refused or missing path, as JSON
+    on stdout; always returns 0 (errors are answers, not exit codes)."""
     ws_fd = int(argv[0])
     req = json.loads(sys.stdin.read())
     # The walk below is confined by descriptor anyway; Landlock is a second line.

@@ -74,6 +74,7 @@ class Workspace:
         self.close()
 
     def close(self) -> None:
+        """Close the workspace descriptor (also one given as ``fd``); idempotent."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

@@ -122,6 +122,7 @@ class RedisTaskTransport:
 
     @property
     def reply_stream(self) -> str:
+        """This session's reply stream, ``berth:{ns}:s:{uid}:results`` (ARCHITECTURE §7)."""
         return self._reply_stream
 
     def task_stream(self, lane: Lane) -> str:
@@ -139,11 +140,15 @@ class RedisTaskTransport:
     # -- ExternalTransport -------------------------------------------------------------------
 
     async def start(self, sink: ReplySink) -> None:
+        """Deliver replies to ``sink`` from a reader task that reads the reply stream from its
+        beginning (idempotent: a running reader is kept, only the sink is replaced)."""
         self._sink = sink
         if self._reader is None or self._reader.done():
             self._reader = asyncio.get_running_loop().create_task(self._read_replies())
 
     async def publish(self, task: ExternalTask, ctx: ToolContext) -> None:
+        """``XADD`` ``task`` (signed when a task key is set) to its lane's task stream. Raises
+        ``RedisError``, also when no LaneWorker is configured for the lane."""
         stream = self._streams.get(task.lane)
         if stream is None:
             raise RedisError(f"no LaneWorker is configured for the {task.lane} lane")
@@ -167,11 +172,16 @@ class RedisTaskTransport:
         await self._redis.xadd(stream, fields)  # type: ignore[arg-type,unused-ignore]
 
     async def settle(self, reply: ExternalReply) -> None:
+        """Forget ``reply`` (journaled by the session): drop it from memory and ``XDEL`` its
+        stream entry (``reply.ref``). Raises ``RedisError``."""
         self._seen.pop(reply.tool_call_id, None)
         if reply.ref:
             await self._redis.xdel(self._reply_stream, reply.ref)
 
     async def find_reply(self, tool_call_id: str) -> ExternalReply | None:
+        """The first reply for ``tool_call_id``: from memory, else by ``XRANGE`` over the reply
+        stream in pages of 500 (forged or malformed entries met on the way are deleted), or None.
+        """
         if tool_call_id in self._seen:
             return self._seen[tool_call_id]
         start = "-"
@@ -186,6 +196,7 @@ class RedisTaskTransport:
             start = f"({as_text(page[-1][0])}"
 
     async def close(self) -> None:
+        """Cancel the reply reader and, when built by :meth:`from_url`, close the Redis client."""
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):

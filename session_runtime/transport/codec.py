@@ -131,6 +131,8 @@ class ReplyMessage(BaseModel):
         return value
 
     def to_fields(self) -> dict[str, str]:
+        """Redis field map (all strings; ``success`` as ``true``/``false``, ``result`` as compact
+        JSON), as ARCHITECTURE §7 fixes it."""
         return {
             "task_id": self.task_id,
             "tool_call_id": self.tool_call_id,
@@ -144,6 +146,7 @@ class ReplyMessage(BaseModel):
 
     @classmethod
     def from_fields(cls, fields: Fields) -> ReplyMessage:
+        """Parse a reply stream entry (str or bytes fields); raises :class:`MalformedMessage`."""
         decoded = _decode(fields)
         try:
             return cls.model_validate(decoded)

@@ -39,6 +39,7 @@ class MetricsServer(ThreadingHTTPServer):
         self.serving = False
 
     def handle_error(self, request: Any, client_address: Any) -> None:
+        """Log a failed request at debug level, instead of ``socketserver``'s traceback."""
         log.debug("metrics request from %s failed", client_address, exc_info=True)
 
     def start(self) -> None:

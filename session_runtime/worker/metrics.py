@@ -44,6 +44,11 @@ class WorkerMetrics:
         )
 
     def finished(self, lane: str, outcome: str, seconds: float | None = None) -> None:
+        """Count one finished task; observe ``seconds`` (start to reply) when given.
+
+        A lane not in ``LANES`` counts as ``unknown``, an outcome not in ``OUTCOMES`` as ``error``
+        (label values stay a fixed set, as Prometheus label cardinality wants).
+        """
         lane = lane if lane in LANES else "unknown"
         self.tasks.labels(lane=lane, outcome=outcome if outcome in OUTCOMES else "error").inc()
         if seconds is not None:

@@ -219,14 +219,17 @@ class ConditionSet:
         self.generation = generation
 
     def set(self, type_: str, status: ConditionStatus, reason: str, message: str = "") -> None:
+        """Set condition ``type_`` (:func:`set_condition`), replacing an earlier one of the type."""
         self.items = set_condition(
             self.items, type_, status, reason, message, now=self.now, generation=self.generation
         )
 
     def get(self, type_: str) -> Condition | None:
+        """The condition of ``type_`` as accumulated so far, or None."""
         return get_condition(self.items, type_)
 
     def is_true(self, type_: str) -> bool:
+        """Whether condition ``type_`` is present with status ``"True"`` (absent is False)."""
         cond = self.get(type_)
         return cond is not None and cond.status == "True"
 

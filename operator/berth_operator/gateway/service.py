@@ -87,6 +87,10 @@ class Refusal(Exception):
         self.code = code
 
     def response(self) -> web.Response:
+        """The JSON answer ``{"error": code, "message": ...}`` with ``status``; counts the refusal.
+
+        A 503 carries ``Retry-After: 1`` (the HTTP convention for a transient refusal).
+        """
         REFUSED.labels(self.code).inc()
         headers = {"Retry-After": "1"} if self.status == 503 else None
         return web.json_response(
