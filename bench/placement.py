@@ -122,6 +122,7 @@ class RunningWatch(threading.Thread):
                 time.sleep(0.1)
 
     def count_live(self, key: str, kind: str, pod: Any) -> None:
+        """Track ``pod`` (a watch event of type ``kind``) among object ``key``'s live pods."""
         name = pod.metadata.name
         self.pods.setdefault(key, set()).add(name)
         live = self.live.setdefault(key, set())
@@ -137,6 +138,7 @@ class RunningWatch(threading.Thread):
         return sum(1 for most in self.most_live.values() if most >= 2)
 
     def pods_per_object(self) -> float:
+        """Distinct pods seen per object (1.00: no object needed a second pod)."""
         return sum(map(len, self.pods.values())) / max(1, len(self.pods))
 
 
@@ -403,8 +405,9 @@ def bench_sessions(
     ``keep_logs`` the operator's log files are copied into that directory when it stops. With
     ``memory`` (this checkout only) the operator runs under tracemalloc
     (``bench/traced_operator.py``) and its report once every pod is Running is written into that
-    directory and printed. With ``profile`` the apiserver's CPU profile over the burst is kept
-    in that directory and its top functions printed (``bench/apiprofile.py``)."""
+    directory and printed. With ``profile`` the CPU profiles of the apiserver, controller-manager
+    and scheduler over the burst are kept in that directory and their top functions printed
+    (``bench/apiprofile.py``)."""
     with (
         dc.namespace("bench-ags", shared_pvc=True) as ns_ags,
         tempfile.TemporaryDirectory() as tmp,
@@ -569,8 +572,8 @@ def finish_profile(profiles: list[CpuProfile]) -> None:
 
 
 def per_object(writes: Counter[str], n: int) -> str:
-    top = ", ".join(f"{k} {v / n:.2f}" for k, v in writes.most_common(8))
-    return f"{sum(writes.values()) / n:.2f} ({top})"
+    most = ", ".join(f"{k} {v / n:.2f}" for k, v in writes.most_common(8))
+    return f"{sum(writes.values()) / n:.2f} ({most})"
 
 
 def main() -> int:
