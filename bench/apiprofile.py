@@ -107,18 +107,16 @@ class CpuProfile(threading.Thread):
         return self.paths
 
 
-def top(paths: list[Path], nodes: int = 35, focus: str | None = None) -> str:
+def top(paths: list[Path], nodes: int = 35) -> str:
     """``go tool pprof -top -cum`` of the merged profiles ``paths`` (the ``nodes`` functions
-    with the most cumulative CPU; only samples through a function matching ``focus`` when
-    given), or a line saying why there is none."""
+    with the most cumulative CPU), or a line saying why there is none."""
     go = shutil.which("go")
     if go is None:
         return "CPU profile: `go` not on PATH (needed for `go tool pprof`)"
     if not paths:
         return "CPU profile: no slices"
-    extra = [f"-focus={focus}"] if focus else []
     result = subprocess.run(
-        [go, "tool", "pprof", "-top", "-cum", f"-nodecount={nodes}", *extra, *map(str, paths)],
+        [go, "tool", "pprof", "-top", "-cum", f"-nodecount={nodes}", *map(str, paths)],
         capture_output=True,
         text=True,
         timeout=300,
