@@ -134,6 +134,16 @@ app.kubernetes.io/component: redis
 {{- end }}
 
 {{/* Label selector of this release's operator series, for the "operator down" alert. */}}
+{{/* The page alerts' runbook_url point into: prometheusRule.runbookBaseURL, else the
+     troubleshooting page of this chart's version in its source repository (Chart.yaml sources). */}}
+{{- define "berth.runbookURL" -}}
+{{- if .Values.prometheusRule.runbookBaseURL -}}
+{{- .Values.prometheusRule.runbookBaseURL -}}
+{{- else -}}
+{{- printf "%s/blob/v%s/docs/troubleshooting.md" (first .Chart.Sources) .Chart.AppVersion -}}
+{{- end -}}
+{{- end }}
+
 {{- define "berth.operatorUpSelector" -}}
 {{- if .Values.prometheusRule.operatorSelector }}
 {{- .Values.prometheusRule.operatorSelector }}
