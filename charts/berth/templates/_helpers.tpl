@@ -133,7 +133,6 @@ app.kubernetes.io/component: redis
 {{- .Values.sharedVolume.claimName }}
 {{- end }}
 
-{{/* Label selector of this release's operator series, for the "operator down" alert. */}}
 {{/* The page alerts' runbook_url point into: prometheusRule.runbookBaseURL, else the
      troubleshooting page of this chart's version in its source repository (Chart.yaml sources). */}}
 {{- define "berth.runbookURL" -}}
@@ -144,6 +143,7 @@ app.kubernetes.io/component: redis
 {{- end -}}
 {{- end }}
 
+{{/* Label selector of this release's operator series, for the "operator down" alert. */}}
 {{- define "berth.operatorUpSelector" -}}
 {{- if .Values.prometheusRule.operatorSelector }}
 {{- .Values.prometheusRule.operatorSelector }}
