@@ -36,7 +36,7 @@
 # on the node, and the policy's apiServer rule is what lets its pod proxy in.
 #
 #   up      start both instances (idempotent) and wait until their chains are in place
-#   down    stop them and remove their chains and sets (kube-router --cleanup-config)
+#   down    stop them and remove their chains and sets
 #   status  which instances run
 source "$(dirname "$0")/lib.sh"
 LOG_TAG=netpol
@@ -81,11 +81,26 @@ start() {
   echo $! > "$d/kube-router.pid"
 }
 
+# cleanup NODE: stop its instance and remove its chains from its iptables backend. Not
+# `kube-router --cleanup-config`: that also runs the service proxy's and router's clean-up (IPVS,
+# routes, links), which this machine's other users own.
 cleanup() {
-  local n=$1 d; d=$(dir "$n")
+  local n=$1 d ipt c; d=$(dir "$n")
   stop_pidfile "$d/kube-router.pid" 10
-  [[ -x $KR ]] || return 0
-  PATH="$(bin_dir "$n"):$PATH" "$KR" --cleanup-config >> "$d/kube-router.log" 2>&1 || true
+  ipt=$(bin_dir "$n")/iptables
+  for c in INPUT FORWARD OUTPUT; do
+    # The jump's comment ("kube-router netpol - <hash>"): delete each such rule as listed.
+    "$ipt" -S "$c" 2>/dev/null | { grep -- "-j KUBE-ROUTER-$c" || true; } | sed 's/^-A /-D /' \
+      | while read -r rule; do eval "\"$ipt\" $rule" || true; done
+  done
+  local chains; chains=$("$ipt" -S 2>/dev/null | awk '/^-N KUBE-(ROUTER-|POD-FW-|NWPLCY-)/ {print $2}')
+  for c in $chains; do "$ipt" -F "$c" 2>/dev/null || true; done
+  for c in $chains; do "$ipt" -X "$c" 2>/dev/null || true; done
+}
+
+destroy_sets() { # after both instances' rules are gone, no set is referenced
+  local s
+  for s in $(ipset list -n 2>/dev/null | grep -E '^KUBE-(SRC|DST)-' || true); do ipset destroy "$s" 2>/dev/null || true; done
 }
 
 case ${1:-} in
@@ -101,6 +116,7 @@ case ${1:-} in
     ;;
   down)
     for n in $NODE_NAMES; do cleanup "$n"; done
+    command -v ipset >/dev/null && destroy_sets
     log "kube-router stopped, its chains and sets removed"
     ;;
   status)
