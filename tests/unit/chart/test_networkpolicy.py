@@ -2,8 +2,9 @@
 
 Rendered with ``helm template`` and evaluated with tests/unit/chart/netpol.py (the NetworkPolicy
 rules of networking.k8s.io/v1), for peers the dev cluster cannot show (other CNIs' address
-ranges, an API server off the nodes); tests/e2e/test_network_policy.py probes them by packets. Session and worker pod labels come from the operator's own builders,
-so a label renamed there fails here.
+ranges, an API server off the nodes); tests/e2e/test_network_policy.py probes them by packets.
+Session and worker pod labels come from the operator's own builders, so a label renamed there
+fails here.
 """
 
 from __future__ import annotations
