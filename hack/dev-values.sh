@@ -27,8 +27,10 @@ source "$env_file"
 [[ -n ${BERTH_REDIS_URL:-} ]] || die "BERTH_REDIS_URL missing in $env_file"
 [[ -n ${BERTH_IMAGE:-} ]] || die "BERTH_IMAGE missing in $env_file"
 redis_port=${BERTH_REDIS_URL##*:}; redis_port=${redis_port%%/*}
-api_port=$(KUBECONFIG=$DEV/kubeconfig "$KUBE_BIN/kubectl" config view -o jsonpath='{.clusters[0].cluster.server}')
-api_port=${api_port##*:}
+# The apiserver's own port (the kubernetes Service's endpoint, which the policies see after
+# kube-proxy's translation): from the kubeconfig's server URL, 6443 when there is none.
+api_port=$(sed -n 's#^ *server: *https\?://[^:]*:\([0-9]*\).*#\1#p' "${KUBECONFIG:-$DEV/kubeconfig}" 2>/dev/null | head -1 || true)
+api_port=${api_port:-6443}
 resolver=$(awk '/^nameserver/ {print $2; exit}' /etc/resolv.conf)
 mkdir -p "$(dirname "$out")"
 cat > "$out.tmp" <<YAML
