@@ -82,8 +82,9 @@ def redis_as(user):
             return "allowed"
         except redis.exceptions.NoPermissionError:
             return "denied (NOPERM)"
-    pw = urllib.parse.urlsplit(url).password
-    c = redis.Redis(host=host, port=port, username=user, password=pw, socket_timeout=3)
+    u = urllib.parse.urlsplit(url)  # the pod's own password, under another role's user name
+    other = u._replace(netloc=f"{user}:{u.password}@{u.hostname}:{u.port}").geturl()
+    c = redis.Redis.from_url(other, socket_timeout=3, socket_connect_timeout=3)
     try:
         c.ping(); return "allowed"
     except redis.exceptions.AuthenticationError:
@@ -195,13 +196,21 @@ def matches(want: str, seen: str) -> bool:
 
 
 def probe_plan(
-    host: str, redis_port: int, webhook_port: str, pods: dict[str, str], beta_ip: str
+    host: str, redis_port: int, webhook_port: str, pods: dict[str, str], ips: dict[str, str]
 ) -> list[tuple[str, str, str, tuple[str, ...]]]:
-    """(pod, what, expected, PROBE arguments) for every probe; ``pods`` names the session pod
-    (``session``) and the worker pod (``worker``) probed from."""
-    s, w, r = pods["session"], pods["worker"], str(redis_port)
+    """(pod, what, expected, PROBE arguments) for every probe; ``pods`` names the pods probed
+    from (``alpha`` on the first node, ``beta`` on the second, ``worker`` on the second), ``ips``
+    the sessions' pod IPs."""
+    s, w, r = pods["alpha"], pods["worker"], str(redis_port)
+    beta_ip = ips["beta"]
     plan = [
         (s, "session -> other session's pod :8080", "blocked", ("tcp", beta_ip, "8080")),
+        (
+            pods["beta"],
+            "session (2nd node) -> other session :8080",
+            "blocked",
+            ("tcp", ips["alpha"], "8080"),
+        ),
         (s, f"session -> operator webhook :{webhook_port}", "blocked", ("tcp", host, webhook_port)),
         (w, "laneworker -> session pod :8080", "blocked", ("tcp", beta_ip, "8080")),
         (s, "session -> redis as berth-worker", "denied (WRONGPASS)", ("berth-worker", host, r)),
@@ -254,13 +263,26 @@ def test_policies_hold_by_packets(dev_cluster: DevCluster, tmp_path: Path) -> No
             dc.namespace("np") as ns,
             operator(dc, ns, **env),
         ):
-            apply_in(dc, ns, [SECRET, POOL])
-            for name in ("alpha", "beta"):
-                apply_in(dc, ns, [session_manifest(name, model.base_url, "hi", keepAlive=True)])
+            # alpha on one node, beta and the worker on the other: both kube-router instances
+            # (iptables-legacy for node-a, iptables-nft for node-b) are on the probes' paths.
+            first, second = dc.nodes[:2]
+            pool = {**POOL, "spec": {**POOL["spec"], "nodeSelector": on(second)}}
+            apply_in(dc, ns, [SECRET, pool])
+            for name, node in (("alpha", first), ("beta", second)):
+                placement = {"nodeSelector": on(node)}
+                manifest = session_manifest(
+                    name, model.base_url, "hi", keepAlive=True, placement=placement
+                )
+                apply_in(dc, ns, [manifest])
             alpha, beta = running_pod(dc, ns, "alpha"), running_pod(dc, ns, "beta")
             check_policies(dc, ns)
-            pods = {"session": alpha["podName"], "worker": worker_pod(dc, ns)}
-            plan = probe_plan(host, redis_port, hook["BERTH_WEBHOOK_PORT"], pods, beta["podIP"])
+            pods = {
+                "alpha": alpha["podName"],
+                "beta": beta["podName"],
+                "worker": worker_pod(dc, ns),
+            }
+            ips = {"alpha": alpha["podIP"], "beta": beta["podIP"]}
+            plan = probe_plan(host, redis_port, hook["BERTH_WEBHOOK_PORT"], pods, ips)
 
             def seen_all() -> list[Row] | None:
                 got = [(what, want, probe(dc, ns, pod, *args)) for pod, what, want, args in plan]
@@ -276,6 +298,11 @@ def test_policies_hold_by_packets(dev_cluster: DevCluster, tmp_path: Path) -> No
     finally:
         model.stop_thread()
         delete_webhook_configurations(dc)
+
+
+def on(node: str) -> dict[str, str]:
+    """A nodeSelector for ``node``."""
+    return {"kubernetes.io/hostname": node}
 
 
 def check_policies(dc: DevCluster, ns: str) -> None:
