@@ -56,9 +56,18 @@ bin_dir() {
   for t in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
     ln -sfn "$(command -v "${t%%-*}-$b${t#"${t%%-*}"}")" "$d/$t"
   done
+  # Serialized, and retried a few times: right after both instances start, an \`ipset save\`
+  # has been seen to fail without a message (kube-router then exits).
   cat > "$d/ipset" <<SH
 #!/bin/sh
-exec flock "$DEV/nodes/netpol-ipset.lock" "$(command -v ipset)" "\$@"
+t=\$(mktemp -d); cat > "\$t/in"
+for i in 1 2 3 4 5; do
+  if flock "$DEV/nodes/netpol-ipset.lock" "$(command -v ipset)" "\$@" < "\$t/in" > "\$t/out" 2> "\$t/err"; then
+    cat "\$t/out"; rm -rf "\$t"; exit 0
+  fi
+  sleep 0.3
+done
+cat "\$t/out"; cat "\$t/err" >&2; rm -rf "\$t"; exit 1
 SH
   chmod +x "$d/ipset"
   echo "$d"

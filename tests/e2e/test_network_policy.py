@@ -266,7 +266,7 @@ def test_policies_hold_by_packets(dev_cluster: DevCluster, tmp_path: Path) -> No
             # alpha on one node, beta and the worker on the other: both kube-router instances
             # (iptables-legacy for node-a, iptables-nft for node-b) are on the probes' paths.
             first, second = dc.nodes[:2]
-            pool = {**POOL, "spec": {**POOL["spec"], "nodeSelector": on(second)}}
+            pool = {**POOL, "spec": {**POOL["spec"], "template": {"nodeSelector": on(second)}}}
             apply_in(dc, ns, [SECRET, pool])
             for name, node in (("alpha", first), ("beta", second)):
                 placement = {"nodeSelector": on(node)}
