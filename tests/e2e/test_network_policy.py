@@ -150,6 +150,12 @@ def rendered_templates(dc: DevCluster, values: dict[str, Any]) -> str:
     return str(next(e["value"] for e in env if e["name"] == "BERTH_NETWORK_POLICY_TEMPLATES"))
 
 
+def default_llm_ports() -> list[int]:
+    """``networkPolicy.llmEgress.ports`` of the chart's own values.yaml."""
+    values = yaml.safe_load((ROOT / "charts" / "berth" / "values.yaml").read_text())
+    return list(values["networkPolicy"]["llmEgress"]["ports"])
+
+
 def probe(dc: DevCluster, ns: str, pod: str, *args: str) -> str:
     """What ``PROBE`` saw from inside ``pod``."""
     out = dc.kubectl("-n", ns, "exec", "-i", pod, "--", "python3", "-", *args, input=PROBE)
@@ -239,7 +245,8 @@ def test_policies_hold_by_packets(dev_cluster: DevCluster, tmp_path: Path) -> No
         "networkPolicy": {
             "apiServer": {"cidrs": [f"{host}/32"]},
             "externalRedis": {"cidrs": [f"{host}/32"], "ports": [redis_port]},
-            "llmEgress": {"cidrs": [f"{host}/32"]},  # the chart's default ports
+            # The chart's default ports (the dev values allow any port, for scripted models).
+            "llmEgress": {"cidrs": [f"{host}/32"], "ports": default_llm_ports()},
             "dns": {"cidrs": [f"{resolver()}/32"]},
         }
     }
