@@ -11,9 +11,10 @@
 # - Redis is the dev cluster's redis-server (on the host address pods reach), not a bundled one;
 #   it has the chart's ACL users, whose passwords hack/dev-redis-secret.sh puts into the Secret
 #   named here (create it in the release namespace before installing);
-# - NetworkPolicies (enforced by hack/netpol.sh) name the dev cluster's addresses: the apiserver,
-#   Redis and the scripted models listen on the host address (any port: tests pick free ones),
-#   and DNS is this machine's resolver (as the nodes' clusterDNS, hack/nodes.sh);
+# - NetworkPolicies (enforced by hack/netpol.sh) name the dev cluster's addresses: the apiserver
+#   and Redis listen on the host address; the LLM is any address but the pods' (scripted models
+#   on the host address, a real endpoint for `make demo`), on any port (tests pick free ones);
+#   DNS is this machine's resolver (as the nodes' clusterDNS, hack/nodes.sh);
 # - the shared volume is the pre-bound claim berth-shared (hack/shared-pvc.sh) where it exists;
 #   in other namespaces the operator creates it with class berth-shared, which binds to the
 #   dev cluster's pool of RWX volumes (hack/pv-pool.sh).
@@ -65,7 +66,8 @@ networkPolicy:
     cidrs: [$HOST_IP/32]
     ports: [$redis_port]
   llmEgress:
-    cidrs: [$HOST_IP/32]
+    cidrs: [0.0.0.0/0]
+    except: [198.18.0.0/16]
     ports: []
   dns:
     cidrs: [${resolver:-$HOST_IP}/32]
