@@ -27,7 +27,8 @@
 #   save/restore run `iptables`, `iptables-save`, `iptables-restore` from PATH.
 #   ipsets are kernel-wide and shared: both instances compute the same sets (every policy's
 #   sets, whatever the node), and their `ipset` calls are serialized by a wrapper holding a lock
-#   (they use the same temporary set names while swapping).
+#   (they use the same temporary set names while swapping). When a policy goes, both delete its
+#   sets; the second logs "Failed to cleanup stale ipsets ... does not exist", which is harmless.
 #
 # Like any NetworkPolicy implementation (and the Kubernetes documentation's rule), traffic from
 # the pod's own node is always allowed. Here every host process (the apiserver on 198.19.0.1,
