@@ -54,7 +54,7 @@ WORKSPACE = "/var/lib/berth/workspace"
 """The session's workspace on the namespace's shared claim."""
 RECIPE_PORTS = {"LiteLLM": 4000, "vLLM": 8000, "llama.cpp": 8080}
 """The LLM endpoint ports of docs/llm-providers.md's recipes."""
-POOL = {
+POOL: dict[str, Any] = {
     "apiVersion": "berth.dev/v1alpha1",
     "kind": "LaneWorker",
     "metadata": {"name": "pool"},
@@ -237,7 +237,9 @@ def probe_plan(
     return plan
 
 
-def test_policies_hold_by_packets(dev_cluster: DevCluster, tmp_path: Path) -> None:
+def test_policies_hold_by_packets(
+    dev_cluster: DevCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     dc = dev_cluster
     host = dc.host_ip
     redis_port = urllib.parse.urlsplit(dc.env["BERTH_REDIS_URL"]).port or 6379
@@ -300,8 +302,8 @@ def test_policies_hold_by_packets(dev_cluster: DevCluster, tmp_path: Path) -> No
             try:
                 wait("every probe to see what the policies say", seen_all, cap=90, every=3)
             finally:
-                print_table(rows)
-            plugin_path(dc, ns, rows)
+                print_table(rows, capsys)
+            plugin_path(dc, ns, rows, capsys)
     finally:
         model.stop_thread()
         delete_webhook_configurations(dc)
@@ -336,7 +338,9 @@ def worker_pod(dc: DevCluster, ns: str) -> str:
     return str(wait("a LaneWorker pod running", find))
 
 
-def plugin_path(dc: DevCluster, ns: str, rows: list[Row]) -> None:
+def plugin_path(
+    dc: DevCluster, ns: str, rows: list[Row], capsys: pytest.CaptureFixture[str]
+) -> None:
     """``kubectl berth send`` then ``passivate`` on session alpha (the API server's pod proxy);
     the session resumes from its store on epoch 2."""
     sent = kubectl_berth(dc, "send", "alpha", "again", "-n", ns)
@@ -344,7 +348,7 @@ def plugin_path(dc: DevCluster, ns: str, rows: list[Row]) -> None:
     for what, done in (("send", sent), ("passivate", passivated)):
         seen = "ok" if done.returncode == 0 else (done.stderr.strip() or done.stdout)[-120:]
         rows.append((f"plugin {what} (API server pod proxy)", "ok", seen))
-    print_table(rows[-2:])
+    print_table(rows[-2:], capsys)
     assert sent.returncode == 0, sent.stdout + sent.stderr
     assert passivated.returncode == 0, passivated.stdout + passivated.stderr
 
@@ -356,10 +360,12 @@ def plugin_path(dc: DevCluster, ns: str, rows: list[Row]) -> None:
     wait("alpha resumed from its store after the passivation", lambda: epoch() >= 2)
 
 
-def print_table(rows: list[Row]) -> None:
-    """The probe table: what, expected, seen (a mismatch is marked)."""
+def print_table(rows: list[Row], capsys: pytest.CaptureFixture[str]) -> None:
+    """The probe table: what, expected, seen (a mismatch is marked); printed past pytest's
+    capture, so every run shows it."""
     width = max((len(r[0]) for r in rows), default=10)
-    print(f"\n{'probe':<{width}}  {'expected':<20}  seen")
-    for what, want, seen in rows:
-        mark = "" if matches(want, seen) else "  <-- MISMATCH"
-        print(f"{what:<{width}}  {want:<20}  {seen}{mark}")
+    with capsys.disabled():
+        print(f"\n{'probe':<{width}}  {'expected':<20}  seen")
+        for what, want, seen in rows:
+            mark = "" if matches(want, seen) else "  <-- MISMATCH"
+            print(f"{what:<{width}}  {want:<20}  {seen}{mark}")
