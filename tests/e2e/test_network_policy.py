@@ -248,7 +248,7 @@ def test_policies_hold_by_packets(
             "apiServer": {"cidrs": [f"{host}/32"]},
             "externalRedis": {"cidrs": [f"{host}/32"], "ports": [redis_port]},
             # The chart's default ports (the dev values allow any port, for scripted models).
-            "llmEgress": {"cidrs": [f"{host}/32"], "ports": default_llm_ports()},
+            "llmEgress": {"cidrs": [f"{host}/32"], "except": [], "ports": default_llm_ports()},
             "dns": {"cidrs": [f"{resolver()}/32"]},
         }
     }
