@@ -7,6 +7,7 @@
 #   kwok, kwokctl                                                     (sigs.k8s.io/kwok)
 #   helm                                                              (helm.sh/helm/v3)
 #   crictl (to inspect and tear down the dev nodes' pods)             (sigs.k8s.io/cri-tools)
+#   kube-router (NetworkPolicy enforcement only, hack/netpol.sh)      (github.com/cloudnativelabs/kube-router/v2)
 #
 # k8s.io/kubernetes and etcd 3.5 point their sibling modules at local directories with `replace`
 # directives, so `go install mod@version` refuses them. We build them from a small wrapper module
@@ -128,6 +129,12 @@ build_kwok() {
   touch "$out/.done"
 }
 
+# kube-router: a test component of the dev cluster only (never shipped in Berth's image or chart).
+build_kube_router() {
+  build_go_install kube-router "$KUBE_ROUTER_VERSION" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router \
+    "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION"
+}
+
 mkdir -p "$cache/bin"
 what=${1:-all}
 case $what in
@@ -136,10 +143,12 @@ case $what in
          "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean $(helm_kube_ld)"
        build_go_install crictl "$CRICTL_VERSION" sigs.k8s.io/cri-tools/cmd/crictl \
          "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION"
+       build_kube_router
        build_kubernetes ;;
+  kube-router) build_kube_router ;;
   kubernetes) build_kubernetes ;;
   etcd) build_etcd ;;
   kwok) build_kwok ;;
-  *) echo "usage: $0 [all|kubernetes|etcd|kwok]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|kubernetes|etcd|kwok|kube-router]" >&2; exit 2 ;;
 esac
 step "binaries ready under $cache/bin ($(du -sh "$cache/bin" | cut -f1))"

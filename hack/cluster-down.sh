@@ -3,6 +3,7 @@
 # or address behind (built binaries and images stay cached outside the repo).
 source "$(dirname "$0")/lib.sh"
 LOG_TAG=cluster-down
+bash "$ROOT/hack/netpol.sh" down
 log "removing the nodes' pods, stopping kubelets, containerds and kube-proxy"
 bash "$ROOT/hack/nodes.sh" down
 log "stopping prometheus and redis"

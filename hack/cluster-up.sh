@@ -17,7 +17,8 @@ start=$(date +%s)
 [[ $(id -u) == 0 ]] || die "the dev cluster's nodes run containerd and kubelet: run as root"
 bash "$ROOT/hack/host-packages.sh"
 [[ -f $KUBE_BIN/.done && -x $KUBE_BIN/kubelet && -x $KUBE_BIN/kube-proxy && -f $ETCD_BIN/.done \
-  && -f $KWOK_BIN/.done && -f $HELM_BIN/.done && -f $CRICTL_BIN/.done ]] \
+  && -f $KWOK_BIN/.done && -f $HELM_BIN/.done && -f $CRICTL_BIN/.done \
+  && -f $CACHE/bin/kube-router-$KUBE_ROUTER_VERSION/.done ]] \
   || bash "$ROOT/hack/build-binaries.sh" all
 KUBECTL=$KUBE_BIN/kubectl
 ensure_address "$HOST_IP"
@@ -161,6 +162,7 @@ REDIS_URL=$(redis_url admin)
 
 # --- real nodes and Berth's image -------------------------------------------------------------
 bash "$ROOT/hack/nodes.sh" up
+bash "$ROOT/hack/netpol.sh" up  # NetworkPolicy enforcement (kube-router, test component)
 bash "$ROOT/hack/image.sh" load
 IMAGE=$(cat "$DEV/image")
 

@@ -11,6 +11,10 @@
 # - Redis is the dev cluster's redis-server (on the host address pods reach), not a bundled one;
 #   it has the chart's ACL users, whose passwords hack/dev-redis-secret.sh puts into the Secret
 #   named here (create it in the release namespace before installing);
+# - NetworkPolicies (enforced by hack/netpol.sh) name the dev cluster's addresses: the apiserver
+#   and Redis listen on the host address; the LLM is any address but the pods' (scripted models
+#   on the host address, a real endpoint for `make demo`), on any port (tests pick free ones);
+#   DNS is this machine's resolver (as the nodes' clusterDNS, hack/nodes.sh);
 # - the shared volume is the pre-bound claim berth-shared (hack/shared-pvc.sh) where it exists;
 #   in other namespaces the operator creates it with class berth-shared, which binds to the
 #   dev cluster's pool of RWX volumes (hack/pv-pool.sh).
@@ -23,6 +27,12 @@ out=${1:-$DEV/values.yaml}
 source "$env_file"
 [[ -n ${BERTH_REDIS_URL:-} ]] || die "BERTH_REDIS_URL missing in $env_file"
 [[ -n ${BERTH_IMAGE:-} ]] || die "BERTH_IMAGE missing in $env_file"
+redis_port=${BERTH_REDIS_URL##*:}; redis_port=${redis_port%%/*}
+# The apiserver's own port (the kubernetes Service's endpoint, which the policies see after
+# kube-proxy's translation): from the kubeconfig's server URL, 6443 when there is none.
+api_port=$(sed -n 's#^ *server: *https\?://[^:]*:\([0-9]*\).*#\1#p' "${KUBECONFIG:-$DEV/kubeconfig}" 2>/dev/null | head -1 || true)
+api_port=${api_port:-6443}
+resolver=$(awk '/^nameserver/ {print $2; exit}' /etc/resolv.conf)
 mkdir -p "$(dirname "$out")"
 cat > "$out.tmp" <<YAML
 # Written by hack/dev-values.sh from $env_file; do not edit (re-run the script).
@@ -48,6 +58,19 @@ redis:
   url: "redis://${BERTH_REDIS_URL#*@}"
   auth:
     existingSecret: berth-dev-redis-auth
+networkPolicy:
+  apiServer:
+    cidrs: [$HOST_IP/32]
+    ports: [443, 6443, $api_port]
+  externalRedis:
+    cidrs: [$HOST_IP/32]
+    ports: [$redis_port]
+  llmEgress:
+    cidrs: [0.0.0.0/0]
+    except: [198.18.0.0/16]
+    ports: []
+  dns:
+    cidrs: [${resolver:-$HOST_IP}/32]
 metrics:
   podAnnotations: true
 grafanaDashboard:

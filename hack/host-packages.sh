@@ -8,6 +8,7 @@
 #   iptables, iproute2                pod networking, kube-proxy
 #   buildah, mmdebstrap               build Berth's image (and its Debian base) without a registry
 #   openssl                           node and webhook certificates
+#   ipset                             kube-router's NetworkPolicy sets (hack/netpol.sh)
 set -euo pipefail
 declare -A probe=(
   [redis-server]=redis-server
@@ -20,6 +21,7 @@ declare -A probe=(
   [buildah]=buildah
   [mmdebstrap]=mmdebstrap
   [openssl]=openssl
+  [ipset]=ipset
 )
 need=()
 for pkg in "${!probe[@]}"; do

@@ -46,6 +46,7 @@ from berth_operator.k8s.client import KubeClient
 from berth_operator.k8s.connection import ApiSession
 from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.lease import LeaderElector
+from berth_operator.k8s.netpol import NamespacePolicies
 from berth_operator.k8s.secrets import SecretApi
 from berth_operator.metrics import LEADER
 from berth_operator.persistence import WITHOUT_DIFFBASE, SelectiveDiffBaseStorage
@@ -122,7 +123,10 @@ def _context(settings: OperatorSettings) -> OperatorContext:
     )
     if settings.passivation.pdb_enabled:
         ctx.disruption = DisruptionClient.from_kube(kube)
+    if settings.network_policy.templates:
+        ctx.netpol = NamespacePolicies.from_kube(kube, settings.network_policy)
     ctx.lanes = LaneClients.create(settings, kube)
+    ctx.lanes.netpol = ctx.netpol
     if settings.budget.enabled:
         ctx.budget = BudgetClients.create(settings, ctx.tokens, _budgetpolicy.token_loader(ctx))
     if settings.gateway.enabled:

@@ -130,6 +130,32 @@ class SharedClaimSettings(SettingsGroup):
     """Requested size of claims the operator creates (a Kubernetes quantity). Default 10Gi."""
 
 
+class NetworkPolicyTemplate(BaseModel):
+    """One NetworkPolicy the operator creates in every namespace that runs sessions or
+    LaneWorkers: its name, the component it selects (``session`` or ``laneworker``, the
+    ``app.kubernetes.io/component`` of the pods) and its ``spec`` (networking.k8s.io/v1)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    component: Literal["session", "laneworker"]
+    spec: dict[str, Any]
+
+
+class NetworkPolicySettings(SettingsGroup):
+    """NetworkPolicies provisioned with each namespace's shared claim (docs/security.md,
+    "Network"). The chart renders them from its ``networkPolicy`` values."""
+
+    model_config = SettingsConfigDict(env_prefix="BERTH_NETWORK_POLICY_")
+
+    templates: list[NetworkPolicyTemplate] = Field(default_factory=list)
+    """JSON list of ``{name, component, spec}``; created (or updated when the operator created
+    them) once per namespace and operator process. Empty (default): none."""
+    owner_cluster_role: str = ""
+    """ClusterRole made the owner of the policies (the release's, so ``helm uninstall``
+    removes them through garbage collection); empty: no owner."""
+
+
 class RedisSettings(SettingsGroup):
     """Redis of the lane transport, one URL (and ACL user) per role."""
 
@@ -417,6 +443,8 @@ class OperatorSettings(BaseModel):
     """The budget service."""
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     """The session front door."""
+    network_policy: NetworkPolicySettings = Field(default_factory=NetworkPolicySettings)
+    """NetworkPolicies of session and worker namespaces."""
 
     @classmethod
     def group_types(cls) -> dict[str, type[SettingsGroup]]:

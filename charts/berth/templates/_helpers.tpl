@@ -167,6 +167,15 @@ app.kubernetes.io/component: redis
   value: /tmp
 - name: BERTH_NAMESPACES
   value: {{ join "," .Values.operator.watchNamespaces | quote }}
+{{- if .Values.networkPolicy.enabled }}
+# The session and worker policies, created by the operator in each namespace it places pods in.
+- name: BERTH_NETWORK_POLICY_TEMPLATES
+  value: {{ include "berth.np.templates" . | quote }}
+{{- if .Values.rbac.create }}
+- name: BERTH_NETWORK_POLICY_OWNER_CLUSTER_ROLE
+  value: {{ include "berth.operatorName" . | quote }}
+{{- end }}
+{{- end }}
 - name: BERTH_DEFAULT_CLAIM_NAME
   value: {{ include "berth.sharedClaimName" . | quote }}
 - name: BERTH_SHARED_CLAIM_MANAGED
@@ -341,6 +350,11 @@ app.kubernetes.io/component: redis
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
   verbs: [get, create]
+# The session and worker NetworkPolicies of a namespace (BERTH_NETWORK_POLICY_TEMPLATES),
+# created when missing, updated when the operator's own differ. Never deleted by the operator.
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, create, update]
 # The LaneWorker's Deployment and its scale.
 - apiGroups: [apps]
   resources: [deployments]
@@ -367,6 +381,12 @@ app.kubernetes.io/component: redis
 - apiGroups: [""]
   resources: [nodes]
   verbs: [get, list, watch]
+# Its own ClusterRole, read for its uid: the owner of the NetworkPolicies the operator creates,
+# so that deleting the release removes them.
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [clusterroles]
+  resourceNames: [{{ include "berth.operatorName" . }}]
+  verbs: [get]
 {{- end }}
 
 {{/* URL session pods call the budget service on (the leader-only Service). */}}
@@ -467,6 +487,9 @@ matchExpressions:
         {{- toYaml .Values.networkPolicy.dns.namespaceSelector | nindent 8 }}
       podSelector:
         {{- toYaml .Values.networkPolicy.dns.podSelector | nindent 8 }}
+    {{- range .Values.networkPolicy.dns.cidrs }}
+    - ipBlock: {cidr: {{ . }}}
+    {{- end }}
   ports:
     - {protocol: UDP, port: 53}
     - {protocol: TCP, port: 53}

@@ -62,6 +62,7 @@ from berth_operator.k8s.calls import with_backoff
 from berth_operator.k8s.client import KubeClient
 from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.laneworker import LaneWorkerApi
+from berth_operator.k8s.netpol import NamespacePolicies
 from berth_operator.k8s.secrets import SecretApi
 from berth_operator.metrics import INFLIGHT, PhaseTracker
 from berth_operator.reconcile.migration import MigrationSlots
@@ -88,6 +89,8 @@ class LaneClients:
     secrets: SecretApi
     redis: Redis[Any]
     http: aiohttp.ClientSession
+    netpol: NamespacePolicies | None = None
+    """The namespaces' NetworkPolicies, shared with the session handlers (None: none)."""
 
     @classmethod
     def create(cls, settings: OperatorSettings, kube: KubeClient) -> LaneClients:
@@ -223,6 +226,8 @@ class OperatorContext:
     inflight: dict[str, tuple[str, float]] = field(default_factory=dict)
     evictions: dict[str, set[str]] = field(default_factory=dict)
     disruption: DisruptionClient | None = None
+    netpol: NamespacePolicies | None = None
+    """The namespaces' NetworkPolicies (None: none configured)."""
     secrets: SecretApi | None = None
     tokens: dict[str, str] = field(default_factory=dict, repr=False)
     lanes: LaneClients | None = None

@@ -131,6 +131,8 @@ async def _ensure_deployment(
     name = deployment_name(ref.name)
     await ctx.secrets.ensure_task_master(ref.namespace)  # mounted by every worker pod
     await ctx.secrets.ensure_worker_redis(ref.namespace, ctx.settings.redis.for_workers)
+    if ctx.netpol is not None:  # the namespace's NetworkPolicies (once per process)
+        await ctx.netpol.ensure(ref.namespace)
     if ctx.settings.claims.managed:  # the workers mount the namespace's shared claim
         claim = claim_name(spec, ctx.settings)
         if await ctx.kube.get_pvc(ref.namespace, claim) is None:

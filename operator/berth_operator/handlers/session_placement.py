@@ -172,6 +172,8 @@ async def prepare_pod(
         ctx.objects_recheck.add(ref.uid)
     else:
         needs.append(prepare_objects(ctx, ref, spec))
+    if ctx.netpol is not None and ref.namespace not in ctx.netpol.done:
+        needs.append(ctx.netpol.ensure(ref.namespace))  # the namespace's NetworkPolicies
     if obs.claim is not None and obs.claim[1] == "ClaimCreating":
         needs.append(
             ctx.kube.create_pvc(

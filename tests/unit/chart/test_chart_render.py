@@ -144,7 +144,8 @@ def test_rbac_is_namespaced_when_watching_namespaces() -> None:
     """Watching listed namespaces grants namespaced verbs only there (least privilege)."""
     docs = documents(render(ALL_FEATURES))
     cluster = one(docs, "ClusterRole", "-operator")
-    assert {r for rule in cluster["rules"] for r in rule["resources"]} == {"nodes"}
+    # Cluster-scoped: nodes, and the operator's own ClusterRole (the NetworkPolicies' owner).
+    assert {r for rule in cluster["rules"] for r in rule["resources"]} == {"nodes", "clusterroles"}
     for rule in cluster["rules"]:
         assert set(rule["verbs"]) <= {"get", "list", "watch"}
     roles = [r for r in by_kind(docs, "Role") if r["metadata"]["name"].endswith("-operator")]

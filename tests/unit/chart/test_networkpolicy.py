@@ -1,13 +1,15 @@
 """The chart's NetworkPolicies select Berth's pods and admit only the peers docs/security.md names.
 
 Rendered with ``helm template`` and evaluated with tests/unit/chart/netpol.py (the NetworkPolicy
-rules of networking.k8s.io/v1); the dev cluster's bridge CNI does not enforce policies, so this is
-where their logic is tested. Session and worker pod labels come from the operator's own builders,
-so a label renamed there fails here.
+rules of networking.k8s.io/v1), for peers the dev cluster cannot show (other CNIs' address
+ranges, an API server off the nodes); tests/e2e/test_network_policy.py probes them by packets.
+Session and worker pod labels come from the operator's own builders, so a label renamed there
+fails here.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from berth_operator.api.agentsession import AgentSessionSpec
@@ -235,3 +237,55 @@ def test_external_redis_egress_uses_its_cidrs_and_ports() -> None:
     assert w.ok(w.worker, managed, 6380) and w.ok(w.session, managed, 6380)
     assert not w.ok(w.worker, managed, 6379)
     assert not w.ok(w.worker, Endpoint("10.9.1.5"), 6380)
+
+
+def test_llm_egress_admits_the_provider_recipes_ports_by_default() -> None:
+    w = World()
+    for port in (443, 4000, 8000, 8080):  # HTTPS, LiteLLM, vLLM, llama.cpp (docs/llm-providers.md)
+        assert w.ok(w.session, LLM, port), port
+    assert not w.ok(w.session, LLM, 9999)
+    anyport = World(
+        {**VALUES, "networkPolicy": {**VALUES["networkPolicy"], "llmEgress": {"ports": []}}}
+    )
+    assert anyport.ok(anyport.session, LLM, 9999)
+
+
+def test_the_api_servers_pod_proxy_reaches_sessions_only_when_its_cidrs_are_set() -> None:
+    w = World()
+    assert w.ok(API_SERVER, w.session, SESSION_PORT)
+    assert not w.ok(API_SERVER, w.session, 22)
+    unset = World({**VALUES, "networkPolicy": {}})
+    assert not unset.ok(API_SERVER, unset.session, SESSION_PORT)
+
+
+def test_dns_cidrs_admit_a_resolver_outside_the_cluster() -> None:
+    resolver = Endpoint("169.254.20.10")
+    assert not World().ok(World().session, resolver, 53, "UDP")
+    values = {
+        **VALUES,
+        "networkPolicy": {**VALUES["networkPolicy"], "dns": {"cidrs": ["169.254.20.10/32"]}},
+    }
+    w = World(values)
+    assert w.ok(w.session, resolver, 53, "UDP") and w.ok(w.worker, resolver, 53, "TCP")
+    assert not w.ok(w.session, resolver, 80)
+
+
+def test_the_operator_is_given_the_same_session_and_worker_policies() -> None:
+    """The policies the operator creates in other namespaces are the chart's own."""
+    w = World()
+    env = one(w.docs, "Deployment", "-operator")["spec"]["template"]["spec"]["containers"][0]["env"]
+    values = {e["name"]: e.get("value") for e in env}
+    templates = json.loads(values["BERTH_NETWORK_POLICY_TEMPLATES"])
+    rendered = {
+        p["metadata"]["name"]: p["spec"]
+        for p in w.policies
+        if p["metadata"]["namespace"] == "team-a"
+    }
+    assert {t["name"]: t["spec"] for t in templates} == rendered
+    assert {t["component"] for t in templates} == {"session", "laneworker"}
+    assert values["BERTH_NETWORK_POLICY_OWNER_CLUSTER_ROLE"].endswith("-operator")
+    off = documents(render({**VALUES, "networkPolicy": {"enabled": False}}))
+    env_off = one(off, "Deployment", "-operator")["spec"]["template"]["spec"]["containers"][0][
+        "env"
+    ]
+    assert "BERTH_NETWORK_POLICY_TEMPLATES" not in {e["name"] for e in env_off}

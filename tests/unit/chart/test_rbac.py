@@ -63,7 +63,8 @@ def test_watch_namespaces_split_the_same_grants() -> None:
     namespaced = grants(ns_roles[0]["rules"])
     wide = grants(one(documents(render()), "ClusterRole", "-operator")["rules"])
     assert cluster | namespaced == wide
-    assert {r for _, r, _ in cluster} == {"nodes"}
+    # Cluster-scoped: nodes, and the operator's own ClusterRole (the NetworkPolicies' owner).
+    assert {r for _, r, _ in cluster} == {"nodes", "clusterroles"}
 
 
 def test_webhook_rules_match_config_rbac_webhook() -> None:

@@ -17,12 +17,15 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "llm-providers.md"
 
 
 def recipes() -> dict[str, dict[str, Any]]:
-    """Section title → the spec of the yaml block in it."""
+    """Section title → the spec of the yaml block in it (blocks without a ``spec``, such as Helm
+    values, are not recipes)."""
     out: dict[str, dict[str, Any]] = {}
     for section in re.split(r"^## ", DOC.read_text(), flags=re.M)[1:]:
         title, _, body = section.partition("\n")
         for block in re.findall(r"```yaml\n(.*?)```", body, flags=re.S):
-            out[title.strip()] = yaml.safe_load(block)["spec"]
+            doc = yaml.safe_load(block)
+            if "spec" in doc:
+                out[title.strip()] = doc["spec"]
     return out
 
 
