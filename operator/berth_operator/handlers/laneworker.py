@@ -51,6 +51,7 @@ from berth_operator.builders.laneworker import (
     deployment_name,
     selector_string,
 )
+from berth_operator.builders.redis_ca import redis_ca_path
 from berth_operator.errors import (
     AlreadyExists,
     BerthOperatorError,
@@ -131,6 +132,8 @@ async def _ensure_deployment(
     name = deployment_name(ref.name)
     await ctx.secrets.ensure_task_master(ref.namespace)  # mounted by every worker pod
     await ctx.secrets.ensure_worker_redis(ref.namespace, ctx.settings.redis.for_workers)
+    if redis_ca_path(ctx.settings.redis.for_workers):  # mounted by every worker pod
+        await ctx.secrets.ensure_redis_ca(ref.namespace, [ctx.settings.redis.for_workers])
     if ctx.settings.claims.managed:  # the workers mount the namespace's shared claim
         claim = claim_name(spec, ctx.settings)
         if await ctx.kube.get_pvc(ref.namespace, claim) is None:
