@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from berth_operator.api.constants import LABEL_MANAGED_BY, MANAGED_BY, REDIS_CA_SECRET
+from berth_operator.api.constants import LABEL_MANAGED_BY, REDIS_CA_SECRET
+from berth_operator.builders.secrets import MASTER_MANAGED_BY
 
 CA_QUERY_PARAM = "ssl_ca_certs"
 """Query parameter of a Redis URL naming the CA file (redis-py's connection keyword)."""
@@ -41,7 +42,8 @@ def redis_ca_paths(urls: Iterable[str]) -> list[str]:
 
 
 def build_redis_ca_secret(namespace: str, files: Mapping[str, bytes]) -> dict[str, Any]:
-    """``berth-redis-ca`` holding ``files`` (path → PEM bytes), keyed by each file's name.
+    """``berth-redis-ca`` holding ``files`` (path → PEM bytes), keyed by each file's name, and
+    labelled like the namespace's other Secrets of Berth's (``berth-task-key``).
     Raises ValueError when two paths share a file name (their keys would collide)."""
     data: dict[str, str] = {}
     for path, pem in sorted(files.items()):
@@ -56,7 +58,7 @@ def build_redis_ca_secret(namespace: str, files: Mapping[str, bytes]) -> dict[st
         "metadata": {
             "name": REDIS_CA_SECRET,
             "namespace": namespace,
-            "labels": {LABEL_MANAGED_BY: MANAGED_BY},
+            "labels": {LABEL_MANAGED_BY: MASTER_MANAGED_BY},
         },
         "data": data,
     }

@@ -93,7 +93,7 @@ def test_the_secret_holds_each_named_file_under_its_name() -> None:
     assert secret["metadata"] == {
         "name": REDIS_CA_SECRET,
         "namespace": "ns",
-        "labels": {"app.kubernetes.io/managed-by": "berth-operator"},
+        "labels": {"app.kubernetes.io/managed-by": "berth"},
     }
     assert {k: base64.b64decode(v).decode() for k, v in secret["data"].items()} == {
         "ca.crt": CA,
