@@ -9,8 +9,9 @@
 #   registry to pull from, so pullPolicy Never (a missing image fails loudly, never pulls);
 # - operator pods on the real nodes (the kwok nodes are tainted, so no selector is needed);
 # - Redis is the dev cluster's redis-server (on the host address pods reach), not a bundled one;
-#   it has the chart's ACL users, whose passwords hack/dev-redis-secret.sh puts into the Secret
-#   named here (create it in the release namespace before installing);
+#   it has the chart's ACL users, whose passwords (hack/cluster-up.sh made them) are written here
+#   as redis.auth.passwords: the chart puts them into the release's Secret, so the install needs
+#   nothing made beforehand in its namespace (the file is readable by its owner only);
 # - the shared volume is the pre-bound claim berth-shared (hack/shared-pvc.sh) where it exists;
 #   in other namespaces the operator creates it with class berth-shared, which binds to the
 #   dev cluster's pool of RWX volumes (hack/pv-pool.sh).
@@ -23,7 +24,12 @@ out=${1:-$DEV/values.yaml}
 source "$env_file"
 [[ -n ${BERTH_REDIS_URL:-} ]] || die "BERTH_REDIS_URL missing in $env_file"
 [[ -n ${BERTH_IMAGE:-} ]] || die "BERTH_IMAGE missing in $env_file"
+secrets=$DEV/redis-secrets
+for role in session worker operator; do
+  [[ -s $secrets/$role-password ]] || die "no $role password in $secrets: run hack/cluster-up.sh first"
+done
 mkdir -p "$(dirname "$out")"
+(umask 077; : > "$out.tmp")
 cat > "$out.tmp" <<YAML
 # Written by hack/dev-values.sh from $env_file; do not edit (re-run the script).
 image:
@@ -47,7 +53,10 @@ redis:
   enabled: false
   url: "redis://${BERTH_REDIS_URL#*@}"
   auth:
-    existingSecret: berth-dev-redis-auth
+    passwords:
+      session: "$(cat "$secrets/session-password")"
+      worker: "$(cat "$secrets/worker-password")"
+      operator: "$(cat "$secrets/operator-password")"
 metrics:
   podAnnotations: true
 grafanaDashboard:
