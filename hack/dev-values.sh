@@ -8,7 +8,8 @@
 # - the image is the one hack/image.sh built and loaded into the nodes (BERTH_IMAGE): there is no
 #   registry to pull from, so pullPolicy Never (a missing image fails loudly, never pulls);
 # - operator pods on the real nodes (the kwok nodes are tainted, so no selector is needed);
-# - Redis is the dev cluster's redis-server (on the host address pods reach), not a bundled one;
+# - Redis is the dev cluster's redis-server (on the host address pods reach, TLS with the dev CA
+#   as redis.tls.caCert), not a bundled one;
 #   it has the chart's ACL users, whose passwords (hack/cluster-up.sh made them) are written here
 #   as redis.auth.passwords: the chart puts them into the release's Secret, so the install needs
 #   nothing made beforehand in its namespace (the file is readable by its owner only);
@@ -28,6 +29,17 @@ secrets=$DEV/redis-secrets
 for role in session worker operator; do
   [[ -s $secrets/$role-password ]] || die "no $role password in $secrets: run hack/cluster-up.sh first"
 done
+# The dev Redis serves TLS only (hack/redis.sh): the chart mounts its CA into the operator at
+# the path the URL names, and the operator hands it on to the pods it gives role URLs.
+where=${BERTH_REDIS_URL#*@}; where=${where%%\?*}
+redis_tls=""
+if [[ $BERTH_REDIS_URL == rediss://* ]]; then
+  [[ -s ${BERTH_REDIS_CA:-} ]] || die "BERTH_REDIS_CA (the dev Redis's CA) missing in $env_file"
+  redis_url="rediss://$where?ssl_ca_certs=/var/run/berth/redis-tls/ca.crt"
+  redis_tls=$(printf '  tls:\n    caCert: |\n'; sed 's/^/      /' "$BERTH_REDIS_CA")
+else
+  redis_url="redis://$where"
+fi
 mkdir -p "$(dirname "$out")"
 (umask 077; : > "$out.tmp")
 cat > "$out.tmp" <<YAML
@@ -51,12 +63,13 @@ sharedVolume:
   storageClassName: berth-shared
 redis:
   enabled: false
-  url: "redis://${BERTH_REDIS_URL#*@}"
+  url: "$redis_url"
   auth:
     passwords:
       session: "$(cat "$secrets/session-password")"
       worker: "$(cat "$secrets/worker-password")"
       operator: "$(cat "$secrets/operator-password")"
+$redis_tls
 metrics:
   podAnnotations: true
 grafanaDashboard:

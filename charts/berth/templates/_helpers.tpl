@@ -103,6 +103,16 @@ app.kubernetes.io/component: redis
 {{- end }}
 {{- end }}
 
+{{/* The Secret whose ca.crt the operator mounts at berth.redisCADir: the bundled Redis's TLS
+     Secret, or for an external Redis <redis>-ca made from redis.tls.caCert; empty: none. */}}
+{{- define "berth.redisCASecret" -}}
+{{- if and .Values.redis.enabled .Values.redis.tls.enabled }}
+{{- .Values.redis.tls.secretName }}
+{{- else if and (not .Values.redis.enabled) .Values.redis.tls.caCert }}
+{{- printf "%s-ca" (include "berth.redisName" .) }}
+{{- end }}
+{{- end }}
+
 {{/* Where the CA of the bundled Redis's TLS certificate is mounted (operator, and the path the
      operator must use in session and worker pods: the role URLs name it). */}}
 {{- define "berth.redisCADir" -}}/var/run/berth/redis-tls{{- end }}

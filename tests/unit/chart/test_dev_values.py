@@ -74,6 +74,29 @@ def test_dev_values_render_an_operator_of_the_loaded_image(tmp_path: Path) -> No
     assert (tmp_path / "values.yaml").stat().st_mode & 0o077 == 0  # passwords: owner only
 
 
+def test_dev_values_over_tls_give_the_operator_the_dev_ca(tmp_path: Path) -> None:
+    pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    (tmp_path / "ca.crt").write_text(pem)
+    proc = run_script(
+        tmp_path,
+        f"export BERTH_REDIS_URL='rediss://berth-admin:pw@198.19.0.1:6390/0"
+        f"?ssl_ca_certs={tmp_path}/ca.crt'\n"
+        f"export BERTH_REDIS_CA={tmp_path}/ca.crt\nexport BERTH_IMAGE=b/berth:0123abcd\n",
+    )
+    assert proc.returncode == 0, proc.stderr
+    values = yaml.safe_load((tmp_path / "values.yaml").read_text())
+    assert values["redis"]["tls"]["caCert"] == pem
+    docs = documents(render(values))
+    container = one(docs, "Deployment", "-operator")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    # The path the chart mounts the CA at, not the host's: the operator pod reads it there.
+    assert env["BERTH_REDIS_SESSION_URL"] == (
+        "rediss://berth-session:$(REDIS_SESSION_PASSWORD)@198.19.0.1:6390/0"
+        "?ssl_ca_certs=/var/run/berth/redis-tls/ca.crt"
+    )
+    assert any(m["mountPath"] == "/var/run/berth/redis-tls" for m in container["volumeMounts"])
+
+
 def test_dev_values_needs_the_dev_redis_passwords(tmp_path: Path) -> None:
     proc = run_script(
         tmp_path,

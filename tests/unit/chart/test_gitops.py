@@ -106,3 +106,20 @@ def test_persistence_names_the_class_and_size() -> None:
     _, _, (claim,) = redis_parts(values)
     assert claim["spec"]["storageClassName"] == "fast"
     assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+
+
+def test_an_external_redis_ca_is_mounted_into_the_operator() -> None:
+    pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    url = "rediss://r.example:6380/0?ssl_ca_certs=/var/run/berth/redis-tls/ca.crt"
+    values = {"redis": {"enabled": False, "url": url, "tls": {"caCert": pem}}}
+    docs = documents(render(values))
+    secret = one(docs, "Secret", "-redis-ca")
+    assert base64.b64decode(secret["data"]["ca.crt"]).decode() == pem
+    spec = one(docs, "Deployment", "-operator")["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["redis-tls-ca"]["secret"]["secretName"] == secret["metadata"]["name"]
+    mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
+    assert mounts["redis-tls-ca"]["mountPath"] == "/var/run/berth/redis-tls"
+    # Without a CA nothing is mounted.
+    plain = documents(render({"redis": {"enabled": False, "url": "redis://r:6379/0"}}))
+    assert not [d for d in plain if d["metadata"]["name"].endswith("-redis-ca")]
