@@ -126,38 +126,9 @@ NODE
 done | "$KUBECTL" apply -f - >/dev/null
 log "$KWOK_NODES kwok nodes present (taint kwok.x-k8s.io/node=fake:NoSchedule, label type=kwok)"
 
-# --- Redis, with the chart's ACL users (no client gets in without a password) ----------------
-# Passwords of the session, worker and operator roles (charts/berth/files/redis, as the bundled
-# Redis uses them) and of a dev-only admin user the tests use to look at streams.
-mkdir -p "$DEV/redis" "$DEV/redis-secrets"
-chmod 700 "$DEV/redis-secrets"
-for role in session worker operator admin; do
-  f=$DEV/redis-secrets/$role-password
-  [[ -s $f ]] || { head -c 18 /dev/urandom | base64 | tr '+/' '._' | tr -d '=\n' > "$f"; }
-done
-SECRETS_DIR=$DEV/redis-secrets TEMPLATE=$ROOT/charts/berth/files/redis/users.acl.tmpl \
-  OUT=$DEV/redis/users.acl sh "$ROOT/charts/berth/files/redis/render-acl.sh"
-printf 'user berth-admin on #%s ~* &* +@all\n' \
-  "$(printf '%s' "$(cat "$DEV/redis-secrets/admin-password")" | sha256sum | cut -d' ' -f1)" >> "$DEV/redis/users.acl"
-redis_pw() { cat "$DEV/redis-secrets/$1-password"; }
-redis_ping() { # up, and enforcing the ACL users (the admin user, not a password-less default)
-  [[ $(REDISCLI_AUTH=$(redis_pw admin) redis-cli --no-auth-warning --user berth-admin -h 127.0.0.1 \
-    -p "$1" acl whoami 2>/dev/null) == berth-admin ]]
-}
-if pid_alive "$DEV/redis.pid" && [[ -f $DEV/redis.port ]] && redis_ping "$(cat "$DEV/redis.port")"; then
-  REDISCLI_AUTH=$(redis_pw admin) redis-cli --user berth-admin -h 127.0.0.1 -p "$(cat "$DEV/redis.port")" acl load >/dev/null
-  log "redis already up on 127.0.0.1 and $HOST_IP, port $(cat "$DEV/redis.port") (ACL reloaded)"
-else
-  stop_pidfile "$DEV/redis.pid" 5
-  port=$(free_port); echo "$port" > "$DEV/redis.port"
-  redis-server --bind "127.0.0.1 $HOST_IP" --port "$port" --dir "$DEV/redis" --save "" \
-    --appendonly no --aclfile "$DEV/redis/users.acl" \
-    --daemonize yes --pidfile "$DEV/redis.pid" --logfile "$DEV/redis.log"
-  for _ in $(seq 50); do redis_ping "$port" && break; sleep 0.1; done
-  redis_ping "$port" || die "redis did not start; see $DEV/redis.log"
-  log "redis up on 127.0.0.1 and $HOST_IP, port $port (ACL users: berth-session, berth-worker, berth-operator, berth-admin)"
-fi
-redis_url() { echo "redis://berth-$1:$(redis_pw "$1")@$HOST_IP:$(cat "$DEV/redis.port")/0"; }
+# --- Redis: TLS only, the chart's ACL users, an append-only file (hack/redis.sh) --------------
+bash "$ROOT/hack/redis.sh" up
+redis_url() { bash "$ROOT/hack/redis.sh" url "$1"; }
 REDIS_URL=$(redis_url admin)
 
 # --- real nodes and Berth's image -------------------------------------------------------------
@@ -204,11 +175,13 @@ cat > "$DEV/env" <<ENV
 export KUBECONFIG=$KUBECONFIG
 export PATH=$KUBE_BIN:$HELM_BIN:$KWOK_BIN:$CRICTL_BIN:\$PATH
 # BERTH_REDIS_URL is the dev-only admin user (tests read streams with it); Berth's pods get the
-# role URLs below through the operator, as the chart wires them.
+# role URLs below through the operator, as the chart wires them. All are rediss:// URLs naming
+# the dev CA (BERTH_REDIS_CA).
 export BERTH_REDIS_URL=$REDIS_URL
 export BERTH_REDIS_SESSION_URL=$(redis_url session)
 export BERTH_REDIS_WORKER_URL=$(redis_url worker)
 export BERTH_REDIS_OPERATOR_URL=$(redis_url operator)
+export BERTH_REDIS_CA=$DEV/redis-tls/ca.crt
 export BERTH_NODES="$NODE_NAMES"
 export BERTH_HOST_IP=$HOST_IP
 export BERTH_IMAGE=$IMAGE

@@ -129,7 +129,6 @@ def install_berth(node_b: str) -> None:
     )  # fmt: skip
     sh("kubectl", "create", "namespace", NS, check=False)
     sh("bash", str(ROOT / "hack" / "shared-pvc.sh"), NS, "berth-shared")
-    sh("bash", str(ROOT / "hack" / "dev-redis-secret.sh"), NS)  # redis.auth.existingSecret
     say(f"helm install {RELEASE} charts/berth (namespace {NS}, operator pods on {node_b})")
     sh(
         "helm", "upgrade", "--install", RELEASE, str(ROOT / "charts" / "berth"),

@@ -8,9 +8,11 @@
 # - the image is the one hack/image.sh built and loaded into the nodes (BERTH_IMAGE): there is no
 #   registry to pull from, so pullPolicy Never (a missing image fails loudly, never pulls);
 # - operator pods on the real nodes (the kwok nodes are tainted, so no selector is needed);
-# - Redis is the dev cluster's redis-server (on the host address pods reach), not a bundled one;
-#   it has the chart's ACL users, whose passwords hack/dev-redis-secret.sh puts into the Secret
-#   named here (create it in the release namespace before installing);
+# - Redis is the dev cluster's redis-server (on the host address pods reach, TLS with the dev CA
+#   as redis.tls.caCert), not a bundled one;
+#   it has the chart's ACL users, whose passwords (hack/cluster-up.sh made them) are written here
+#   as redis.auth.passwords: the chart puts them into the release's Secret, so the install needs
+#   nothing made beforehand in its namespace (the file is readable by its owner only);
 # - NetworkPolicies (enforced by hack/netpol.sh) name the dev cluster's addresses: the apiserver
 #   and Redis listen on the host address; the LLM is any address but the pods' (scripted models
 #   on the host address, a real endpoint for `make demo`), on any port (tests pick free ones);
@@ -27,13 +29,29 @@ out=${1:-$DEV/values.yaml}
 source "$env_file"
 [[ -n ${BERTH_REDIS_URL:-} ]] || die "BERTH_REDIS_URL missing in $env_file"
 [[ -n ${BERTH_IMAGE:-} ]] || die "BERTH_IMAGE missing in $env_file"
-redis_port=${BERTH_REDIS_URL##*:}; redis_port=${redis_port%%/*}
+secrets=$DEV/redis-secrets
+for role in session worker operator; do
+  [[ -s $secrets/$role-password ]] || die "no $role password in $secrets: run hack/cluster-up.sh first"
+done
+# The dev Redis serves TLS only (hack/redis.sh): the chart mounts its CA into the operator at
+# the path the URL names, and the operator hands it on to the pods it gives role URLs.
+where=${BERTH_REDIS_URL#*@}; where=${where%%\?*}
+redis_tls=""
+if [[ $BERTH_REDIS_URL == rediss://* ]]; then
+  [[ -s ${BERTH_REDIS_CA:-} ]] || die "BERTH_REDIS_CA (the dev Redis's CA) missing in $env_file"
+  redis_url="rediss://$where?ssl_ca_certs=/var/run/berth/redis-tls/ca.crt"
+  redis_tls=$(printf '  tls:\n    caCert: |\n'; sed 's/^/      /' "$BERTH_REDIS_CA")
+else
+  redis_url="redis://$where"
+fi
+redis_port=${where##*:}; redis_port=${redis_port%%/*}
 # The apiserver's own port (the kubernetes Service's endpoint, which the policies see after
 # kube-proxy's translation): from the kubeconfig's server URL, 6443 when there is none.
 api_port=$(sed -n 's#^ *server: *https\?://[^:]*:\([0-9]*\).*#\1#p' "${KUBECONFIG:-$DEV/kubeconfig}" 2>/dev/null | head -1 || true)
 api_port=${api_port:-6443}
 resolver=$(awk '/^nameserver/ {print $2; exit}' /etc/resolv.conf)
 mkdir -p "$(dirname "$out")"
+(umask 077; : > "$out.tmp")
 cat > "$out.tmp" <<YAML
 # Written by hack/dev-values.sh from $env_file; do not edit (re-run the script).
 image:
@@ -55,9 +73,13 @@ sharedVolume:
   storageClassName: berth-shared
 redis:
   enabled: false
-  url: "redis://${BERTH_REDIS_URL#*@}"
+  url: "$redis_url"
   auth:
-    existingSecret: berth-dev-redis-auth
+    passwords:
+      session: "$(cat "$secrets/session-password")"
+      worker: "$(cat "$secrets/worker-password")"
+      operator: "$(cat "$secrets/operator-password")"
+$redis_tls
 networkPolicy:
   apiServer:
     cidrs: [$HOST_IP/32]

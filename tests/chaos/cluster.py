@@ -54,7 +54,7 @@ from tests.e2e.passivation_support import (
     session_doc,
     status,
 )
-from tests.integration.operator.harness import SECRET, OperatorProcess, operator
+from tests.integration.operator.harness import OPERATOR_NS, SECRET, OperatorProcess, operator
 
 CLUSTER_FAULTS: dict[str, str] = {
     "kill_leader": "SIGKILL of the operator replica holding the Lease (a new standby is started)",
@@ -126,7 +126,7 @@ def _leader_index(dc: DevCluster, op: OperatorProcess) -> int | None:
     """Index in ``op.procs`` of the replica named by the Lease (None when none holds it)."""
     out = dc.kubectl(
         "-n",
-        "berth-system",
+        OPERATOR_NS,
         "get",
         "lease",
         f"berth-operator-{op.namespace}",

@@ -217,12 +217,14 @@ def sim_pod(
     redis_url: str,
     image: str,
 ) -> dict[str, Any]:
-    """A session-simulator pod of ``image`` with ``<root>/tests`` mounted (module docstring)."""
+    """A session-simulator pod of ``image`` with ``<root>/tests`` mounted (module docstring),
+    and the host's directory of the CA file ``redis_url`` names (the dev Redis serves TLS)."""
+    from berth_operator.builders.redis_ca import redis_ca_path  # test side only
 
     def field_ref(path: str) -> dict[str, Any]:
         return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
 
-    return {
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -291,6 +293,14 @@ def sim_pod(
             ],
         },
     }
+    ca = redis_ca_path(redis_url)
+    if ca is not None:
+        ca_dir = os.path.dirname(ca)
+        pod["spec"]["volumes"].append({"name": "redis-ca", "hostPath": {"path": ca_dir}})
+        pod["spec"]["containers"][0]["volumeMounts"].append(
+            {"name": "redis-ca", "mountPath": ca_dir, "readOnly": True}
+        )
+    return pod
 
 
 def wait(what: str, check: Callable[[], Any], cap: float = WAIT_CAP, every: float = 0.25) -> Any:

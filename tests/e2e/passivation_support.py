@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from tests.cluster import ROOT, DevCluster, poll_until
-from tests.integration.operator.harness import free_port
+from tests.integration.operator.harness import apply_test_rbac, free_port
 
 REAL_NODE_LABEL = "berth.dev/dev-node"
 
@@ -76,8 +76,7 @@ def webhook_env(dc: DevCluster, namespace: str, cert_dir: Path) -> dict[str, str
         check=True,
         capture_output=True,
     )
-    dc.kubectl("create", "namespace", "berth-system", check=False)
-    dc.kubectl("apply", "-k", str(ROOT / "config" / "rbac" / "webhook"))
+    apply_test_rbac(dc, "webhook")
     return {
         "BERTH_WEBHOOK_ENABLED": "true",
         "BERTH_WEBHOOK_LISTEN_HOST": "127.0.0.1",

@@ -31,6 +31,7 @@ import uuid
 
 import pytest
 import redis
+from berth_operator.builders.redis_ca import redis_ca_path
 
 from session_runtime.transport import TaskMessage, reply_stream, task_stream
 from session_runtime.transport.auth import derive_session_key, sign_fields
@@ -127,7 +128,10 @@ def test_session_and_worker_refuse_what_is_not_theirs(dev_cluster: DevCluster) -
 
         # --- Redis: no credentials, no entry --------------------------------------------------
         url = urllib.parse.urlsplit(dc.env["BERTH_REDIS_URL"])
-        anonymous = redis.Redis(host=url.hostname, port=url.port or 6379)
+        ca = redis_ca_path(dc.env["BERTH_REDIS_URL"])  # the dev Redis serves TLS only
+        anonymous = redis.Redis(
+            host=url.hostname, port=url.port or 6379, ssl=ca is not None, ssl_ca_certs=ca
+        )
         with pytest.raises(redis.exceptions.AuthenticationError):
             anonymous.ping()
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster import DEV_DIR, ROOT, DevCluster
+from tests.cluster import DEV_DIR, DevCluster
 from tests.e2e.passivation_support import (
     REAL_NODE_LABEL,
     apply,
@@ -93,12 +93,6 @@ def release(dc: DevCluster, ns: str) -> Iterator[str]:
     install_crds(dc)  # the chart's CRDs as this tree has them (helm never updates CRDs)
     with tempfile.TemporaryDirectory(prefix="berth-upgrade-") as tmp:
         values = dev_values(dc, Path(tmp))
-        subprocess.run(  # the dev Redis's role passwords, as redis.auth.existingSecret
-            ["bash", str(ROOT / "hack" / "dev-redis-secret.sh"), ns],
-            env=dc.proc_env,
-            check=True,
-            capture_output=True,
-        )
         helm(
             dc,
             "install",

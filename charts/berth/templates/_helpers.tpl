@@ -93,12 +93,23 @@ app.kubernetes.io/component: redis
 {{- end }}
 
 {{/* Redis ACL users (files/redis/users.acl.tmpl): the Secret with their passwords, when the
-     chart knows one (the bundled Redis always; an external Redis with redis.auth.existingSecret). */}}
+     chart knows one (the bundled Redis always; an external Redis with redis.auth.existingSecret
+     or redis.auth.passwords). */}}
 {{- define "berth.redisAuthSecretName" -}}
 {{- if .Values.redis.auth.existingSecret }}
 {{- .Values.redis.auth.existingSecret }}
-{{- else if .Values.redis.enabled }}
+{{- else if or .Values.redis.enabled .Values.redis.auth.passwords.session }}
 {{- printf "%s-auth" (include "berth.redisName" .) }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret whose ca.crt the operator mounts at berth.redisCADir: the bundled Redis's TLS
+     Secret, or for an external Redis <redis>-ca made from redis.tls.caCert; empty: none. */}}
+{{- define "berth.redisCASecret" -}}
+{{- if and .Values.redis.enabled .Values.redis.tls.enabled }}
+{{- .Values.redis.tls.secretName }}
+{{- else if and (not .Values.redis.enabled) .Values.redis.tls.caCert }}
+{{- printf "%s-ca" (include "berth.redisName" .) }}
 {{- end }}
 {{- end }}
 
@@ -410,9 +421,15 @@ app.kubernetes.io/component: redis
 {{/* redis.conf of the bundled Redis (ConfigMap <redis>-config, also hashed into the pod's
      checksum/config annotation). */}}
 {{- define "berth.redisConf" -}}
-# Streams hold lane tasks only until workers ack them: no persistence.
+# The front door's queued messages and BudgetPolicy spend must survive a restart: an
+# append-only file, fsynced every second (redis.persistence; no RDB snapshots).
 save ""
+{{- if .Values.redis.persistence.enabled }}
+appendonly yes
+appendfsync everysec
+{{- else }}
 appendonly no
+{{- end }}
 dir /data
 bind * -::*
 # Every client authenticates as an ACL user (the default user is disabled), so protected

@@ -63,6 +63,7 @@ from berth_operator.api.constants import (
 )
 from berth_operator.api.laneworker import LaneWorkerSpec
 from berth_operator.builders.claim import claim_name
+from berth_operator.builders.redis_ca import add_redis_ca
 from berth_operator.builders.security import (
     SHARE_PROCESS_NAMESPACE,
     hardened_container_security,
@@ -230,6 +231,7 @@ def build_pod_template(
         "containers": [container],
         "volumes": worker_volumes(claim),
     }
+    add_redis_ca(pod_spec, container, settings.redis.for_workers)  # the CA its URL names
     pull = pull_secrets(spec.image_pull_secrets, settings)
     if pull:
         pod_spec["imagePullSecrets"] = pull

@@ -19,7 +19,8 @@ Contract given to ``berth-session`` (read by session_runtime.pod.config / .optio
   /var/run/berth/session (mode 0440, group = fsGroup); the LLM key (only the referenced key, as
   file ``api-key``) at /var/run/berth/llm; options.json (key ``options.json`` of the same
   ``<name>-berth`` Secret: one object per session, one apiserver write less than a ConfigMap of
-  its own) read-only at /etc/berth/session; an emptyDir at /tmp (the root filesystem is read-only).
+  its own) read-only at /etc/berth/session; an emptyDir at /tmp (the root filesystem is read-only);
+  the CA file the session role's Redis URL names, at its path (builders/redis_ca.py).
 - hardening: non-root uid/gid/fsGroup ``run_as_user``, RuntimeDefault seccomp, all
   capabilities dropped, no privilege escalation, read-only root, no ServiceAccount token,
   default resource limits when spec.placement.resources sets none.
@@ -76,6 +77,7 @@ from berth_operator.builders.names import (
     store_subpath,
     workspace_root_subpath,
 )
+from berth_operator.builders.redis_ca import add_redis_ca
 from berth_operator.builders.security import (
     SHARE_PROCESS_NAMESPACE,
     hardened_container_security,
@@ -404,6 +406,7 @@ def build_session_pod(
         "containers": [container],
         "volumes": session_volumes(ref, spec, claim),
     }
+    add_redis_ca(pod_spec, container, settings.redis.for_sessions)  # the CA its URL names
     pull = pull_secrets(spec.image_pull_secrets, settings)
     if pull:
         pod_spec["imagePullSecrets"] = pull

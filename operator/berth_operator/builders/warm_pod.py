@@ -56,6 +56,7 @@ from berth_operator.api.sessionwarmpool import (
     WarmPodTemplate,
 )
 from berth_operator.builders.names import owner_reference, relative_workspace, session_labels
+from berth_operator.builders.redis_ca import add_redis_ca
 from berth_operator.builders.security import (
     SHARE_PROCESS_NAMESPACE,
     hardened_container_security,
@@ -238,6 +239,7 @@ def build_warm_pod(
         "containers": [container],
         "volumes": volumes,
     }
+    add_redis_ca(pod_spec, container, settings.redis.for_sessions)  # the CA its URL names
     pull = pull_secrets(template.image_pull_secrets, settings)
     if pull:
         pod_spec["imagePullSecrets"] = pull

@@ -51,6 +51,7 @@ from berth_operator.builders.laneworker import (
     deployment_name,
     selector_string,
 )
+from berth_operator.builders.redis_ca import redis_ca_path
 from berth_operator.errors import (
     AlreadyExists,
     BerthOperatorError,
@@ -133,6 +134,8 @@ async def _ensure_deployment(
     await ctx.secrets.ensure_worker_redis(ref.namespace, ctx.settings.redis.for_workers)
     if ctx.netpol is not None:  # the namespace's NetworkPolicies (once per process)
         await ctx.netpol.ensure(ref.namespace)
+    if redis_ca_path(ctx.settings.redis.for_workers):  # mounted by every worker pod
+        await ctx.secrets.ensure_redis_ca(ref.namespace, [ctx.settings.redis.for_workers])
     if ctx.settings.claims.managed:  # the workers mount the namespace's shared claim
         claim = claim_name(spec, ctx.settings)
         if await ctx.kube.get_pvc(ref.namespace, claim) is None:

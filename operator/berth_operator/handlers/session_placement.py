@@ -33,6 +33,7 @@ from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import LABEL_SESSION_UID
 from berth_operator.builders.claim import build_shared_claim, claim_name
 from berth_operator.builders.pdb import build_session_pdb
+from berth_operator.builders.redis_ca import redis_ca_path
 from berth_operator.builders.secrets import needs_task_master
 from berth_operator.builders.session_pod import (
     build_options,
@@ -57,6 +58,8 @@ async def ensure_secrets(ctx: OperatorContext, ref: SessionRef, spec: AgentSessi
     master = None
     if needs_task_master(spec):
         master = await ctx.secrets.ensure_task_master(ref.namespace)
+    if redis_ca_path(ctx.settings.redis.for_sessions):  # the pod mounts the CA its URL names
+        await ctx.secrets.ensure_redis_ca(ref.namespace, [ctx.settings.redis.for_sessions])
     ctx.tokens[ref.uid] = await ctx.secrets.ensure_session_secret(
         ref,
         master,

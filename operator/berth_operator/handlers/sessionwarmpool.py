@@ -48,6 +48,7 @@ from berth_operator.api.sessionwarmpool import (
     template_mismatch,
 )
 from berth_operator.builders.names import pod_name
+from berth_operator.builders.redis_ca import redis_ca_path
 from berth_operator.builders.secrets import decode_data, needs_task_master, session_data
 from berth_operator.builders.session_pod import build_options
 from berth_operator.builders.warm_pod import (
@@ -152,10 +153,13 @@ def _api(ctx: OperatorContext) -> WarmPoolApi:
 
 
 async def _ensure_token(ctx: OperatorContext, key: PoolKey, uid: str) -> None:
-    """Read (or create) ``<pool>-warm`` once; keep its token in memory."""
+    """Read (or create) ``<pool>-warm`` once; keep its token in memory. The Redis CA its pods
+    mount is brought up to date at the same time."""
     if key in ctx.warm.tokens or ctx.secrets is None:
         return
     ns, pool = key
+    if redis_ca_path(ctx.settings.redis.for_sessions):  # mounted by the pool's pods
+        await ctx.secrets.ensure_redis_ca(ns, [ctx.settings.redis.for_sessions])
     secret = await ctx.secrets.read_secret(ns, warm_secret_name(pool))
     if secret is None:
         with contextlib.suppress(AlreadyExists):

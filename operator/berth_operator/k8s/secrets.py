@@ -13,6 +13,7 @@ the Secret, not its content.
   role's Redis URL) or bring it up to date (task key added once the master exists, URL
   following the operator's setting); returns the API token.
 - :meth:`SecretApi.ensure_worker_redis`: ``berth-worker-redis`` holds the workers' Redis URL.
+- :meth:`SecretApi.ensure_redis_ca`: ``berth-redis-ca`` holds the CA files Redis URLs name.
 - :meth:`SecretApi.read_secret`: a Secret or None.
 - :meth:`SecretApi.read_secret_shared`: the same, one GET shared by concurrent readers of one
   Secret (the LLM key Secret a burst of sessions names).
@@ -22,12 +23,16 @@ Needs RBAC ``secrets: get, create, update`` (config/rbac).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from berth_operator.api.common import SessionRef
-from berth_operator.api.constants import TASK_MASTER_SECRET, WORKER_REDIS_SECRET
+from berth_operator.api.constants import TASK_MASTER_SECRET
 from berth_operator.builders.names import session_secret_name
+from berth_operator.builders.redis_ca import build_redis_ca_secret, redis_ca_paths
 from berth_operator.builders.secrets import (
     api_token_of,
     build_session_secret,
@@ -113,15 +118,39 @@ class SecretApi:
     async def ensure_worker_redis(self, namespace: str, url: str) -> None:
         """Create ``berth-worker-redis`` holding ``url``, or update it when it differs (a rotated
         password). Raises KubeError."""
-        wanted = build_worker_redis_secret(namespace, url)
-        current = await self.read_secret(namespace, WORKER_REDIS_SECRET)
+        await self._ensure_data(build_worker_redis_secret(namespace, url))
+
+    async def ensure_redis_ca(self, namespace: str, urls: Iterable[str]) -> None:
+        """Copy the CA files the Redis ``urls`` name (``ssl_ca_certs``, read from this
+        process's filesystem) into the namespace's ``berth-redis-ca``, which the pods given those
+        URLs mount (builders/redis_ca.py); nothing when none names one. Raises KubeError, also
+        when a file cannot be read (the message names it)."""
+        files: dict[str, bytes] = {}
+        for path in redis_ca_paths(urls):
+            try:
+                files[path] = await asyncio.to_thread(Path(path).read_bytes)
+            except OSError as exc:
+                raise KubeError(
+                    f"cannot read {path}, the CA file a Redis URL names: {exc.strerror}"
+                ) from None
+        if files:
+            try:
+                wanted = build_redis_ca_secret(namespace, files)
+            except ValueError as exc:
+                raise KubeError(str(exc)) from None
+            await self._ensure_data(wanted)
+
+    async def _ensure_data(self, wanted: dict[str, Any]) -> None:
+        """Create the Secret ``wanted``, or replace it when its data differs. Raises KubeError."""
+        namespace, name = wanted["metadata"]["namespace"], wanted["metadata"]["name"]
+        current = await self.read_secret(namespace, name)
         if current is None:
             with contextlib.suppress(AlreadyExists):
                 await self.create_secret(wanted)
                 return
-            current = await self.read_secret(namespace, WORKER_REDIS_SECRET)
+            current = await self.read_secret(namespace, name)
             if current is None:
-                raise KubeError(f"secret {namespace}/{WORKER_REDIS_SECRET} vanished")
+                raise KubeError(f"secret {namespace}/{name} vanished")
         if decode_data(current) == decode_data(wanted):
             return
         wanted["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]

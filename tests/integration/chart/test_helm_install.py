@@ -123,12 +123,6 @@ def test_helm_install_runs_a_session_to_succeeded_and_uninstall_is_clean(
         tempfile.TemporaryDirectory(prefix="berth-helm-") as tmp,
     ):
         values = dev_values(dc, Path(tmp))
-        subprocess.run(  # the dev Redis's role passwords, as redis.auth.existingSecret
-            ["bash", str(ROOT / "hack" / "dev-redis-secret.sh"), ns],
-            env=dc.proc_env,
-            check=True,
-            capture_output=True,
-        )
         installed = False
         try:
             # --- 1. install -----------------------------------------------------------------

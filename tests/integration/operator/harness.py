@@ -25,7 +25,10 @@ import yaml
 from tests.cluster import ROOT, DevCluster, host_ip, poll_until
 
 WAIT_CAP = 180.0
-OPERATOR_NS = "berth-system"
+OPERATOR_NS = "berth-tests"
+"""Namespace of the tests' operator ServiceAccount and Leases: not the README's berth-system, so
+that the tests' objects never stand in the way of a user's ``helm install`` there."""
+OPERATOR_SA = "operator"
 EXAMPLES = ROOT / "examples"
 
 
@@ -42,12 +45,52 @@ def install_crds(dc: DevCluster) -> None:
         dc.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
 
 
-def operator_kubeconfig(dc: DevCluster, directory: Path) -> Path:
-    """Apply config/rbac and write a kubeconfig that authenticates as the berth-operator SA."""
+def rbac_for_tests(directory: str) -> list[dict[str, Any]]:
+    """The objects of config/rbac/``directory`` (its kustomization's resources) renamed so that
+    no user install takes their names: ClusterRoles and their bindings ``berth-tests:<name
+    without berth->``, the ServiceAccount ``operator`` and the Roles in ``OPERATOR_NS``. The rules
+    stay config/rbac's, which the apiserver then enforces on the tests' operator."""
+    base = ROOT / "config" / "rbac" / directory
+    kustomization = yaml.safe_load((base / "kustomization.yaml").read_text())
+    docs = [
+        doc
+        for name in kustomization["resources"]
+        for doc in yaml.safe_load_all((base / name).read_text())
+        if doc
+    ]
+
+    def cluster_name(name: str) -> str:
+        return f"berth-tests:{name.removeprefix('berth-')}"
+
+    for doc in docs:
+        meta = doc["metadata"]
+        if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            meta["name"] = cluster_name(meta["name"])
+        else:
+            meta["namespace"] = OPERATOR_NS
+        if doc["kind"] == "ServiceAccount":
+            meta["name"] = OPERATOR_SA
+        ref = doc.get("roleRef")
+        if ref is not None and ref["kind"] == "ClusterRole":
+            ref["name"] = cluster_name(ref["name"])
+        for subject in doc.get("subjects") or []:
+            if subject["kind"] == "ServiceAccount":
+                subject.update(name=OPERATOR_SA, namespace=OPERATOR_NS)
+    return docs
+
+
+def apply_test_rbac(dc: DevCluster, directory: str = ".") -> None:
+    """Create ``OPERATOR_NS`` and apply :func:`rbac_for_tests` of config/rbac/``directory``."""
     dc.kubectl("create", "namespace", OPERATOR_NS, check=False)
-    dc.kubectl("apply", "-k", str(ROOT / "config" / "rbac"))
+    dc.apply(rbac_for_tests(directory))
+
+
+def operator_kubeconfig(dc: DevCluster, directory: Path) -> Path:
+    """Apply config/rbac (as :func:`rbac_for_tests` names it) and write a kubeconfig that
+    authenticates as its ServiceAccount."""
+    apply_test_rbac(dc)
     token = dc.kubectl(
-        "-n", OPERATOR_NS, "create", "token", "berth-operator", "--duration=4h"
+        "-n", OPERATOR_NS, "create", "token", OPERATOR_SA, "--duration=4h"
     ).stdout.strip()
     raw = yaml.safe_load(dc.kubectl("config", "view", "--raw", "--minify", "-o", "yaml").stdout)
     cluster = raw["clusters"][0]

@@ -127,7 +127,7 @@ def test_all_features_rendering() -> None:
     rule = one(docs, "PrometheusRule")
     alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
     assert len(alerts) >= 5
-    pvc = one(docs, "PersistentVolumeClaim")
+    pvc = one(docs, "PersistentVolumeClaim", "berth-shared")
     assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
     assert pvc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     redis = one(docs, "Deployment", "-redis")
