@@ -11,9 +11,8 @@
 # - Redis is the dev cluster's redis-server (on the host address pods reach), not a bundled one;
 #   it has the chart's ACL users, whose passwords hack/dev-redis-secret.sh puts into the Secret
 #   named here (create it in the release namespace before installing);
-# - the shared volume is the pre-bound claim berth-shared (hack/shared-pvc.sh) where it exists;
-#   in other namespaces the operator creates it with class berth-shared, which binds to the
-#   dev cluster's pool of RWX volumes (hack/pv-pool.sh).
+# - the operator creates each namespace's claim berth-shared with class berth-shared, served by
+#   the dev cluster's RWX provisioner (hack/provisioner.sh), and sets its root-owned root up.
 source "$(dirname "$0")/lib.sh"
 LOG_TAG=dev-values
 env_file=${BERTH_DEV_ENV:-$DEV/env}
