@@ -58,7 +58,7 @@ def main() -> int:
     script = {"turns": [{"text": "done"}], "on_exhausted": "repeat_last"}
     with (
         scripted_model(script) as llm,
-        dc.namespace("bench-cold-steps", shared_pvc=True) as ns,
+        dc.namespace("bench-cold-steps") as ns,
         operator(dc, ns),
     ):
         apply_in(dc, ns, [SECRET])

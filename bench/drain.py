@@ -188,7 +188,7 @@ def berth_drain(
     dev cluster's); ``source``: another checkout whose operator runs instead of this one's."""
     cert_dir = Path(tempfile.mkdtemp(prefix="berth-bench-wh-"))
     with (
-        dc.namespace("bench-drain", shared_pvc=True) as ns,
+        dc.namespace("bench-drain") as ns,
         scripted_model(step_script(ROUNDS, delay_ms=300, sleep_s=0.3)) as srv,
         operator(
             dc,

@@ -346,7 +346,7 @@ def bench_bare(
 ) -> tuple[dict[str, float], Counter[str]]:
     settings = OperatorSettings()
     spec = AgentSessionSpec.model_validate(SPEC)
-    with dc.namespace("bench-pods", shared_pvc=True) as ns_pods:
+    with dc.namespace("bench-pods") as ns_pods:
         watcher = RunningWatch(core, ns_pods)
         watcher.start()
 
@@ -409,7 +409,7 @@ def bench_sessions(
     and scheduler over the burst are kept in that directory and their top functions printed
     (``bench/apiprofile.py``)."""
     with (
-        dc.namespace("bench-ags", shared_pvc=True) as ns_ags,
+        dc.namespace("bench-ags") as ns_ags,
         tempfile.TemporaryDirectory() as tmp,
     ):
         kubeconfig = operator_kubeconfig(dc, Path(tmp))

@@ -181,7 +181,7 @@ def main() -> int:
     install_crds(cluster)
     figures: dict[tuple[str, int], list[dict[str, float]]] = {}
     with (
-        cluster.namespace("bench-scaling", shared_pvc=True) as ns,
+        cluster.namespace("bench-scaling") as ns,
         tempfile.TemporaryDirectory(prefix="berth-bench-") as tmp,
     ):
         op = OperatorProcess(

@@ -134,7 +134,7 @@ def main() -> int:
     results: dict[str, list[tuple[float, float]]] = {"hot": [], "cold": [], "warm": []}
     gateway, env = gateway_env()
     with (
-        dc.namespace("bench-wake", shared_pvc=True) as ns,
+        dc.namespace("bench-wake") as ns,
         scripted_model(SCRIPT) as srv,
         operator(dc, ns, **env),
     ):

@@ -196,7 +196,7 @@ def warm_round(
     checkout's operator or (``source``) another checkout's. Returns create → run started
     (seconds), how many were adopted, and the operator's adoption histogram lines."""
     with (
-        dc.namespace(f"bench-warm-{tag}", shared_pvc=True) as ns,
+        dc.namespace(f"bench-warm-{tag}") as ns,
         operator(dc, ns, **IMAGE_ENV) as op,
     ):
         if source is not None:  # that checkout's operator instead, with this one's CRDs and RBAC
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"N={N} sessions at once, real nodes {dc.nodes}")
     rounds: dict[str, list[tuple[list[float], int]]] = {"this": [], "baseline": []}
     with scripted_model(script) as llm:
-        with dc.namespace("bench-cold", shared_pvc=True) as ns, operator(dc, ns, **IMAGE_ENV):
+        with dc.namespace("bench-cold") as ns, operator(dc, ns, **IMAGE_ENV):
             apply_in(dc, ns, [SECRET])
             time.sleep(2)  # operator leading, watches established
             cold = batch(dc, ns, llm, names)

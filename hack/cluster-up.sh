@@ -137,11 +137,9 @@ bash "$ROOT/hack/netpol.sh" up  # NetworkPolicy enforcement (kube-router, test c
 bash "$ROOT/hack/image.sh" load
 IMAGE=$(cat "$DEV/image")
 
-# --- shared volume for the default namespace ---------------------------------------------------
-bash "$ROOT/hack/shared-pvc.sh" default berth-shared >/dev/null
-log "shared PVC default/berth-shared bound"
-bash "$ROOT/hack/pv-pool.sh" 20
-log "a pool of 20 RWX volumes of class berth-shared for claims the operator creates"
+# --- shared volumes: a real RWX provisioner serves StorageClass berth-shared ----------------------
+# Claims come from it on demand, with root-owned roots (the operator creates and sets them up).
+bash "$ROOT/hack/provisioner.sh"
 
 # --- Prometheus: scrapes pods annotated prometheus.io/scrape=true through pod IPs ---------------
 if pid_alive "$DEV/prometheus.pid" && pid_alive "$DEV/promsd.pid" && [[ -f $DEV/prometheus.port ]]; then

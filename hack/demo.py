@@ -38,6 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from berth_operator.builders.claim import build_shared_claim
+from berth_operator.settings import OperatorSettings, SharedClaimSettings
+
 ROOT = Path(__file__).resolve().parent.parent
 DEV = Path(os.environ.get("BERTH_DEV_DIR", ROOT / ".berth" / "dev"))
 NS = os.environ.get("BERTH_DEMO_NAMESPACE", "berth-demo")
@@ -128,7 +131,6 @@ def install_berth(node_b: str) -> None:
         180,
     )  # fmt: skip
     sh("kubectl", "create", "namespace", NS, check=False)
-    sh("bash", str(ROOT / "hack" / "shared-pvc.sh"), NS, "berth-shared")
     say(f"helm install {RELEASE} charts/berth (namespace {NS}, operator pods on {node_b})")
     sh(
         "helm", "upgrade", "--install", RELEASE, str(ROOT / "charts" / "berth"),
@@ -140,6 +142,25 @@ def install_berth(node_b: str) -> None:
     pods = kubectl_json("get", "pods", "-n", NS, "-l", "app.kubernetes.io/component=operator")
     for pod in pods["items"]:
         say(f"  operator pod {pod['metadata']['name']} on {pod['spec'].get('nodeName')}")
+
+
+def shared_claim_dir() -> Path:
+    """Host directory of the volume behind the namespace's claim berth-shared. The demo seeds a
+    workspace before the session exists, so the claim is created here when missing, with the
+    operator's own body (class berth-shared: the dev cluster's provisioner, which makes its
+    volumes as directories on this machine); the operator sets it up as a claim it manages."""
+    if sh("kubectl", "-n", NS, "get", "pvc", "berth-shared", check=False) == "":
+        claims = SharedClaimSettings(storage_class="berth-shared")
+        body = build_shared_claim(NS, "berth-shared", OperatorSettings(claims=claims))
+        sh("kubectl", "create", "-f", "-", input=json.dumps(body), check=False)
+    pv = wait(
+        f"claim {NS}/berth-shared bound",
+        lambda: sh("kubectl", "-n", NS, "get", "pvc", "berth-shared", "-o",
+                   "jsonpath={.spec.volumeName}", check=False),
+        180,
+    )  # fmt: skip
+    spec = kubectl_json("get", "pv", pv)["spec"]
+    return Path((spec.get("hostPath") or spec.get("local"))["path"])
 
 
 def remove_previous_run() -> None:
@@ -444,7 +465,7 @@ def main() -> int:
     node_a, node_b = nodes[0], nodes[1]
     sh("kubectl", "uncordon", node_a, node_b, check=False)
     install_berth(node_b)
-    claim_dir = Path(ENV["BERTH_SHARED_DIR"]) / NS / "berth-shared"
+    claim_dir = shared_claim_dir()
     remove_previous_run()
     workspace = seed_workspace(claim_dir)
     base_url, model, model_proc = start_model()

@@ -17,9 +17,8 @@
 #   and Redis listen on the host address; the LLM is any address but the pods' (scripted models
 #   on the host address, a real endpoint for `make demo`), on any port (tests pick free ones);
 #   DNS is this machine's resolver (as the nodes' clusterDNS, hack/nodes.sh);
-# - the shared volume is the pre-bound claim berth-shared (hack/shared-pvc.sh) where it exists;
-#   in other namespaces the operator creates it with class berth-shared, which binds to the
-#   dev cluster's pool of RWX volumes (hack/pv-pool.sh).
+# - the operator creates each namespace's claim berth-shared with class berth-shared, served by
+#   the dev cluster's RWX provisioner (hack/provisioner.sh), and sets its root-owned root up.
 source "$(dirname "$0")/lib.sh"
 LOG_TAG=dev-values
 env_file=${BERTH_DEV_ENV:-$DEV/env}

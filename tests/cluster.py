@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from berth_operator.builders.claim import build_shared_claim
+from berth_operator.settings import OperatorSettings, SharedClaimSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV_DIR = Path(os.environ.get("BERTH_DEV_DIR", ROOT / ".berth" / "dev"))
@@ -92,7 +94,7 @@ class DevCluster:
     nodes: list[str]
     """Names of the real nodes (where Berth's pods run)."""
     shared_dir: str
-    """Host directory behind the dev cluster's shared claims (``<dir>/<ns>/<claim>``)."""
+    """Host directory under which the dev cluster's provisioner makes its volumes."""
     external: bool = False
     _proc_env: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -228,26 +230,18 @@ class DevCluster:
         return poll_until(what, predicate, timeout, interval, error=TimeoutError)
 
     @contextmanager
-    def namespace(self, prefix: str = "t", shared_pvc: bool = False) -> Iterator[str]:
-        """A fresh namespace for one test, deleted afterwards (without waiting for it to go)."""
+    def namespace(self, prefix: str = "t") -> Iterator[str]:
+        """A fresh namespace for one test, deleted afterwards (without waiting for it to go).
+
+        Its shared claim comes the way a user's does: the operator creates it (managed claims)
+        from the StorageClass berth-shared, served by the dev cluster's provisioner
+        (hack/provisioner.sh), whose volume is removed with the claim."""
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
         self.kubectl("create", "namespace", name)
         try:
-            if shared_pvc:
-                self.shared_pvc(name)
             yield name
         finally:
             self.kubectl("delete", "namespace", name, "--wait=false", check=False)
-            self.kubectl("delete", "pv", f"pv-{name}-berth-shared", "--wait=false", check=False)
-
-    def shared_pvc(self, namespace: str, claim: str = "berth-shared") -> None:
-        """Create a bound RWX PVC ``claim`` in ``namespace`` (hack/shared-pvc.sh)."""
-        subprocess.run(
-            ["bash", str(ROOT / "hack" / "shared-pvc.sh"), namespace, claim],
-            env=self.proc_env,
-            check=True,
-            capture_output=True,
-        )
 
     def make_dirs(self, path: Path) -> Path:
         """``mkdir -p`` inside a claim, owned by the pods' user (10001) as they would make it."""
@@ -261,6 +255,31 @@ class DevCluster:
             os.chown(d, POD_UID, POD_UID)
         return path
 
-    def claim_dir(self, namespace: str, claim: str = "berth-shared") -> Path:
-        """Host directory behind a shared claim made by ``shared_pvc`` (a hostPath PV)."""
-        return Path(self.shared_dir) / namespace / claim
+    def claim_dir(self, namespace: str, claim: str = "berth-shared", timeout: float = 180) -> Path:
+        """Host directory of the volume behind ``namespace/claim`` (the provisioner's volumes
+        are directories on this machine, seen by both nodes). A test that needs the directory
+        before any session made the claim creates it here with the operator's own claim body
+        (``build_shared_claim``, class berth-shared), so the operator takes it as the one it
+        manages and sets it up as usual. Waits up to ``timeout`` seconds for it to be bound."""
+        if self.kubectl("-n", namespace, "get", "pvc", claim, check=False).returncode != 0:
+            settings = OperatorSettings(claims=SharedClaimSettings(storage_class="berth-shared"))
+            self.kubectl(
+                "create",
+                "-f",
+                "-",
+                input=json.dumps(build_shared_claim(namespace, claim, settings)),
+                check=False,
+            )
+
+        def volume() -> str:
+            pvc = json.loads(
+                self.kubectl("-n", namespace, "get", "pvc", claim, "-o", "json").stdout
+            )
+            return str((pvc.get("spec") or {}).get("volumeName") or "")
+
+        pv_name = self.wait_for(f"claim {namespace}/{claim} bound", volume, timeout)
+        pv = json.loads(self.kubectl("get", "pv", pv_name, "-o", "json").stdout)["spec"]
+        source = pv.get("hostPath") or pv.get("local") or {}
+        if not source.get("path"):
+            raise LookupError(f"PersistentVolume {pv_name} has no host path: {pv}")
+        return Path(source["path"])

@@ -128,6 +128,13 @@ class SharedClaimSettings(SettingsGroup):
     """storageClassName of claims the operator creates; empty = the cluster's default class."""
     size: str = "10Gi"
     """Requested size of claims the operator creates (a Kubernetes quantity). Default 10Gi."""
+    setup: bool = True
+    """Before a claim's first session pod, run its one-shot set-up Job once
+    (``builders.volume_setup``: a root pod with only CAP_CHOWN and CAP_FOWNER that makes the
+    volume root writable by the pods' user when it is not, as provisioners create roots owned
+    by root) and record it on the claim. False: the volume root must already be writable by
+    ``run_as_user`` (an EFS access point, uid/gid mount options; docs/install.md). Default
+    true."""
 
 
 class NetworkPolicyTemplate(BaseModel):

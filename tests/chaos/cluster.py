@@ -235,7 +235,7 @@ def run_scenario(
     env = {"BERTH_STATUS_REFRESH_SECONDS": "1", "BERTH_PASSIVATION_KILL_GRACE_SECONDS": "2"}
     background: list[threading.Thread] = []
     rng = random.Random(sc.seed * 7919)  # what the faults draw while they run (node downtime)
-    with dc.namespace("chaos", shared_pvc=True) as ns, operator(dc, ns, **env) as op:
+    with dc.namespace("chaos") as ns, operator(dc, ns, **env) as op:
         op.start()  # the standby
         docs = [SECRET] + [
             session_doc(plan.name, model.base_url_for(plan.name, 0, 0), nodes, 20)

@@ -40,7 +40,7 @@ class PrivateNodes:
     dc: DevCluster
 
     def claim_dir(self, namespace: str, claim: str = "berth-shared") -> Path:
-        """Host directory of a shared claim (hack/shared-pvc.sh)."""
+        """Host directory of a shared claim (``DevCluster.claim_dir``)."""
         return self.dc.claim_dir(namespace, claim)
 
     def placement(self) -> dict[str, Any]:

@@ -63,7 +63,7 @@ def harness(dev_cluster: DevCluster, request: pytest.FixtureRequest) -> Iterator
     """A namespace with the shared PVC, the CRDs, and one operator watching it."""
     install_crds(dev_cluster)
     with (
-        dev_cluster.namespace("as", shared_pvc=True) as ns,
+        dev_cluster.namespace("as") as ns,
         tempfile.TemporaryDirectory(prefix="berth-as-") as tmp,
     ):
         # The operator runs as its ServiceAccount, so config/rbac is enforced by the apiserver.

@@ -151,7 +151,7 @@ def test_wake_messages_are_delivered_once_across_an_operator_restart(
     dc = dev_cluster
     gateway, env = gateway_env()
     with (
-        dc.namespace("wake", shared_pvc=True) as ns,
+        dc.namespace("wake") as ns,
         scripted_model(WAKE_SCRIPT) as srv,
         operator(dc, ns, **env) as op,
     ):
@@ -264,7 +264,7 @@ def test_peer_asks_a_peer_at_rest_and_a_loop_is_refused(dev_cluster: DevCluster)
     dc = dev_cluster
     _, env = gateway_env()
     with (
-        dc.namespace("peer", shared_pvc=True) as ns,
+        dc.namespace("peer") as ns,
         scripted_model(ASKER_SCRIPT) as asker_llm,
         scripted_model(ANSWERER_SCRIPT) as answerer_llm,
         operator(dc, ns, **env),

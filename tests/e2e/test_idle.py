@@ -89,7 +89,7 @@ def steps(dc: DevCluster, ns: str, name: str) -> list[str]:
 def test_idle_session_rests_and_a_message_wakes_it(dev_cluster: DevCluster) -> None:
     dc = dev_cluster
     with (
-        dc.namespace("idle", shared_pvc=True) as ns,
+        dc.namespace("idle") as ns,
         scripted_model(SCRIPT) as srv,
         operator(dc, ns, **operator_env()),
     ):

@@ -90,7 +90,7 @@ def test_session_and_worker_refuse_what_is_not_theirs(dev_cluster: DevCluster) -
     dc = dev_cluster
     script = {"turns": [{"text": "ready"}], "on_exhausted": "repeat_last"}
     with (
-        dc.namespace("iso", shared_pvc=True) as ns,
+        dc.namespace("iso") as ns,
         scripted_model(script) as llm,
         operator(dc, ns),
     ):
@@ -230,7 +230,7 @@ def test_agent_tools_cannot_reach_another_session(dev_cluster: DevCluster) -> No
         {"name": "write", "arguments": {"file_path": "../victim/pwned", "content": "x"}},
     ]
     with (
-        dc.namespace("iso2", shared_pvc=True) as ns,
+        dc.namespace("iso2") as ns,
         operator(dc, ns),
     ):
         turns = [

@@ -157,7 +157,7 @@ def test_drain_moves_five_sessions_without_losing_work(
 ) -> None:
     dc, nodes = dev_cluster, clean_nodes
     with (
-        dc.namespace("pz-drain", shared_pvc=True) as ns,
+        dc.namespace("pz-drain") as ns,
         scripted_model(step_script(ROUNDS)) as srv,
         operator(dc, ns, **operator_env(**webhook_env(dc, ns, tmp_path / "certs"))) as op,
     ):
@@ -210,7 +210,7 @@ def test_eviction_is_answered_429_and_the_session_moves(
 ) -> None:
     dc, nodes = dev_cluster, clean_nodes
     with (
-        dc.namespace("pz-evict", shared_pvc=True) as ns,
+        dc.namespace("pz-evict") as ns,
         scripted_model(step_script(ROUNDS)) as srv,
         operator(dc, ns, **operator_env(**webhook_env(dc, ns, tmp_path / "certs"))),
     ):
@@ -292,7 +292,7 @@ def test_two_replicas_only_the_leader_serves_evictions(
     the next eviction is answered by it; the session moves twice and loses nothing."""
     dc, nodes = dev_cluster, clean_nodes
     with (
-        dc.namespace("pz-ha", shared_pvc=True) as ns,
+        dc.namespace("pz-ha") as ns,
         scripted_model(step_script(HA_ROUNDS, delay_ms=600)) as srv,
         operator(dc, ns, **operator_env(**webhook_env(dc, ns, tmp_path / "certs"))) as op,
     ):
@@ -373,7 +373,7 @@ def test_without_the_webhook_the_pdb_keeps_drain_waiting(
     # 5 s tools: passivation lets the running tool finish, so it outlasts the moment between
     # drain's cordon and its first eviction, and the budget is what drain meets
     with (
-        dc.namespace("pz-pdb", shared_pvc=True) as ns,
+        dc.namespace("pz-pdb") as ns,
         scripted_model(step_script(8, sleep_s=5)) as srv,
         operator(dc, ns, **operator_env(BERTH_WEBHOOK_ENABLED="false")),
     ):
@@ -417,7 +417,7 @@ def test_a_runtime_that_ignores_passivation_is_cut_off_at_the_deadline(
     dc, nodes = dev_cluster, clean_nodes
     rounds = 40
     with (
-        dc.namespace("pz-ignore", shared_pvc=True) as ns,
+        dc.namespace("pz-ignore") as ns,
         scripted_model(step_script(rounds)) as srv,
         operator(dc, ns, **operator_env(**webhook_env(dc, ns, tmp_path / "certs"))),
     ):
@@ -451,7 +451,7 @@ def test_suspend_then_resume_keeps_the_lineage(
 ) -> None:
     dc, nodes = dev_cluster, clean_nodes
     with (
-        dc.namespace("pz-suspend", shared_pvc=True) as ns,
+        dc.namespace("pz-suspend") as ns,
         scripted_model(step_script(ROUNDS)) as srv,
         operator(dc, ns, **operator_env()),
     ):

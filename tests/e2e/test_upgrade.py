@@ -239,7 +239,7 @@ def test_upgrade_moves_running_sessions_to_the_new_image(dev_cluster: DevCluster
     old = dc.image
     with (
         retagged(dc, old, f"{old}-upgrade") as new,
-        dc.namespace("upgrade", shared_pvc=True) as ns,
+        dc.namespace("upgrade") as ns,
         scripted_model(step_script(ROUNDS, delay_ms=300, sleep_s=1.0)) as srv,
         release(dc, ns) as rel,
     ):

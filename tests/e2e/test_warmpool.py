@@ -97,7 +97,7 @@ def test_warm_pool_adoption_refill_and_isolation(dev_cluster: DevCluster) -> Non
         'do echo "== $p"; cat $p; ls $p; done > leak.txt 2>&1; '
         "echo x > ../victim/pwned 2>> leak.txt; echo done >> leak.txt"
     )
-    with dc.namespace("warm", shared_pvc=True) as ns:
+    with dc.namespace("warm") as ns:
         script = {
             "turns": [
                 {"tool_calls": [{"name": "bash", "arguments": {"command": probe.format(ns=ns)}}]},
@@ -181,7 +181,7 @@ def test_warm_pool_template_change_replaces_waiting_pods_only(dev_cluster: DevCl
     dc = dev_cluster
     script = {"turns": [{"text": "idle"}], "on_exhausted": "repeat_last"}
     with (
-        dc.namespace("warm-t", shared_pvc=True) as ns,
+        dc.namespace("warm-t") as ns,
         scripted_model(script) as llm,
         operator(dc, ns),
     ):
@@ -246,7 +246,7 @@ def test_warm_pool_resume_from_pool(dev_cluster: DevCluster) -> None:
         "on_exhausted": "repeat_last",
     }
     with (
-        dc.namespace("warm-r", shared_pvc=True) as ns,
+        dc.namespace("warm-r") as ns,
         scripted_model(script) as llm,
         operator(dc, ns),
     ):
@@ -307,7 +307,7 @@ def test_warm_pool_on_a_draining_node(dev_cluster: DevCluster) -> None:
     placement = {"nodeSelector": {"berth.dev/dev-node": "real"}}
     with (
         private_nodes(dc) as nodes,
-        dc.namespace("warm-d", shared_pvc=True) as ns,
+        dc.namespace("warm-d") as ns,
         scripted_model(script) as llm,
         operator(dc, ns),
     ):

@@ -195,6 +195,8 @@ app.kubernetes.io/component: redis
   value: {{ .Values.sharedVolume.storageClassName | quote }}
 - name: BERTH_SHARED_CLAIM_SIZE
   value: {{ .Values.sharedVolume.size | quote }}
+- name: BERTH_SHARED_CLAIM_SETUP
+  value: {{ .Values.sharedVolume.setup | quote }}
 - name: BERTH_SESSION_IMAGE
   value: {{ include "berth.runtimeImage" . | quote }}
 - name: BERTH_IMAGE_PULL_POLICY
@@ -357,10 +359,11 @@ app.kubernetes.io/component: redis
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create, update]
-# The shared ReadWriteMany claim of a namespace, created when missing (never deleted).
+# The shared ReadWriteMany claim of a namespace, created when missing (never deleted), and
+# annotated once its volume set-up Job succeeded.
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
-  verbs: [get, create]
+  verbs: [get, create, patch]
 # The session and worker NetworkPolicies of a namespace (BERTH_NETWORK_POLICY_TEMPLATES),
 # created when missing, updated when the operator's own differ. Never deleted by the operator.
 - apiGroups: [networking.k8s.io]
@@ -373,10 +376,11 @@ app.kubernetes.io/component: redis
 - apiGroups: [apps]
   resources: [deployments/scale]
   verbs: [patch]
-# The store-cleanup Job of berth.dev/delete-store.
+# The store-cleanup Job of berth.dev/delete-store; the shared claim's volume set-up Job (its
+# outcome is read).
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [create]
+  verbs: [get, create]
 # One PodDisruptionBudget per session (passivation before eviction).
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]

@@ -73,6 +73,10 @@ class Reason:
     """The scheduler cannot place the pod (its message says why: resources, selectors, taints)."""
     CLAIM_MISSING: Final = "ClaimMissing"
     """The session's shared claim does not exist and claims are the user's to create."""
+    VOLUME_SETTING_UP: Final = "VolumeSettingUp"
+    """The shared claim's one-shot set-up Job (root made writable by the pods' user) runs."""
+    VOLUME_SETUP_FAILED: Final = "VolumeSetupFailed"
+    """The shared claim's set-up Job failed: its pod's log says why; see docs/install.md."""
     POD_CREATE_FAILED: Final = "PodCreateFailed"
     """The pod of the current epoch, or an object it needs, could not be created (RBAC, a
     ResourceQuota, an admission webhook); the same epoch is tried again with backoff."""

@@ -50,6 +50,7 @@ MANAGED_BY: Final = "berth-operator"
 COMPONENT_SESSION: Final = "session"
 COMPONENT_STORE_CLEANUP: Final = "store-cleanup"
 COMPONENT_SHARED_VOLUME: Final = "shared-volume"
+COMPONENT_VOLUME_SETUP: Final = "volume-setup"
 
 ANNOTATION_DELETE_STORE: Final = "berth.dev/delete-store"
 """On an AgentSession: ``"true"`` makes deletion also remove its store and workspace."""
@@ -59,6 +60,9 @@ ANNOTATION_RESUME_RUN_ID: Final = "berth.dev/resume-run-id"
 """On session pods: the run id this pod was asked to resume (empty for the first run)."""
 ANNOTATION_WAKE_REQUESTED_AT: Final = "berth.dev/wake-requested-at"
 """On an AgentSession: an RFC 3339 time asking a session at rest (idle passivation) to wake."""
+ANNOTATION_VOLUME_SETUP: Final = "berth.dev/volume-setup"
+"""On a shared claim: ``"<uid>:<gid>"`` once the volume set-up Job made its root writable by
+that user (``builders.volume_setup``); a claim with it is not set up again."""
 
 FINALIZER: Final = "berth.dev/finalizer"
 DIFFBASE_KEY: Final = "last-handled-configuration"

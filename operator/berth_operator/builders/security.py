@@ -54,13 +54,16 @@ def pull_secrets(
 
 def pod_security_context(uid: int) -> dict[str, Any]:
     """The pod securityContext of session, worker and cleanup pods: non-root ``uid`` as user,
-    group and fsGroup (so the shared volume's files stay the pods' own), RuntimeDefault seccomp
-    (Pod Security Standards "restricted")."""
+    group and fsGroup (so the shared volume's files stay the pods' own where the volume type
+    supports ownership management), ``fsGroupChangePolicy: OnRootMismatch`` (the kubelet walks a
+    volume to change its group only when the root's differs, not at every mount of a large
+    store), RuntimeDefault seccomp (Pod Security Standards "restricted")."""
     return {
         "runAsNonRoot": True,
         "runAsUser": uid,
         "runAsGroup": uid,
         "fsGroup": uid,
+        "fsGroupChangePolicy": "OnRootMismatch",
         "seccompProfile": {"type": "RuntimeDefault"},
     }
 

@@ -60,6 +60,7 @@ from berth_operator.errors import (
     SpecError,
 )
 from berth_operator.handlers.context import LaneClients, OperatorContext
+from berth_operator.handlers.volume_setup import claim_setup_status
 from berth_operator.pressure import (
     BrokerPressure,
     PressureUnavailable,
@@ -138,8 +139,12 @@ async def _ensure_deployment(
         await ctx.secrets.ensure_redis_ca(ref.namespace, [ctx.settings.redis.for_workers])
     if ctx.settings.claims.managed:  # the workers mount the namespace's shared claim
         claim = claim_name(spec, ctx.settings)
-        if await ctx.kube.get_pvc(ref.namespace, claim) is None:
-            await ctx.kube.create_pvc(build_shared_claim(ref.namespace, claim, ctx.settings))
+        body = await ctx.kube.get_pvc(ref.namespace, claim)
+        if body is None:
+            body = build_shared_claim(ref.namespace, claim, ctx.settings)
+            await ctx.kube.create_pvc(body)
+        # Workers only use directories sessions made; the set-up is started, not waited for.
+        await claim_setup_status(ctx.kube, ctx.settings, ref.namespace, claim, body)
     current = await ctx.api.get_deployment(ref.namespace, name)
     counts = DeploymentCounts.of(current)
     if owns_replicas(spec):

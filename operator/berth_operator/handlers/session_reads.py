@@ -21,7 +21,7 @@ from typing import Any
 from berth_operator.api.agentsession import AgentSessionSpec, AgentSessionStatus
 from berth_operator.api.common import SessionRef
 from berth_operator.api.options import RuntimeState
-from berth_operator.builders.claim import claim_name, claim_status
+from berth_operator.builders.claim import build_shared_claim, claim_name, claim_status
 from berth_operator.builders.secrets import (
     credentials_allowed,
     credentials_view,
@@ -34,6 +34,7 @@ from berth_operator.errors import (
 )
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.handlers.session_workers import LiveSession
+from berth_operator.handlers.volume_setup import claim_setup_status
 from berth_operator.metrics import STATE_REFRESH_FAILURES
 from berth_operator.reconcile import idle
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node
@@ -124,7 +125,9 @@ async def llm_secret(ctx: OperatorContext, ns: str, name: str) -> dict[str, Any]
 async def shared_claim_status(
     ctx: OperatorContext, ns: str, spec: AgentSessionSpec
 ) -> tuple[bool, str, str]:
-    """``StoreReady`` of the session's shared claim (``builders.claim.claim_status``). A ready
+    """``StoreReady`` of the session's shared claim (``builders.claim.claim_status``), or of its
+    set-up while that runs or failed (``handlers.volume_setup``; a managed claim is created
+    here first when set-up is on). A ready
     (Bound) claim is remembered for ``CLAIM_READY_TTL_SECONDS``: every session of a namespace
     shares it, and a burst of placements would otherwise read it once per session."""
     name = claim_name(spec, ctx.settings)
@@ -133,7 +136,14 @@ async def shared_claim_status(
     if remembered is not None and time.monotonic() - remembered[0] < CLAIM_READY_TTL_SECONDS:
         return remembered[1]
     body = await ctx.kube.get_pvc(ns, name)
-    status = claim_status(ns, name, body, ctx.settings.claims.managed)
+    claims = ctx.settings.claims
+    if body is None and claims.managed and claims.setup:
+        # Created here, not beside the pod: its set-up Job runs before the first pod.
+        body = build_shared_claim(ns, name, ctx.settings)
+        await ctx.kube.create_pvc(body)
+    status = await claim_setup_status(ctx.kube, ctx.settings, ns, name, body) or claim_status(
+        ns, name, body, claims.managed
+    )
     if status[0]:
         ctx.ready_claims[key] = (time.monotonic(), status)
     else:

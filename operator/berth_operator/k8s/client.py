@@ -200,7 +200,23 @@ class KubeClient:
             return False
         return True
 
+    async def annotate_pvc(self, namespace: str, name: str, key: str, value: str) -> None:
+        """Set one annotation of a PersistentVolumeClaim (a merge patch)."""
+        what = f"annotate persistentvolumeclaim {namespace}/{name}"
+        patch = {"metadata": {"annotations": {key: value}}}
+        path = rest.core(namespace, "persistentvolumeclaims", name)
+        await self.rest.patch(what, path, patch, fieldManager="berth-operator")
+
     # --- Jobs -------------------------------------------------------------------------------------
+    async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """GET a Job; None when it does not exist."""
+        try:
+            return await self.rest.get(
+                f"get job {namespace}/{name}", rest.group("batch", "v1", namespace, "jobs", name)
+            )
+        except NotFound:
+            return None
+
     async def create_job(self, body: dict[str, Any]) -> None:
         """POST a Job; AlreadyExists is fine (idempotent)."""
         meta = body["metadata"]

@@ -3,9 +3,10 @@
 Called by :func:`berth_operator.reconcile.session.decide` whenever no pod of the current epoch
 runs (:func:`maybe_place`): a suspended session is Passivated and an idle-passivated one stays at
 rest; otherwise the first reason not to place a pod now (a LaneWorker, the claim or the
-credentials missing; old pods that may still run, :func:`not_ended`; the backoff) is said in
-``Placed``, or the epoch is bumped in status and the create of its pod planned, or the failed
-create of the stored epoch (:func:`unplaced`) is tried again. Pure.
+credentials missing; the claim's volume set-up running or failed; old pods that may still run,
+:func:`not_ended`; the backoff) is said in ``Placed``, or the epoch is bumped in status and the
+create of its pod planned, or the failed create of the stored epoch (:func:`unplaced`) is tried
+again. Pure.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from berth_operator.reconcile.plan import (
     finish,
 )
 
+SETUP_REQUEUE = 2.0
+"""Seconds between looks while the shared claim's set-up Job runs (a few seconds' work)."""
+
 
 @dataclass(frozen=True, slots=True)
 class _Blocked:
@@ -52,6 +56,11 @@ def _blocked(obs: Observation, st: AgentSessionStatus, plan: Plan) -> _Blocked |
         return _Blocked(Reason.LANE_WORKER_NOT_FOUND, msg, LANEWORKER_REQUEUE)
     if obs.claim is not None and obs.claim[1] == Reason.CLAIM_MISSING:
         return _Blocked(Reason.CLAIM_MISSING, obs.claim[2][:1024], LANEWORKER_REQUEUE, True)
+    if obs.claim is not None and obs.claim[1] == Reason.VOLUME_SETUP_FAILED:
+        return _Blocked(Reason.VOLUME_SETUP_FAILED, obs.claim[2][:1024], LANEWORKER_REQUEUE, True)
+    if obs.claim is not None and obs.claim[1] == Reason.VOLUME_SETTING_UP:
+        # The pod's subPath directories would be made in a root it cannot write.
+        return _Blocked(Reason.VOLUME_SETTING_UP, obs.claim[2][:1024], SETUP_REQUEUE)
     if obs.credentials_problem is not None:
         reason, msg = obs.credentials_problem
         return _Blocked(reason, msg, LANEWORKER_REQUEUE, True)

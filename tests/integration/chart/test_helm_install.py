@@ -118,7 +118,7 @@ def test_helm_install_runs_a_session_to_succeeded_and_uninstall_is_clean(
         ]
     }
     with (
-        dc.namespace("helm", shared_pvc=True) as ns,
+        dc.namespace("helm") as ns,
         scripted_model(script) as llm,
         tempfile.TemporaryDirectory(prefix="berth-helm-") as tmp,
     ):

@@ -85,7 +85,7 @@ def test_send_and_passivate_a_keepalive_session(dev_cluster: DevCluster) -> None
         "on_exhausted": "repeat_last",
     }
     with (
-        dc.namespace("plug", shared_pvc=True) as ns,
+        dc.namespace("plug") as ns,
         scripted_model(script) as llm,
         operator(dc, ns),
     ):

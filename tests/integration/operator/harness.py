@@ -158,7 +158,7 @@ class OperatorProcess:
             "BERTH_STATUS_REFRESH_SECONDS": "1",
             "BERTH_BACKOFF_BASE_SECONDS": "1",
             "BERTH_BACKOFF_CAP_SECONDS": "4",
-            # Claims the operator creates bind to the dev cluster's RWX pool (hack/pv-pool.sh).
+            # Claims the operator creates come from the dev cluster's RWX provisioner.
             "BERTH_SHARED_CLAIM_STORAGE_CLASS": "berth-shared",
             "BERTH_HTTP_HOST": "127.0.0.1",
             "BERTH_HTTP_PORT": str(self.port),

@@ -71,7 +71,7 @@ def test_budget_policy_two_tenants_on_the_cluster(dev_cluster: DevCluster) -> No
     }
     names = [f"acme-{i}" for i in range(5)] + [f"globex-{i}" for i in range(5)]
     with (
-        dc.namespace("budget", shared_pvc=True) as ns,
+        dc.namespace("budget") as ns,
         scripted_model(SCRIPT) as llm,
         operator(dc, ns, **budget_env),
     ):

@@ -64,7 +64,7 @@ def test_an_unschedulable_session_says_why_the_scheduler_cannot_place_it(
     def nowhere(spec: dict[str, Any]) -> None:
         spec["placement"] = {"nodeSelector": {"berth.dev/test-no-such-node": "true"}}
 
-    with dc.namespace("unsched", shared_pvc=True) as ns, operator(dc, ns):
+    with dc.namespace("unsched") as ns, operator(dc, ns):
         apply_in(dc, ns, session_docs(nowhere))
         obj = ready_reason_becomes(dc, ns, {"Unschedulable"})
         ready = condition(obj, "Ready")
@@ -90,7 +90,7 @@ def test_an_oom_killed_session_pod_is_named_and_replaced(dev_cluster: DevCluster
             "resources": {"requests": {"memory": "24Mi"}, "limits": {"memory": "24Mi"}}
         }
 
-    with dc.namespace("oom", shared_pvc=True) as ns, operator(dc, ns):
+    with dc.namespace("oom") as ns, operator(dc, ns):
         apply_in(dc, ns, session_docs(tiny))
         obj = ready_reason_becomes(dc, ns, {"OOMKilled"})
         ready = condition(obj, "Ready")
@@ -111,7 +111,7 @@ def test_a_missing_llm_secret_is_named_before_any_pod_is_placed(dev_cluster: Dev
     def other_secret(spec: dict[str, Any]) -> None:
         spec["llm"]["apiKeySecretRef"] = {"name": "no-such-secret", "key": "api-key"}
 
-    with dc.namespace("nosecret", shared_pvc=True) as ns, operator(dc, ns):
+    with dc.namespace("nosecret") as ns, operator(dc, ns):
         apply_in(dc, ns, session_docs(other_secret))
         obj = ready_reason_becomes(dc, ns, {"SecretNotFound"})
         ready = condition(obj, "Ready")
@@ -140,7 +140,7 @@ def test_a_refused_pod_create_is_named_and_retried_at_the_same_epoch(
         "metadata": {"name": "no-pods"},
         "spec": {"hard": {"pods": "0"}},
     }
-    with dc.namespace("quota", shared_pvc=True) as ns, operator(dc, ns) as op:
+    with dc.namespace("quota") as ns, operator(dc, ns) as op:
         apply_in(dc, ns, [quota])
         apply_in(dc, ns, session_docs(lambda spec: None))
         obj = ready_reason_becomes(dc, ns, {"PodCreateFailed"})
@@ -184,7 +184,7 @@ def test_a_crash_looping_worker_pool_says_so(dev_cluster: DevCluster) -> None:
             },
         },
     }
-    with dc.namespace("crashpool", shared_pvc=True) as ns, operator(dc, ns):
+    with dc.namespace("crashpool") as ns, operator(dc, ns):
         apply_in(dc, ns, [pool])
 
         def looping() -> Any:

@@ -86,7 +86,7 @@ def test_operator_restarts_never_duplicate_or_orphan_pods(dev_cluster: DevCluste
     ]
     script = {"turns": [*turns, {"text": "finished"}]}
     with (
-        dc.namespace("ha", shared_pvc=True) as ns,
+        dc.namespace("ha") as ns,
         scripted_model(script) as llm,
         operator(dc, ns) as op,
     ):

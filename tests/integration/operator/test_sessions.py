@@ -70,7 +70,7 @@ def test_example_session_runs_tools_on_the_shared_volume_and_succeeds(
     }
     dc = dev_cluster
     with (
-        dc.namespace("ags", shared_pvc=True) as ns,
+        dc.namespace("ags") as ns,
         scripted_model(script) as llm,
         operator(dc, ns),
     ):
@@ -202,7 +202,7 @@ def test_an_image_that_cannot_be_pulled_is_the_sessions_ready_reason(
     """kubectl get ags says why the session does not start: the kubelet's waiting reason, with
     its message in describe and a Warning Event."""
     dc = dev_cluster
-    with dc.namespace("pull", shared_pvc=True) as ns, operator(dc, ns):
+    with dc.namespace("pull") as ns, operator(dc, ns):
         docs = example_docs("agentsession.yaml")
         for doc in docs:
             if doc.get("kind") == "AgentSession":
@@ -238,7 +238,7 @@ def test_sigkilled_session_is_resumed_on_a_new_epoch_without_rerunning_tools(
     }
     dc = dev_cluster
     with (
-        dc.namespace("kill", shared_pvc=True) as ns,
+        dc.namespace("kill") as ns,
         scripted_model(script) as llm,
         operator(dc, ns),
     ):
@@ -279,7 +279,7 @@ def test_session_on_a_lost_node_resumes_on_the_other_node(
         pytest.skip("needs two real nodes (BERTH_NODES)")
     script = {"turns": [{"tool_calls": [blocking_bash("b.txt")]}, {"text": "moved"}]}
     with (
-        dc.namespace("loss", shared_pvc=True) as ns,
+        dc.namespace("loss") as ns,
         scripted_model(script) as llm,
         operator(dc, ns),
     ):
@@ -336,7 +336,7 @@ def test_delete_store_annotation_removes_the_store_through_a_job(dev_cluster: De
     dc = dev_cluster
     script = {"turns": [{"tool_calls": [bash("echo kept > note.txt")]}, {"text": "noted"}]}
     with (
-        dc.namespace("store", shared_pvc=True) as ns,
+        dc.namespace("store") as ns,
         scripted_model(script) as llm,
         operator(dc, ns),
     ):
