@@ -17,6 +17,12 @@
 # CAP_SYS_RESOURCE (containerd's restrict_oom_score_adj); no kernel modules to load (addresses on
 # lo, no dummy links); no image registry (the sandbox image is built locally by hack/image.sh).
 #
+# Nodes in NO_LANDLOCK_NODES give their pods no Landlock, as nodes with an older kernel or gVisor
+# do: their containerd runs runc through a wrapper (written below) that adds a seccomp rule
+# answering landlock_create_ruleset/add_rule/restrict_self with ENOSYS to every container's
+# profile (RuntimeDefault or none). containerd 1.6 has no setting for its default profile, and the
+# pods' own RuntimeDefault would bypass a kubelet seccompDefault, so the runtime is where it goes.
+#
 #   up          start both nodes (idempotent) and wait until they are Ready
 #   down        remove every pod, stop kubelets, containerds and kube-proxy, and remove what they
 #               mounted, the bridges, node addresses and iptables rules (images stay cached;
@@ -35,6 +41,8 @@ node_ip() { echo "198.19.0.$((10 + $(node_index "$1")))"; }
 node_dir() { echo "$DEV/nodes/$1"; }
 node_sock() { echo "$(node_dir "$1")/containerd.sock"; }
 node_bridge() { echo "berthbr-${1#node-}"; }
+NO_LANDLOCK_NODES=${BERTH_NO_LANDLOCK_NODES-node-b}
+no_landlock() { [[ " $NO_LANDLOCK_NODES " == *" $1 "* ]]; }
 # This machine's first resolver (what pods used with dnsPolicy Default), else the host address.
 host_resolver() { awk '/^nameserver/ {print $2; found=1; exit} END {if (!found) print "198.19.0.1"}' /etc/resolv.conf; }
 
@@ -55,11 +63,55 @@ kill_tree() {
 # The shims of a node's containerd (and through them its containers).
 node_shims() { pgrep -f "containerd-shim-runc-v2 .*-address $(node_sock "$1")( |$)" || true; }
 
+# write_runc_without_landlock NODE: the runc wrapper of a node without Landlock (see the header);
+# prints the runtime options line of containerd.toml naming it, nothing for other nodes.
+write_runc_without_landlock() {
+  local n=$1 wrapper; wrapper="$(node_dir "$n")/runc-without-landlock"
+  no_landlock "$n" || { rm -f "$wrapper"; return 0; }
+  cat > "$wrapper.tmp" <<'SH'
+#!/bin/bash
+# Written by hack/nodes.sh: runc, with the landlock_* syscalls answered ENOSYS (errno 38) by every
+# container's seccomp profile. Only "create" and "run" take --bundle; other commands pass through.
+set -euo pipefail
+bundle="" prev=""
+for arg in "$@"; do
+  case $prev in --bundle|-b) bundle=$arg ;; esac
+  case $arg in --bundle=*) bundle=${arg#--bundle=} ;; esac
+  prev=$arg
+done
+if [[ -n $bundle && -f $bundle/config.json ]]; then
+  jq '["landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"] as $ll
+      | .linux.seccomp |= (. // {defaultAction: "SCMP_ACT_ALLOW"})
+      | .linux.seccomp.syscalls |= ([(. // [])[] | .names -= $ll | select(.names | length > 0)]
+          + [{names: $ll, action: "SCMP_ACT_ERRNO", errnoRet: 38}])' \
+    "$bundle/config.json" > "$bundle/config.json.landlock"
+  mv "$bundle/config.json.landlock" "$bundle/config.json"
+fi
+exec runc "$@"
+SH
+  chmod 0755 "$wrapper.tmp"; mv "$wrapper.tmp" "$wrapper"
+  echo "BinaryName = \"$wrapper\""
+}
+
+# restart_containerd_if_changed NODE OLD_SUM: a running containerd whose config changed (a node
+# that lost or got Landlock) is restarted; its containers run on (their shims are their own).
+restart_containerd_if_changed() {
+  local n=$1 old=$2 dir; dir=$(node_dir "$n")
+  [[ $old == "$(md5sum < "$dir/containerd.toml")" ]] && return 0
+  pid_alive "$dir/containerd.pid" || return 0
+  log "containerd config of $n changed: restarting its containerd"
+  kill -TERM "$(cat "$dir/containerd.pid")" 2>/dev/null || true
+  for _ in $(seq 100); do pid_alive "$dir/containerd.pid" || break; sleep 0.1; done
+  rm -f "$dir/containerd.pid"
+}
+
 write_node_config() {
-  local n=$1 ip dir idx pause
+  local n=$1 ip dir idx pause old_sum runc_binary
   ip=$(node_ip "$n"); dir=$(node_dir "$n"); idx=$(node_index "$n")
   pause=$(bash "$ROOT/hack/image.sh" pause | tail -1)
   mkdir -p "$dir"/{containerd/root,containerd/state,containerd/opt,cni/net.d,cni/ipam,kubelet,pod-logs,pki}
+  old_sum=$(md5sum < "$dir/containerd.toml" 2>/dev/null || true)
+  runc_binary=$(write_runc_without_landlock "$n")
   cat > "$dir/containerd.toml" <<TOML
 # Written by hack/nodes.sh for $n.
 version = 2
@@ -91,6 +143,7 @@ state = "$dir/containerd/state"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
         Root = "$dir/containerd/state/runc"
+        $runc_binary
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$dir/cni/net.d"
@@ -139,6 +192,7 @@ contexts:
   context: {cluster: dev, user: $n}
 current-context: $n
 KC
+  restart_containerd_if_changed "$n" "$old_sum"
   cat > "$dir/kubelet.yaml" <<YAML
 # Written by hack/nodes.sh for $n.
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -261,7 +315,7 @@ up() {
     done
     node_ready "$n" || die "node $n not Ready after 120s; see $(node_dir "$n")/kubelet.log"
   done
-  log "nodes Ready: $NODE_NAMES (containerd $(containerd --version | awk '{print $3}'), runc, bridge CNI)"
+  log "nodes Ready: $NODE_NAMES (containerd $(containerd --version | awk '{print $3}'), runc, bridge CNI; no Landlock on: ${NO_LANDLOCK_NODES:-none})"
 }
 
 # Remove a node's pods through the CRI (so CNI releases their addresses), then stop everything.

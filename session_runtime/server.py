@@ -63,6 +63,12 @@ serves ``/healthz``, ``/readyz`` and ``POST /v1/adopt`` until the operator gives
 confines the process to that session's directories and continues as above with the session's
 configuration; SIGTERM before an adoption exits 0.
 
+Tool sandbox (``BERTH_TOOL_SANDBOX``, from ``spec.toolSandbox``): before it starts or resumes a
+run, the process probes Landlock (:func:`tool_sandbox_refusal`). Without it and with ``required``
+(the default) it ends at once with outcome ``failed``, code ``ToolSandboxUnavailable`` and a reason
+naming the node (exit 1), so the operator reports it instead of a bash call failing mid-run. A
+warm pod probes it before it serves at all: it can never confine an adopted session without it.
+
 TEST ONLY: ``BERTH_TEST_IGNORE_PASSIVATION=1`` makes the server accept passivation requests (202,
 counted, shown in ``/v1/state`` with ``"ignored": true``) and SIGTERM without passivating, so drain
 tests can exercise the operator's deadline path. Never set it in production.
@@ -99,6 +105,7 @@ from session_runtime.pod.http import make_app
 from session_runtime.pod.lifecycle import SessionPod, now_ms
 from session_runtime.pod.options import OptionsError, PodOptions, load_options
 from session_runtime.pod.termination import TerminationMessage
+from session_runtime.tools import sandbox
 
 log = logging.getLogger("berth.session")
 
@@ -183,6 +190,18 @@ def load(env: Mapping[str, str]) -> tuple[PodConfig, PodOptions, bytes]:
     return cfg, opts, token
 
 
+def tool_sandbox_refusal(cfg: PodConfig, opts: PodOptions) -> str | None:
+    """The start-up probe of Landlock (:func:`session_runtime.tools.sandbox.startup_refusal`):
+    why this pod must not start its session, or None. Bash runs in this pod unless the execute
+    lane is all external (then the LaneWorker's own probe covers it). Raises SandboxError for a
+    bad ``BERTH_TOOL_SANDBOX``."""
+    lane = opts.lanes.get("execute")
+    runs_tools = lane is None or lane.mode != "external"
+    return sandbox.startup_refusal(
+        sandbox.sandbox_mode(), sandbox.landlock_abi(), cfg.node_name, runs_tools=runs_tools
+    )
+
+
 def main() -> None:
     """Run the session pod (``berth-session``, via ``session_runtime.launch``). Exits with the
     outcome's code (module docstring)."""
@@ -203,11 +222,20 @@ def main() -> None:
             cfg, opts, token, listener = adopted.cfg, adopted.opts, adopted.token, adopted.listener
         else:
             cfg, opts, token = load(env)
-    except (PodConfigError, OptionsError, warm.WarmError) as exc:
+        refusal = tool_sandbox_refusal(cfg, opts)
+    except (PodConfigError, OptionsError, warm.WarmError, sandbox.SandboxError) as exc:
         log.error("%s", exc)
-        message = TerminationMessage("failed", reason=str(exc), bad_input=True)
+        code = sandbox.TOOL_SANDBOX_UNAVAILABLE if isinstance(exc, warm.WarmUnconfinable) else None
+        message = TerminationMessage("failed", reason=str(exc), bad_input=code is None, code=code)
         termination.write(termination_log_from_env(env), message)
         sys.exit(message.exit_code)
+    if refusal is not None:
+        log.error("%s", refusal)
+        message = TerminationMessage(
+            "failed", reason=refusal, code=sandbox.TOOL_SANDBOX_UNAVAILABLE
+        )
+        termination.write(cfg.termination_log, message)
+        exit_now(message.exit_code)
     try:
         message = asyncio.run(run(cfg, opts, token, listener))
     except Exception as exc:  # a bug: still leave a termination message behind

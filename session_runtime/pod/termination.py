@@ -13,7 +13,9 @@ Shape (camelCase, compact JSON, UTF-8)::
      "usage": {"promptTokens": int, "completionTokens": int, "totalTokens": int},
      "reason": str | null,         # why: passivation reason, error message, or null
      "resultText": str | null,     # the agent's final text, truncated with a trailing "…"
-     "resumedFrom": str | null}    # the run ``runId`` resumed (lineage), null for a fresh run
+     "resumedFrom": str | null,    # the run ``runId`` resumed (lineage), null for a fresh run
+     "code": str}                  # only for a failure the operator reports by name:
+                                   # "ToolSandboxUnavailable" (no Landlock, toolSandbox Required)
 
 Exit codes (:data:`EXIT_CODES`): 0 for ``completed`` and ``passivated``, 1 for ``failed`` (2 when
 the failure is bad input: environment or options file), 3 for ``fenced``.
@@ -92,6 +94,7 @@ class TerminationMessage:
     result_text: str | None = None
     resumed_from: str | None = None
     bad_input: bool = False
+    code: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -110,7 +113,7 @@ class TerminationMessage:
             "reason": self.reason,
             "resultText": self.result_text,
             "resumedFrom": self.resumed_from,
-        }
+        } | ({"code": self.code} if self.code else {})
 
 
 def _encode(obj: Mapping[str, Any]) -> bytes:

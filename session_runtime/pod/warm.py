@@ -86,6 +86,11 @@ class WarmError(RuntimeError):
     """The warm pod cannot run (no Landlock, threads alive at confinement, bad environment)."""
 
 
+class WarmUnconfinable(WarmError):
+    """The node gives the warm pod no Landlock: it could never confine an adopted session. The
+    message starts with ``ToolSandboxUnavailable`` and names the node."""
+
+
 class WarmStopped(Exception):
     """SIGTERM or SIGINT arrived before any adoption: the warm pod exits 0."""
 
@@ -430,7 +435,11 @@ def wait_for_adoption(env: Mapping[str, str]) -> Adopted:
     (signalled before an adoption)."""
     wc = parse_warm_env(env)
     if sandbox.landlock_abi() < 1:
-        raise WarmError("warm pods need Landlock (Linux >= 5.13) to confine the adopted session")
+        where = f"node {env['NODE_NAME']}" if env.get("NODE_NAME") else "this node"
+        raise WarmUnconfinable(
+            f"{sandbox.TOOL_SANDBOX_UNAVAILABLE}: {where} gives pods no Landlock: a warm pod "
+            "needs it to confine the adopted session (whatever its toolSandbox)"
+        )
     token = read_secret_file(wc.token_file, "BERTH_WARM_TOKEN_FILE")
     warm_imports()
     adopted = asyncio.run(serve_until_adopted(wc, token))
@@ -447,6 +456,7 @@ __all__ = [
     "Adopted",
     "WarmConfig",
     "WarmError",
+    "WarmUnconfinable",
     "adopted_config",
     "confine",
     "parse_warm_env",

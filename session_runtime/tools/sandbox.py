@@ -52,6 +52,11 @@ DEVICES_RW = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urando
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "TERM", "TZ")
 #: Environment variable choosing what happens without Landlock: ``required`` | ``best-effort``.
 SANDBOX_MODE_ENV = "BERTH_TOOL_SANDBOX"
+#: Its values, in the order above.
+SANDBOX_MODES = ("required", "best-effort")
+#: What a pod reports when it cannot confine its tools (a CamelCase condition reason, the
+#: ``code`` of the session pod's termination message and the marker of a worker's exit message).
+TOOL_SANDBOX_UNAVAILABLE = "ToolSandboxUnavailable"
 
 
 class SandboxError(RuntimeError):
@@ -156,11 +161,32 @@ def tool_env(workspace: str, tmpdir: str, source: dict[str, str] | None = None) 
 
 
 def sandbox_mode() -> str:
-    """``required`` (default) or ``best-effort``, from :data:`SANDBOX_MODE_ENV`."""
+    """``required`` (default) or ``best-effort``, from :data:`SANDBOX_MODE_ENV`. Raises
+    SandboxError for any other value."""
     mode = os.environ.get(SANDBOX_MODE_ENV, "required").strip().lower() or "required"
-    if mode not in ("required", "best-effort"):
+    if mode not in SANDBOX_MODES:
         raise SandboxError(f"{SANDBOX_MODE_ENV} must be 'required' or 'best-effort', not {mode!r}")
     return mode
+
+
+def startup_refusal(
+    mode: str, abi: int, node: str | None, *, runs_tools: bool = True
+) -> str | None:
+    """The start-up check of a pod that runs tool processes (a session pod whose execute lane is
+    not all external, a LaneWorker): None when they can run (Landlock ABI ``abi`` >= 1, or
+    ``mode`` ``best-effort``, or ``runs_tools`` False), else the message saying why the pod
+    refuses to start, naming ``node`` (the pod's ``NODE_NAME``) when known. Pure. A refusal at
+    start-up, not at the first bash call deep into a run, is the contract of
+    ``BERTH_TOOL_SANDBOX=required``."""
+    if abi >= 1 or mode == "best-effort" or not runs_tools:
+        return None
+    where = f"node {node}" if node else "this node"
+    return (
+        f"{TOOL_SANDBOX_UNAVAILABLE}: {where} gives pods no Landlock (needs Linux >= 5.13 with "
+        "landlock in the LSM list, and a runtime that passes the landlock syscalls, which gVisor "
+        f"does not), so tool processes cannot be confined and {SANDBOX_MODE_ENV}=required; "
+        "place the pod on a node with Landlock or set toolSandbox: BestEffort"
+    )
 
 
 def helper_argv(cmd: list[str], rw: list[str], ro: list[str], *, best_effort: bool) -> list[str]:

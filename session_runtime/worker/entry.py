@@ -4,6 +4,7 @@ and metrics server) and :func:`main` (``berth-worker``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -17,11 +18,15 @@ from prometheus_client import CollectorRegistry, MetricsHandler
 from redis.asyncio import Redis
 
 from session_runtime import early_signals, listen
+from session_runtime.tools import sandbox
 from session_runtime.worker.lane import LaneWorker
 from session_runtime.worker.metrics import WorkerMetrics
 from session_runtime.worker.settings import WorkerSettings
 
 log = logging.getLogger("berth.worker")
+
+#: The kubelet's default ``terminationMessagePath`` (worker containers keep it).
+TERMINATION_LOG = "/dev/termination-log"
 
 
 class MetricsServer(ThreadingHTTPServer):
@@ -99,5 +104,23 @@ def main(argv: Sequence[str] | None = None, listener: socket.socket | None = Non
         stream=sys.stderr,
     )
     settings = WorkerSettings.from_env(argv=argv)
+    try:
+        mode = sandbox.sandbox_mode()
+    except sandbox.SandboxError as exc:
+        return _refuse(str(exc), 2)
+    refusal = sandbox.startup_refusal(mode, sandbox.landlock_abi(), os.environ.get("NODE_NAME"))
+    if refusal is not None:
+        return _refuse(refusal, 1)
     asyncio.run(serve(settings, listener))
     return 0
+
+
+def _refuse(message: str, code: int) -> int:
+    """Start-up refusal (no Landlock with ``BERTH_TOOL_SANDBOX=required``, or a bad value of
+    it): the message goes to stderr and to the container's termination log
+    (:data:`TERMINATION_LOG`, the kubelet's default ``terminationMessagePath``), where the
+    operator finds it; returns ``code``, the exit code."""
+    log.error("%s", message)
+    with contextlib.suppress(OSError), open(TERMINATION_LOG, "w", encoding="utf-8") as f:
+        f.write(message)
+    return code

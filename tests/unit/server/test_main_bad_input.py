@@ -142,3 +142,39 @@ def test_a_finished_session_writes_its_termination_message_then_exits_at_once(
     assert info.value.args == (3,)
     msg = json.loads(Path(env["BERTH_TERMINATION_LOG"]).read_text())
     assert msg["outcome"] == "fenced"
+
+
+@pytest.mark.parametrize(
+    ("mode", "lanes", "refused"),
+    [
+        ("required", {}, True),
+        ("best-effort", {}, False),
+        ("required", {"execute": {"mode": "external", "laneWorker": {"name": "w"}}}, False),
+    ],
+)
+def test_tool_sandbox_probe_without_landlock(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mode: str,
+    lanes: dict[str, object],
+    refused: bool,
+) -> None:
+    """Without Landlock (the kernel answer stood in for: this kernel has it; the e2e test
+    runs on a node without it) a session that runs bash here refuses at start-up, naming
+    its node; best-effort or an all-external execute lane starts."""
+    from session_runtime.tools import sandbox
+
+    env = good_env(tmp_path) | {"NODE_NAME": "node-b", sandbox.SANDBOX_MODE_ENV: mode}
+    opts = json.loads(Path(env["BERTH_OPTIONS_FILE"]).read_text())
+    Path(env["BERTH_OPTIONS_FILE"]).write_text(json.dumps(opts | {"lanes": lanes}))
+    for key in list(os.environ):
+        if key.startswith("BERTH_"):
+            monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
+    cfg, loaded, _ = server.load(env)
+    refusal = server.tool_sandbox_refusal(cfg, loaded)
+    assert (refusal is not None) == refused
+    if refusal is not None:
+        assert refusal.startswith("ToolSandboxUnavailable: node node-b ")
