@@ -113,7 +113,7 @@ release_archive() {
   ensure_berth
   bud "berth:$version" "$@"
   rm -f "$archive"
-  buildah push --quiet --format oci --compression-format gzip --force-compression \
+  buildah push --quiet --format oci --compression-format gzip \
     "berth:$version" "oci-archive:$archive:berth:$version"
 }
 
