@@ -16,11 +16,12 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 # Dependencies first, in their own layer: a change to Berth's source rebuilds only the layers
-# below (seconds), not the dependency install (a minute). The list comes from pyproject.toml.
-COPY pyproject.toml README.md ./
+# below (seconds), not the dependency install (a minute). They come from requirements.lock (`make
+# lock`: every package, setuptools and wheel too, pinned with its hashes), and pip refuses anything
+# unpinned or whose hash differs: the image has exactly the tested dependency set.
+COPY pyproject.toml README.md requirements.lock ./
 RUN python -m venv /opt/berth \
- && python -c "import tomllib; print('\\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['dependencies']))" > /tmp/requirements.txt \
- && /opt/berth/bin/pip install 'setuptools>=77' wheel -r /tmp/requirements.txt
+ && /opt/berth/bin/pip install --require-hashes --no-deps -r requirements.lock
 COPY operator/ operator/
 COPY session_runtime/ session_runtime/
 RUN /opt/berth/bin/pip install --no-deps --no-build-isolation . \
@@ -47,6 +48,19 @@ ENV PATH=/opt/berth/bin:$PATH \
     XDG_CACHE_HOME=/tmp/.cache \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
+# OCI annotations (the image-spec's pre-defined keys); hack/release.sh sets version, revision and
+# created for a release build.
+ARG VERSION=""
+ARG REVISION=""
+ARG CREATED=""
+ARG SOURCE=""
+LABEL org.opencontainers.image.title="berth" \
+      org.opencontainers.image.description="Berth: operator, session runtime and lane worker" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.source="${SOURCE}"
 WORKDIR /tmp
 VOLUME ["/tmp"]
 USER 10001:10001

@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: host-packages image venv lint format typecheck test test-unit test-integration test-e2e binaries cluster-up cluster-down crds bench demo demo-down chaos chaos-ci chaos-cluster
+.PHONY: host-packages image lock venv lint format typecheck test test-unit test-integration test-e2e binaries cluster-up cluster-down crds bench demo demo-down chaos chaos-ci chaos-cluster
 
 $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv .venv
@@ -24,6 +24,15 @@ host-packages:
 ## Berth's image from the Dockerfile, loaded into the dev cluster's nodes (cached by content hash).
 image: host-packages
 	bash hack/image.sh load
+
+## requirements.lock: the image's dependency set, every package pinned with its hashes (the
+## Dockerfile installs it with --require-hashes). Re-run after changing pyproject.toml's
+## dependencies; existing pins are kept unless LOCK_FLAGS=--upgrade.
+LOCK_FLAGS ?=
+lock: $(VENV_STAMP)
+	.venv/bin/uv pip compile --quiet --generate-hashes --universal --python-version 3.11 \
+	  --custom-compile-command 'make lock' $(LOCK_FLAGS) \
+	  pyproject.toml hack/build-requirements.in -o requirements.lock
 
 lint: $(VENV_STAMP)
 	.venv/bin/ruff check .

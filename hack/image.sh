@@ -6,6 +6,8 @@
 #   load   build, then import it into every running node's containerd (default)
 #   tag    print the image reference for the current sources (no build)
 #   pause  build (or reuse) the pod sandbox image and print its reference
+#   release VERSION ARCHIVE [BUILDAH ARGS...]  the image as berth:VERSION in an OCI archive
+#          (hack/release.sh)
 #
 # No image registry is reachable here, so every image is made locally with buildah:
 # - the base: Debian bookworm with python3 from Debian's packages (mmdebstrap), committed as
@@ -30,7 +32,7 @@ berth_hash() {
     cd "$ROOT"
     {
       echo "base $base_id"
-      git ls-files -co --exclude-standard -- Dockerfile .dockerignore pyproject.toml README.md \
+      git ls-files -co --exclude-standard -- Dockerfile .dockerignore pyproject.toml README.md requirements.lock \
         operator session_runtime | LC_ALL=C sort | while read -r f; do
         [[ -f $f ]] && printf '%s %s\n' "$(sha256sum < "$f" | cut -c1-64)" "$f"
       done
@@ -82,18 +84,37 @@ ensure_berth() {
   BERTH_ARCHIVE=$IMAGES/berth-$hash.tar
   [[ -f $BERTH_ARCHIVE ]] && return
   log "berth image: buildah bud Dockerfile -> $BERTH_IMAGE (cold ~1 min; a source change: seconds)"
-  # pip and apt inside the build trust what this machine trusts (its CA bundle, read-only).
-  local ca=/etc/ssl/certs/ca-certificates.crt pipconf=$IMAGES/pip.conf
-  printf '[global]\ncert = %s\n' "$ca" > "$pipconf"
   local t0; t0=$(date +%s)
-  buildah bud --quiet --layers --isolation chroot --network host \
-    --build-arg PYTHON_IMAGE="$BASE_IMAGE" \
-    --volume "$ca:$ca:ro" --volume "$pipconf:/etc/pip.conf:ro" \
-    -t "$BERTH_IMAGE" -f "$ROOT/Dockerfile" "$ROOT" >/dev/null
+  bud "$BERTH_IMAGE"
   buildah push --quiet "$BERTH_IMAGE" "docker-archive:$BERTH_ARCHIVE.tmp:$BERTH_IMAGE"
   mv "$BERTH_ARCHIVE.tmp" "$BERTH_ARCHIVE"
   log "berth image built in $(( $(date +%s) - t0 ))s ($(du -h "$BERTH_ARCHIVE" | cut -f1))"
   prune_builds
+}
+
+# bud TAG [BUILDAH ARGS...]: `buildah bud` of the Dockerfile, tagged TAG, on the local base image.
+bud() {
+  # pip and apt inside the build trust what this machine trusts (its CA bundle, read-only).
+  local tag=$1 ca=/etc/ssl/certs/ca-certificates.crt pipconf=$IMAGES/pip.conf
+  shift
+  printf '[global]\ncert = %s\n' "$ca" > "$pipconf"
+  buildah bud --quiet --layers --isolation chroot --network host \
+    --build-arg PYTHON_IMAGE="$BASE_IMAGE" "$@" \
+    --volume "$ca:$ca:ro" --volume "$pipconf:/etc/pip.conf:ro" \
+    -t "$tag" -f "$ROOT/Dockerfile" "$ROOT" >/dev/null
+}
+
+# release_archive VERSION ARCHIVE [BUILDAH ARGS...]: the image tagged berth:VERSION (the dev
+# build's cached layers and the build args given, e.g. the OCI label values), written to ARCHIVE
+# as an OCI archive with gzip-compressed layers and the reference name berth:VERSION.
+release_archive() {
+  local version=$1 archive=$2
+  shift 2
+  ensure_berth
+  bud "berth:$version" "$@"
+  rm -f "$archive"
+  buildah push --quiet --format oci --compression-format gzip \
+    "berth:$version" "oci-archive:$archive:berth:$version"
 }
 
 # prune_builds: every source change makes a ~600 MB image; keep the archives (and buildah images)
@@ -145,5 +166,9 @@ case $what in
     done
     echo "$BERTH_IMAGE" > "$DEV/image"
     log "image ready: $BERTH_IMAGE" ;;
-  *) echo "usage: $0 [build|load|tag]" >&2; exit 2 ;;
+  release)
+    [[ $# -ge 3 ]] || { echo "usage: $0 release VERSION ARCHIVE [BUILDAH ARGS...]" >&2; exit 2; }
+    ensure_base
+    release_archive "${@:2}" ;;
+  *) echo "usage: $0 [build|load|tag|pause|release]" >&2; exit 2 ;;
 esac
