@@ -180,7 +180,9 @@ export BERTH_REDIS_SESSION_URL=$(redis_url session)
 export BERTH_REDIS_WORKER_URL=$(redis_url worker)
 export BERTH_REDIS_OPERATOR_URL=$(redis_url operator)
 export BERTH_REDIS_CA=$DEV/redis-tls/ca.crt
-export BERTH_NODES="$NODE_NAMES"
+# The nodes with Landlock, where sessions run; the one without it (tainted, see hack/lib.sh).
+export BERTH_NODES="$LANDLOCK_NODE_NAMES"
+export BERTH_NO_LANDLOCK_NODES="$NO_LANDLOCK_NODE_NAMES"
 export BERTH_HOST_IP=$HOST_IP
 export BERTH_IMAGE=$IMAGE
 export BERTH_SHARED_DIR=$DEV/pvc

@@ -12,8 +12,13 @@ KWOK_BIN=$CACHE/bin/kwok-$KWOK_VERSION
 HELM_BIN=$CACHE/bin/helm-$HELM_VERSION
 CRICTL_BIN=$CACHE/bin/crictl-$CRICTL_VERSION
 # The real nodes (hack/nodes.sh) and the address on lo where the control plane and the host
-# services listen for pods (198.18.0.0/15 is the range set aside for network tests).
-NODE_NAMES="node-a node-b"
+# services listen for pods (198.18.0.0/15 is the range set aside for network tests). node-a and
+# node-b have Landlock and run everything; node-c gives its pods none (as an older kernel or
+# gVisor would), is tainted berth.dev/no-landlock=true:NoSchedule and runs only the pods that
+# tolerate that: the tests of what Berth does on such a node.
+LANDLOCK_NODE_NAMES="node-a node-b"
+NO_LANDLOCK_NODE_NAMES="node-c"
+NODE_NAMES="$LANDLOCK_NODE_NAMES $NO_LANDLOCK_NODE_NAMES"
 HOST_IP=198.19.0.1
 CLUSTER_NAME=${BERTH_CLUSTER_NAME:-berth}
 export KWOK_WORKDIR=$DEV/kwok

@@ -30,6 +30,10 @@
 #   (they use the same temporary set names while swapping). When a policy goes, both delete its
 #   sets; the second logs "Failed to cleanup stale ipsets ... does not exist", which is harmless.
 #
+# Only node-a and node-b get an instance (the kernel has two rule sets, so two instances): pods on
+# node-c, the node without Landlock that runs only the tests about that (hack/lib.sh), are not
+# filtered.
+#
 # Like any NetworkPolicy implementation (and the Kubernetes documentation's rule), traffic from
 # the pod's own node is always allowed. Here every host process (the apiserver on 198.19.0.1,
 # kubelets, an operator run on the host by the tests) is "the node" for every pod, so packets
@@ -117,20 +121,20 @@ case ${1:-} in
   up)
     [[ -x $KR ]] || bash "$ROOT/hack/build-binaries.sh" kube-router
     command -v ipset >/dev/null || bash "$ROOT/hack/host-packages.sh"
-    for n in $NODE_NAMES; do start "$n"; done
-    for n in $NODE_NAMES; do
+    for n in $LANDLOCK_NODE_NAMES; do start "$n"; done
+    for n in $LANDLOCK_NODE_NAMES; do
       for _ in $(seq 150); do chains_present "$n" && break; pid_alive "$(dir "$n")/kube-router.pid" || break; sleep 0.2; done
       chains_present "$n" || die "kube-router for $n did not hook its chains; see $(dir "$n")/kube-router.log"
     done
     log "NetworkPolicies enforced: kube-router $KUBE_ROUTER_VERSION for node-a (iptables-legacy) and node-b (iptables-nft)"
     ;;
   down)
-    for n in $NODE_NAMES; do cleanup "$n"; done
+    for n in $LANDLOCK_NODE_NAMES; do cleanup "$n"; done
     command -v ipset >/dev/null && destroy_sets
     log "kube-router stopped, its chains and sets removed"
     ;;
   status)
-    for n in $NODE_NAMES; do
+    for n in $LANDLOCK_NODE_NAMES; do
       if pid_alive "$(dir "$n")/kube-router.pid"; then echo "$n: running ($(backend "$n"))"; else echo "$n: stopped"; fi
     done
     ;;

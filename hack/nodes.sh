@@ -7,6 +7,7 @@
 #   node      address (on lo)   pod subnet (bridge)        containerd socket
 #   node-a    198.19.0.11/32    198.18.1.0/24 (berthbr-a)  $DEV/nodes/node-a/containerd.sock
 #   node-b    198.19.0.12/32    198.18.2.0/24 (berthbr-b)  $DEV/nodes/node-b/containerd.sock
+#   node-c    198.19.0.13/32    198.18.3.0/24 (berthbr-c)  $DEV/nodes/node-c/containerd.sock
 #
 # The control plane and the host services (Redis, Prometheus, scripted models) listen on
 # 198.19.0.1, which pods reach through their bridge's gateway. One kube-proxy (iptables mode) makes
@@ -17,13 +18,15 @@
 # CAP_SYS_RESOURCE (containerd's restrict_oom_score_adj); no kernel modules to load (addresses on
 # lo, no dummy links); no image registry (the sandbox image is built locally by hack/image.sh).
 #
-# Nodes in NO_LANDLOCK_NODES give their pods no Landlock, as nodes with an older kernel or gVisor
-# do: their containerd runs runc through a wrapper (written below) that adds a seccomp rule
+# Nodes in NO_LANDLOCK_NODES (node-c) give their pods no Landlock, as nodes with an older kernel
+# or gVisor do. They register with the label berth.dev/dev-node=no-landlock (the others:
+# berth.dev/dev-node=real) and the taint berth.dev/no-landlock=true:NoSchedule, so only pods that
+# tolerate it land there. Their pods get no Landlock because their containerd runs runc through a wrapper (written below) that adds a seccomp rule
 # answering landlock_create_ruleset/add_rule/restrict_self with ENOSYS to every container's
 # profile (RuntimeDefault or none). containerd 1.6 has no setting for its default profile, and the
 # pods' own RuntimeDefault would bypass a kubelet seccompDefault, so the runtime is where it goes.
 #
-#   up          start both nodes (idempotent) and wait until they are Ready
+#   up          start the nodes (idempotent) and wait until they are Ready
 #   down        remove every pod, stop kubelets, containerds and kube-proxy, and remove what they
 #               mounted, the bridges, node addresses and iptables rules (images stay cached;
 #               hack/cluster-down.sh removes the host address after the services on it)
@@ -36,12 +39,12 @@ KUBECTL=$KUBE_BIN/kubectl
 CRICTL=$CRICTL_BIN/crictl
 PKI=$KWOK_WORKDIR/clusters/$CLUSTER_NAME/pki
 
-node_index() { case $1 in node-a) echo 1 ;; node-b) echo 2 ;; *) die "unknown node $1 (nodes: $NODE_NAMES)" ;; esac; }
+node_index() { case $1 in node-a) echo 1 ;; node-b) echo 2 ;; node-c) echo 3 ;; *) die "unknown node $1 (nodes: $NODE_NAMES)" ;; esac; }
 node_ip() { echo "198.19.0.$((10 + $(node_index "$1")))"; }
 node_dir() { echo "$DEV/nodes/$1"; }
 node_sock() { echo "$(node_dir "$1")/containerd.sock"; }
 node_bridge() { echo "berthbr-${1#node-}"; }
-NO_LANDLOCK_NODES=${BERTH_NO_LANDLOCK_NODES-node-b}
+NO_LANDLOCK_NODES=${BERTH_NO_LANDLOCK_NODES-$NO_LANDLOCK_NODE_NAMES}
 no_landlock() { [[ " $NO_LANDLOCK_NODES " == *" $1 "* ]]; }
 # This machine's first resolver (what pods used with dnsPolicy Default), else the host address.
 host_resolver() { awk '/^nameserver/ {print $2; found=1; exit} END {if (!found) print "198.19.0.1"}' /etc/resolv.conf; }
@@ -110,7 +113,7 @@ write_node_config() {
   ip=$(node_ip "$n"); dir=$(node_dir "$n"); idx=$(node_index "$n")
   pause=$(bash "$ROOT/hack/image.sh" pause | tail -1)
   mkdir -p "$dir"/{containerd/root,containerd/state,containerd/opt,cni/net.d,cni/ipam,kubelet,pod-logs,pki}
-  old_sum=$(md5sum < "$dir/containerd.toml" 2>/dev/null || true)
+  old_sum=$({ md5sum < "$dir/containerd.toml"; } 2>/dev/null || true)
   runc_binary=$(write_runc_without_landlock "$n")
   cat > "$dir/containerd.toml" <<TOML
 # Written by hack/nodes.sh for $n.
@@ -254,11 +257,13 @@ start_containerd() {
 }
 
 start_kubelet() {
-  local n=$1 dir; dir=$(node_dir "$n")
+  local n=$1 dir kind=(--node-labels berth.dev/dev-node=real); dir=$(node_dir "$n")
   pid_alive "$dir/kubelet.pid" && return
+  no_landlock "$n" && kind=(--node-labels berth.dev/dev-node=no-landlock
+    --register-with-taints berth.dev/no-landlock=true:NoSchedule)
   setsid "$KUBE_BIN/kubelet" --config "$dir/kubelet.yaml" --kubeconfig "$dir/kubeconfig" \
     --root-dir "$dir/kubelet" --cert-dir "$dir/pki" --hostname-override "$n" \
-    --node-ip "$(node_ip "$n")" --node-labels "berth.dev/dev-node=real" \
+    --node-ip "$(node_ip "$n")" "${kind[@]}" \
     >> "$dir/kubelet.log" 2>&1 < /dev/null &
   echo $! > "$dir/kubelet.pid"
 }
