@@ -124,7 +124,13 @@ def build_setup_job(namespace: str, claim: str, settings: OperatorSettings) -> d
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        # In the group it hands the root to: Linux clears S_ISGID on a chmod by a caller outside
+        # the file's group without CAP_FSETID, and the setgid bit is what gives the kubelet's
+        # subPath directories the pods' group.
+        "securityContext": {
+            "seccompProfile": {"type": "RuntimeDefault"},
+            "supplementalGroups": [settings.pods.run_as_user],
+        },
         "containers": [container],
         "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": claim}}],
     }

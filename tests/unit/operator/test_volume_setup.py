@@ -37,6 +37,8 @@ def test_the_job_is_root_with_chown_and_fowner_only_and_mounts_the_claim() -> No
     assert sc["runAsUser"] == 0 and sc["allowPrivilegeEscalation"] is False
     assert sc["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]}
     assert pod["automountServiceAccountToken"] is False
+    # in the pods' group, so its chmod 2775 keeps the setgid bit (no CAP_FSETID)
+    assert pod["securityContext"]["supplementalGroups"] == [10001]
     assert pod["volumes"] == [
         {"name": "shared", "persistentVolumeClaim": {"claimName": "berth-shared"}}
     ]
