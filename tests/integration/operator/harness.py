@@ -229,13 +229,15 @@ def operator(dc: DevCluster, namespace: str, **env: str) -> Iterator[OperatorPro
             print(op.logs(), file=sys.stderr)
             raise
         finally:
-            # Sessions and warm pools carry the operator's finalizer: delete them while it still
-            # runs, so the test namespace can go away afterwards.
+            # Every kind of Berth's may carry the operator's finalizer: delete them while it
+            # still runs, so the test namespace can go away afterwards (a LaneWorker left
+            # behind kept namespaces Terminating, and the documented uninstall's --all -A
+            # waiting on them).
             dc.kubectl(
                 "-n",
                 namespace,
                 "delete",
-                "agentsessions,sessionwarmpools",
+                "agentsessions,sessionwarmpools,laneworkers,budgetpolicies",
                 "--all",
                 "--wait=true",
                 "--timeout=120s",
