@@ -1,5 +1,5 @@
 """Benchmark: what one tool round costs the FileSessionStore as a session ages, and against the
-cheapest durable write of the same bytes (ARCHITECTURE §6: per-round cost stays flat).
+cheapest durable write of the same bytes (docs/architecture.md §6: per-round cost stays flat).
 
     .venv/bin/python bench/checkpoint.py [--dir DIR] [--samples 60] [--rounds 10,100,1000,10000]
                                          [--baseline-src REF] [--profile] [--copy-history]

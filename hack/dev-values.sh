@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dev-values.sh [OUT]: write the Helm values that run Berth in the dev cluster, so that
 #   helm install berth charts/berth -f .berth/dev/values.yaml
-# works there (ARCHITECTURE.md §9). Reads .berth/dev/env (written by cluster-up.sh); writes
+# works there (docs/architecture.md §9). Reads .berth/dev/env (written by cluster-up.sh); writes
 # OUT (default .berth/dev/values.yaml) atomically. Idempotent; called by hack/cluster-up.sh.
 #
 # What differs from the chart defaults, and why:

@@ -1,4 +1,4 @@
-"""Test-only Prometheus service discovery for the dev cluster (ARCHITECTURE §9).
+"""Test-only Prometheus service discovery for the dev cluster (docs/architecture.md §9).
 
 Debian's ``prometheus`` package is built without the Kubernetes service discovery, so this small
 loop stands in for it, the way Prometheus's own does: it lists the cluster's pods once, then

@@ -1,4 +1,4 @@
-"""Berth's session runtime: the A3S Code session contract in Python (RUNTIME-CONTRACT.md).
+"""Berth's session runtime: the A3S Code session contract in Python (docs/architecture.md §10).
 
 Public API (A3S Python SDK names)::
 

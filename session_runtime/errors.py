@@ -149,7 +149,7 @@ class StoreError(SessionRuntimeError):
 
 
 class FencedError(StoreError):
-    """A newer placement epoch owns the session; the writer must stop (ARCHITECTURE §6)."""
+    """A newer placement epoch owns the session; the writer must stop (docs/architecture.md §6)."""
 
 
 class CheckpointError(StoreError):

@@ -1,4 +1,5 @@
-"""The event vocabulary shared by ``stream()`` consumers and hooks (RUNTIME-CONTRACT "Events").
+"""The event vocabulary shared by ``stream()`` consumers and hooks (docs/architecture.md §10
+"Events").
 
 Owned by the runtime core. Events are JSON-able dicts (:class:`AgentEvent`, which adds the A3S
 SDK's attribute access) with a snake_case ``"type"`` plus the fields listed in

@@ -1,4 +1,5 @@
-"""``berth-session``: the process of a session pod (ARCHITECTURE §5 contract, §8 passivation).
+"""``berth-session``: the process of a session pod (docs/architecture.md §5 contract, §8
+passivation).
 
 Owned by the session-pod entrypoint; started by the kubelet (or the dev cluster's process node
 agent) in the pod the operator creates. It reads its environment and the options file
@@ -56,7 +57,7 @@ So a replacement pod never redoes a finished task.
 
 Store layout: ``FileSessionStore(BERTH_STORE_DIR/<namespace>, epoch=<base>+BERTH_EPOCH)`` (base: see
 ``session_runtime.store.incarnation``) with session id
-``<name>``, i.e. ``BERTH_STORE_DIR/<ns>/<name>/`` as in ARCHITECTURE §6.
+``<name>``, i.e. ``BERTH_STORE_DIR/<ns>/<name>/`` as in docs/architecture.md §6.
 
 Warm mode (``BERTH_WARM_POOL`` set: a SessionWarmPool's pod): :mod:`session_runtime.pod.warm`
 serves ``/healthz``, ``/readyz`` and ``POST /v1/adopt`` until the operator gives it a session, then

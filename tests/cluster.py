@@ -1,4 +1,4 @@
-"""The dev cluster as the test suite sees it (ARCHITECTURE.md §9).
+"""The dev cluster as the test suite sees it (docs/architecture.md §9).
 
 ``DevCluster.ensure()`` runs ``hack/cluster-up.sh`` (idempotent: it reuses a cluster that is up)
 under a file lock, so parallel pytest processes share one cluster, then reads ``.berth/dev/env``.

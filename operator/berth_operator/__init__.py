@@ -1,4 +1,4 @@
-"""Berth operator: places, watches and resumes AgentSession pods (ARCHITECTURE.md §2-§5, §8).
+"""Berth operator: places, watches and resumes AgentSession pods (docs/architecture.md §2-§5, §8).
 
 Package map (layers enforced by import-linter, see pyproject.toml):
 

@@ -156,7 +156,7 @@ def forget_laneworker(namespace: str, laneworker: str) -> None:
             pass
 
 
-# --- Passivation before eviction (ARCHITECTURE.md §8) ---------------------------------
+# --- Passivation before eviction (docs/architecture.md §8) ---------------------------------
 # Labels: reason ∈ api.agentsession.TRIGGERS, outcome ∈ api.agentsession.OUTCOMES.
 
 _PASSIVATION_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 8, 13, 20, 30, 60, 120, 300, 600)

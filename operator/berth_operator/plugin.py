@@ -18,8 +18,8 @@ Commands::
 
 ``status`` reads the AgentSession through the Kubernetes API (``berth_operator.k8s.plugin_client``,
 the caller's kubeconfig). ``send`` and ``passivate`` talk to the session pod's HTTP API
-(ARCHITECTURE.md §5): ``POST /v1/messages {prompt}`` and ``POST /v1/passivate {reason: "manual",
-deadlineMs}``, through the apiserver's pod proxy
+(docs/architecture.md §5): ``POST /v1/messages {prompt}`` and ``POST /v1/passivate {reason:
+"manual", deadlineMs}``, through the apiserver's pod proxy
 (``/api/v1/namespaces/<ns>/pods/<status.podName>:8080/proxy/v1/...``), authenticated with the
 session's API token read from its Secret ``<name>-berth`` and sent as ``X-Berth-Token``. The
 operator notices the passivated pod and resumes it (or keeps it passivated when ``spec.suspend``
@@ -248,8 +248,8 @@ def passivate_body(
     body: dict[str, Any], deadline_seconds: int | None, now_ms: int
 ) -> dict[str, Any]:
     """``POST /v1/passivate`` body: reason manual, ``deadlineMs`` an absolute epoch time in
-    milliseconds (ARCHITECTURE §5, as the operator sends it): ``now_ms`` plus the grace window
-    from the flag, else ``spec.passivation.deadlineSeconds``, else 120 s."""
+    milliseconds (docs/architecture.md §5, as the operator sends it): ``now_ms`` plus the grace
+    window from the flag, else ``spec.passivation.deadlineSeconds``, else 120 s."""
     if deadline_seconds is None:
         passivation = (body.get("spec") or {}).get("passivation") or {}
         deadline_seconds = int(passivation.get("deadlineSeconds") or DEFAULT_DEADLINE_SECONDS)

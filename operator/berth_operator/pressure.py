@@ -12,7 +12,7 @@ I/O only; the decisions live in :mod:`berth_operator.reconcile.scaling`. Called 
   burst is read as it arrives rather than at the next polling tick.
 - ``prometheus``: :func:`prometheus_pressure` runs the LaneWorker's PromQL query through the HTTP
   API (``GET <url>/api/v1/query``) and sums the returned samples. The query must give tasks
-  waiting plus tasks running (ARCHITECTURE.md §4) and must exist while the pool is at zero
+  waiting plus tasks running (docs/architecture.md §4) and must exist while the pool is at zero
   workers, so it has to come from the task producers (the session side), not from the workers.
   Deletion costs still use the broker's per-consumer counts.
 

@@ -1,9 +1,9 @@
-"""HTTP client of the session pod API (ARCHITECTURE.md §5): ``GET /v1/state``,
+"""HTTP client of the session pod API (docs/architecture.md §5): ``GET /v1/state``,
 ``POST /v1/passivate`` and ``GET /v1/outcome`` (and a warm pod's ``POST /v1/adopt``) on
 ``http://<status.podIP>:8080`` (no Services or DNS needed).
 
 Every call carries ``Authorization: Bearer <token>``, the session's API token from its
-``<name>-berth`` Secret (the Berth security contract); the token is never part of an error
+``<name>-berth`` Secret (docs/architecture.md §11); the token is never part of an error
 message. A ``/v1/state`` body larger than ``MAX_STATE_BODY_BYTES`` (1 MiB) is refused after
 reading at most that much, so a hostile or broken pod cannot make the operator buffer an
 unbounded answer.

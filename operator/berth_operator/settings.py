@@ -197,7 +197,7 @@ class RedisSettings(SettingsGroup):
 
 
 class PodSettings(SettingsGroup):
-    """Security and resource defaults of session and worker pods (the Berth security contract)."""
+    """Security and resource defaults of session and worker pods (docs/architecture.md §11)."""
 
     session_runtime_class: str = ""
     """runtimeClassName of session pods (e.g. gvisor or kata for a sandboxed agent); empty =
@@ -274,7 +274,7 @@ class SessionApiSettings(SettingsGroup):
 
 
 class PassivationSettings(SettingsGroup):
-    """Passivation before eviction (ARCHITECTURE.md §8)."""
+    """Passivation before eviction (docs/architecture.md §8)."""
 
     model_config = SettingsConfigDict(env_prefix="BERTH_PASSIVATION_")
 

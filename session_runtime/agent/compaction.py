@@ -4,7 +4,7 @@ Owned by ``session_runtime.agent``; the loop calls :func:`estimate_tokens` befor
 (for the budget guard and the compaction trigger) and :func:`compact_messages` when
 ``auto_compact`` is on and the estimate exceeds ``auto_compact_threshold`` of the context window.
 
-Estimate (RUNTIME-CONTRACT "Budget guard"): about 4 bytes of JSON per token over the system
+Estimate (docs/architecture.md §10 "Budget guard"): about 4 bytes of JSON per token over the system
 prompt, the messages and the tool definitions.
 
 Compaction (Berth's deterministic variant, so replays stay byte-identical): keep the system

@@ -2,7 +2,7 @@
 
 Owned by ``session_runtime.agent``; built by callers (the session pod renders them from the
 AgentSession spec) and read by the session and its loop. Fields marked *Berth* go beyond the
-framework's option surface; every other field and default comes from RUNTIME-CONTRACT.md.
+framework's option surface; every other field and default comes from docs/architecture.md §10.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class SessionOptions:
     session_store: SessionStore | None = None
     #: A3S ``auto_save``. With a store, Berth always saves the session record (metadata, run
     #: records) at run start and run end, because run records must survive a crash
-    #: (RUNTIME-CONTRACT "Persistence"); this flag is kept and persisted for parity.
+    #: (docs/architecture.md §10 "Persistence"); this flag is kept and persisted for parity.
     auto_save: bool = False
     tenant_id: str | None = None
     principal: str | None = None

@@ -1,6 +1,6 @@
 """Resume decisions: checkpoint checks and how each call of an unfinished round is settled.
 
-Owned by ``session_runtime.agent``; ``Session.resume_run`` uses it. ARCHITECTURE §6 "intent
+Owned by ``session_runtime.agent``; ``Session.resume_run`` uses it. docs/architecture.md §6 "intent
 before action": on resume, a call of the pending round takes, in order,
 
 1. its result recorded in the journal (``journal``);

@@ -2,8 +2,8 @@
 
 Owned by ``session_runtime.agent``; created by ``Agent.session``/``Agent.resume_session`` and
 driven by callers (the session pod's server, tests, the demo). Implements the A3S Python SDK
-session surface (RUNTIME-CONTRACT "Public API"): synchronous methods run on the agent's background
-loop; each has an ``*_async`` twin that runs on the caller's loop.
+session surface (docs/architecture.md §10 "Public API"): synchronous methods run on the agent's
+background loop; each has an ``*_async`` twin that runs on the caller's loop.
 
 The class is a facade: the operation slot is a :class:`~.run_slot.RunSlot`, runs are started,
 resumed and driven by a :class:`~.run_driver.RunDriver` over the :class:`~.run_driver.Conversation`,

@@ -1,4 +1,4 @@
-"""The session lane queue (A3S lane-queue contract, ARCHITECTURE §7).
+"""The session lane queue (A3S lane-queue contract, docs/architecture.md §7).
 
 Public names: :class:`LaneQueue` (a ``ToolExecutor``), :class:`SessionQueueConfig` and its parts,
 :class:`ExternalTask` / :class:`ExternalReply` and the :class:`ExternalTransport` seam that

@@ -6,7 +6,7 @@ Owned by ``session_runtime.lanes``; built by the caller of ``SessionOptions(queu
 
 Field names, defaults and meanings follow the A3S lane-queue contract (``SessionQueueConfig``,
 ``LaneHandlerConfig``, ``RetryPolicyConfig``, ``RateLimitConfig``, ``PriorityBoostConfig``; see
-RUNTIME-CONTRACT.md "Lane queue"). Berth adds three settings the framework does not have:
+docs/architecture.md §10 "Lane queue"). Berth adds three settings the framework does not have:
 
 - ``retry_lanes``: the lanes whose commands are idempotent and may be retried (default
   ``{"query"}``); a failed ``bash`` on the execute lane is never re-run unless listed here.

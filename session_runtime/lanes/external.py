@@ -4,8 +4,8 @@ Owned by ``session_runtime.lanes``. An :class:`ExternalTask` is what a command o
 ``external`` (or ``hybrid``) mode becomes (A3S ``ExternalTask``); an :class:`ExternalReply` is what
 comes back (A3S ``ExternalTaskResult`` plus transport details). :class:`ExternalTransport` is the
 seam the queue uses to publish tasks and receive replies; Berth's implementation is
-``session_runtime.transport.RedisTaskTransport`` (ARCHITECTURE §7). Without a transport, tasks wait
-for ``LaneQueue.complete_external_task`` as in the framework.
+``session_runtime.transport.RedisTaskTransport`` (docs/architecture.md §7). Without a transport,
+tasks wait for ``LaneQueue.complete_external_task`` as in the framework.
 """
 
 from __future__ import annotations
@@ -112,8 +112,8 @@ class ExternalReply:
 
     ``success`` False means an infrastructure failure (worker lost, deadline, refused path); a tool
     that ran and failed is ``success=True`` with the failure in ``result["output"]`` and a non-zero
-    ``result["exit_code"]`` (ARCHITECTURE §7). ``ref`` identifies the reply in its transport (the
-    Redis stream entry id) so it can be dropped once the session has journaled it.
+    ``result["exit_code"]`` (docs/architecture.md §7). ``ref`` identifies the reply in its transport
+    (the Redis stream entry id) so it can be dropped once the session has journaled it.
     """
 
     task_id: str
@@ -131,7 +131,7 @@ ReplySink = Callable[[ExternalReply], Awaitable[None]]
 
 
 class ExternalTransport(Protocol):
-    """Carries external tasks to workers and their replies back (ARCHITECTURE §7)."""
+    """Carries external tasks to workers and their replies back (docs/architecture.md §7)."""
 
     #: Extra ms the queue waits past a task's timeout for the worker's own "deadline"/"worker
     #: lost" reply before it gives up with a local timeout.

@@ -4,7 +4,7 @@ Owned by ``session_runtime.lanes``. The Session builds one when ``SessionOptions
 set (``LaneQueue(config, emit=..., runner=<direct executor>)``) and uses it as its tool executor;
 the session pod builds one with a Redis transport and injects it (``executor=``).
 
-Behaviour (A3S lane-queue contract, RUNTIME-CONTRACT "Lane queue"; ARCHITECTURE §7):
+Behaviour (A3S lane-queue contract, docs/architecture.md §10 "Lane queue"; docs/architecture.md §7):
 
 - Lanes control 0 > query 1 > execute 2 > generate 3, each with its own concurrency; an optional
   queue-wide cap (``max_total_concurrency``) makes priority decide who gets a free slot.

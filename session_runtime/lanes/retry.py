@@ -4,7 +4,7 @@ Owned by ``session_runtime.lanes``; called by :class:`~session_runtime.lanes.que
 after a failed attempt. Strategies and the 100 -> 200 -> 400 ms sequence come from the A3S
 ``RetryPolicyConfig``; the rule that only idempotent lanes are retried (unless configured) is
 Berth's, so that an execute-lane tool (bash, write, edit) is never re-run behind the model's back
-(ARCHITECTURE §6/§7).
+(docs/architecture.md §6/§7).
 
 What counts as a failure: the runner raised, the attempt timed out, or an external task came back
 with ``success=false`` (worker lost, refused, deadline). A tool that ran and reported an error

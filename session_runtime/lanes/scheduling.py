@@ -1,9 +1,9 @@
 """Which waiting command starts next (pure function, tested as a table).
 
 Owned by ``session_runtime.lanes``; called by the queue every time a slot frees up or a command
-arrives. Rules (A3S lane queue, RUNTIME-CONTRACT "Lane queue"): a command may start only if its
-lane has a free slot (per-lane ``max_concurrency``) and, when Berth's ``max_total_concurrency`` is
-set, a queue-wide slot is free. Among the startable ones, the lowest effective priority wins
+arrives. Rules (A3S lane queue, docs/architecture.md §10 "Lane queue"): a command may start only if
+its lane has a free slot (per-lane ``max_concurrency``) and, when Berth's ``max_total_concurrency``
+is set, a queue-wide slot is free. Among the startable ones, the lowest effective priority wins
 (control 0 > query 1 > execute 2 > generate 3, minus priority boost); ties go to the earliest
 submission, so commands of one lane start in FIFO order.
 """

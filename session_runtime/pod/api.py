@@ -1,4 +1,5 @@
-"""HTTP bodies of the session pod API (ARCHITECTURE §5) and the lifecycle states behind them.
+"""HTTP bodies of the session pod API (docs/architecture.md §5) and the lifecycle states behind
+them.
 
 Owned by the ``berth-session`` entrypoint; ``session_runtime.server`` validates requests with these
 models and answers ``GET /v1/state`` with :func:`state_body`. Pure.

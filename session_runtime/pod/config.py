@@ -1,4 +1,5 @@
-"""Environment of a session pod → :class:`PodConfig` (ARCHITECTURE §5, "Session pod contract").
+"""Environment of a session pod → :class:`PodConfig` (docs/architecture.md §5, "Session pod
+contract").
 
 Owned by the ``berth-session`` entrypoint; called once by ``session_runtime.server.main`` before
 anything else runs. Pure: :func:`parse_env` takes a mapping (``os.environ`` in production, a dict in
@@ -60,7 +61,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-#: Default HTTP port of the session pod (ARCHITECTURE §5).
+#: Default HTTP port of the session pod (docs/architecture.md §5).
 DEFAULT_HTTP_PORT = 8080
 
 #: Default bind address when ``POD_IP`` is not given (a real pod's own network namespace).

@@ -1,4 +1,4 @@
-"""The session pod's HTTP API (ARCHITECTURE §5): routes, token check, request bodies.
+"""The session pod's HTTP API (docs/architecture.md §5): routes, token check, request bodies.
 
 Owned by the ``berth-session`` entrypoint (``session_runtime.server``), which serves
 :func:`make_app` for its :class:`~session_runtime.server.SessionPod` (anything with the
@@ -12,9 +12,9 @@ those runs) and ``GET /v1/outcome?waitSeconds=N`` (token in ``Authorization: Bea
 ``X-Berth-Token``; 401 without, 403 when wrong).
 
 ``GET /v1/outcome`` answers 200 with the termination message (the JSON the process writes to its
-termination log, ARCHITECTURE §8) once the process is done with its session: the run has ended,
-every task is cancelled and awaited and the session and its store are closed, so nothing it does
-afterwards touches the store. Until then it waits up to ``waitSeconds`` (0-300, default 0) and
+termination log, docs/architecture.md §8) once the process is done with its session: the run has
+ended, every task is cancelled and awaited and the session and its store are closed, so nothing it
+does afterwards touches the store. Until then it waits up to ``waitSeconds`` (0-300, default 0) and
 answers 204. The operator asks it after a passivation request, and places the replacement on the
 answer instead of waiting for the kubelet to report the container's end (its relist and status
 write, seconds on a busy node).

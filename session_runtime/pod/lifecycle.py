@@ -260,7 +260,7 @@ class SessionPod:
     def _session_options(self, store: Any, guard: MeteredBudgetGuard) -> SessionOptions:
         """``SessionOptions`` from the pod options: identity labels, limits (unset = the A3S
         default), retention caps, the budget guard and the store; ``auto_save`` on so run records
-        survive a crash (RUNTIME-CONTRACT "Persistence")."""
+        survive a crash (docs/architecture.md §10 "Persistence")."""
         opts, cfg = self.opts, self.cfg
         ident = opts.identity
         return SessionOptions(

@@ -1,4 +1,5 @@
-"""Reader of the session options the operator renders into a ConfigMap (ARCHITECTURE §3, §5).
+"""Reader of the session options the operator renders into a ConfigMap (docs/architecture.md §3,
+§5).
 
 Owned by the ``berth-session`` entrypoint; called once at start by ``session_runtime.server``.
 The writer is the operator's ``SessionPodOptions`` (``berth_operator/api/options.py``), which
@@ -58,7 +59,8 @@ LaneMode = Literal["internal", "external", "hybrid"]
 #: Newest ``schemaVersion`` of options.json this build understands.
 OPTIONS_SCHEMA_VERSION = 1
 
-#: Default passivation deadline (ARCHITECTURE §3: ``passivation.deadlineSeconds`` default 120).
+#: Default passivation deadline (docs/architecture.md §3: ``passivation.deadlineSeconds``
+#: default 120).
 DEFAULT_PASSIVATION_DEADLINE_SECONDS = 120
 
 
@@ -229,7 +231,7 @@ class LaneOptions(_Model):
     lane_worker: LaneWorkerTarget | None = None
 
     def stream_for(self, namespace: str) -> str | None:
-        """The Redis task stream of this lane's LaneWorker (ARCHITECTURE §7), or None.
+        """The Redis task stream of this lane's LaneWorker (docs/architecture.md §7), or None.
 
         None for an internal lane; the operator's ``taskStream`` if rendered, else the name
         :func:`session_runtime.transport.names.task_stream` gives.

@@ -3,9 +3,9 @@
 Owned by the ``berth-session`` entrypoint; :func:`plan_start` is called once after the session is
 built, with what the store holds. Pure, table-tested.
 
-A new pod cannot rely on ``BERTH_RESUME_RUN_ID`` alone (ARCHITECTURE §8): the operator may place a
-pod without it after a crash, and a keepAlive session passivated while idle has nothing to resume.
-Sending the prompt again in those cases would redo the task, so the store decides:
+A new pod cannot rely on ``BERTH_RESUME_RUN_ID`` alone (docs/architecture.md §8): the operator may
+place a pod without it after a crash, and a keepAlive session passivated while idle has nothing to
+resume. Sending the prompt again in those cases would redo the task, so the store decides:
 
 ======================================  =========================================================
 the store holds                         plan

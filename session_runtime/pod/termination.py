@@ -1,4 +1,4 @@
-"""The one JSON object a session pod leaves behind (ARCHITECTURE §5, termination message).
+"""The one JSON object a session pod leaves behind (docs/architecture.md §5, termination message).
 
 Owned by the ``berth-session`` entrypoint; the operator reads the object from the pod status
 (``state.terminated.message``) to record the run's outcome. Kubernetes keeps at most 4096 bytes of
@@ -38,7 +38,7 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 #: Kubernetes truncates termination messages to 4096 bytes (``TerminationMessagePath`` docs).
 TERMINATION_MESSAGE_LIMIT = 4096
 
-#: Process exit code per outcome (ARCHITECTURE §5: 0 for completed and passivated).
+#: Process exit code per outcome (docs/architecture.md §5: 0 for completed and passivated).
 EXIT_CODES: Mapping[Outcome, int] = {"completed": 0, "passivated": 0, "failed": 1, "fenced": 3}
 
 #: Exit code for ``failed`` caused by unusable input (environment, options file).

@@ -1,5 +1,5 @@
 """The session's tool executor from the pod's options: lane queue, and the Redis transport to its
-LaneWorkers for external lanes (ARCHITECTURE §7).
+LaneWorkers for external lanes (docs/architecture.md §7).
 
 Owned by the ``berth-session`` entrypoint (``session_runtime.server``), called once per pod while
 the session is built.
@@ -44,8 +44,9 @@ def build_executor(
 ) -> LaneQueue | None:
     """The session's tool executor: None (tools run directly) without ``lanes`` in the options;
     otherwise a ``LaneQueue`` (:func:`queue_settings`) with, when any lane is external or hybrid,
-    the Redis transport to its LaneWorker (ARCHITECTURE §7), signing tasks and checking replies
-    with the session's task key (``BERTH_TASK_KEY_FILE``); ``on_rejected`` counts dropped replies.
+    the Redis transport to its LaneWorker (docs/architecture.md §7), signing tasks and checking
+    replies with the session's task key (``BERTH_TASK_KEY_FILE``); ``on_rejected`` counts dropped
+    replies.
 
     Raises ``ConfigError`` when a lane needs Redis and ``BERTH_REDIS_URL`` is not set, or the
     task key file is missing or not 32 bytes.

@@ -1,9 +1,9 @@
 """Session stores: where a session's record, loop checkpoints and workflow checkpoints live.
 
 Public names: :class:`FileSessionStore` (journal + snapshots + epoch fencing on a shared volume,
-ARCHITECTURE §6), :class:`MemorySessionStore` (tests), the A3S shapes :class:`LoopCheckpoint`,
-:class:`WorkflowCheckpoint`, :class:`PendingRound`, and the :class:`SessionStore` protocol the
-agent loop calls.
+docs/architecture.md §6), :class:`MemorySessionStore` (tests), the A3S shapes
+:class:`LoopCheckpoint`, :class:`WorkflowCheckpoint`, :class:`PendingRound`, and the
+:class:`SessionStore` protocol the agent loop calls.
 
 Module map (one job each): ``base`` (protocol and A3S shapes), ``shapes`` (on-disk JSON shapes,
 canonical encoding), ``state`` (the reducer both stores run), ``memory`` and ``file`` (the two

@@ -1,5 +1,5 @@
-"""Crash-atomic file writes (ARCHITECTURE §6): temp file in the same directory, fsync the file,
-rename over the target, fsync the directory.
+"""Crash-atomic file writes (docs/architecture.md §6): temp file in the same directory, fsync the
+file, rename over the target, fsync the directory.
 
 Owned by ``session_runtime.store``; used by the file store for snapshots. A reader of the target
 sees either the old bytes or the new bytes, never a mix, even after ``kill -9`` or power loss.

@@ -2,7 +2,7 @@
 
 Owned by ``session_runtime.store``; called by ``session_runtime.agent``. Two implementations:
 ``FileSessionStore`` (append-only journal + snapshots + epoch fencing on a shared volume,
-ARCHITECTURE.md §6) and ``MemorySessionStore`` (tests).
+docs/architecture.md §6) and ``MemorySessionStore`` (tests).
 
 Write protocol of one tool round (intent before action):
 
@@ -15,7 +15,7 @@ On resume the loop reads ``load_checkpoint`` (last completed round) and ``load_p
 (the intent of an unfinished round and the results recorded for it).
 
 The checkpoint shapes and their refusal messages come from the A3S contract
-(RUNTIME-CONTRACT.md, "Persistence"): ``LoopCheckpoint`` and ``WorkflowCheckpoint`` carry a
+(docs/architecture.md §10, "Persistence"): ``LoopCheckpoint`` and ``WorkflowCheckpoint`` carry a
 ``schema_version``; ``ensure_loadable`` refuses versions this build cannot read.
 """
 
@@ -90,7 +90,8 @@ class LoopCheckpoint:
         )
 
     def ensure_session(self, session_id: str) -> None:
-        """Refuse a checkpoint that belongs to another session (RUNTIME-CONTRACT, resume_run).
+        """Refuse a checkpoint that belongs to another session (docs/architecture.md §10,
+        resume_run).
 
         Raises ``CheckpointError``: ``loop checkpoint for run <id> belongs to session '<a>', not
         '<b>'``.

@@ -1,4 +1,4 @@
-"""Epoch fencing of one session directory (ARCHITECTURE §6, "Fencing").
+"""Epoch fencing of one session directory (docs/architecture.md §6, "Fencing").
 
 Owned by ``session_runtime.store``; used by :mod:`.file`. Every placement of a session has an
 epoch (``status.epoch``, ``BERTH_EPOCH``). A writer *claims* its epoch by creating the empty file

@@ -1,4 +1,4 @@
-"""``FileSessionStore``: the session store on a (shared) directory, ARCHITECTURE §6.
+"""``FileSessionStore``: the session store on a (shared) directory, docs/architecture.md §6.
 
 Owned by ``session_runtime.store``; constructed by the session pod (``berth-session``) with
 ``BERTH_STORE_DIR`` and ``BERTH_EPOCH``, and by tests. Layout in :mod:`.layout`, record framing in
@@ -108,7 +108,8 @@ class _Writer:
 
 
 class FileSessionStore:
-    """A ``SessionStore`` on a directory: journal + snapshots + epoch fencing (ARCHITECTURE §6).
+    """A ``SessionStore`` on a directory: journal + snapshots + epoch fencing (docs/architecture.md
+    §6).
 
     ``directory``: the store root (created on first write); each session lives in
     ``<directory>/<session_id>/``. ``epoch``: this placement's epoch (``BERTH_EPOCH``; 0 for a

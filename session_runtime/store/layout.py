@@ -1,4 +1,4 @@
-"""File names of the file store, one directory per session (ARCHITECTURE §6)::
+"""File names of the file store, one directory per session (docs/architecture.md §6)::
 
     <root>/<session_id>/
         lease/<epoch>                     one empty file per epoch that claimed the session;

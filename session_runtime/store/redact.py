@@ -1,7 +1,7 @@
 """Keeps credentials out of the store: nothing a store writes may contain an API key.
 
-Owned by ``session_runtime.store``; called by both stores on ``save_session`` (RUNTIME-CONTRACT,
-"Saved session data never contains API keys"), on every tool result and on the tool messages of
+Owned by ``session_runtime.store``; called by both stores on ``save_session`` (docs/architecture.md
+§10, "Saved session data never contains API keys"), on every tool result and on the tool messages of
 every committed round. The agent is expected not to hand secrets to the store at all; this is the
 second line of defence: any mapping key that names a credential is dropped, at any depth, before
 the record is encoded, and credentials inside tool output (keys, tokens, ``NAME=secret`` lines,

@@ -6,7 +6,7 @@ them with :func:`encode`; readers decode with :func:`decode` and check a record'
 :data:`RECORD` before applying it, so a damaged or foreign file is refused with a message
 (``CheckpointError``) instead of a ``KeyError`` deep in the reducer.
 
-Journal record kinds (field ``t``), one per store operation (ARCHITECTURE §6):
+Journal record kinds (field ``t``), one per store operation (docs/architecture.md §6):
 
 =================== ===========================================================================
 ``session``         ``data``: the session record (``save_session``), secrets already stripped
@@ -193,7 +193,7 @@ def encode(obj: dict[str, Any]) -> bytes:
     """Canonical JSON bytes: sorted keys, no spaces, UTF-8, no NaN; never contains a newline.
 
     Canonical so that two processes replaying the same inputs write byte-identical files
-    (RUNTIME-CONTRACT, "Deterministic ids and time"). Raises ``StoreError`` for values JSON
+    (docs/architecture.md §10, "Deterministic ids and time"). Raises ``StoreError`` for values JSON
     cannot represent.
     """
     try:

@@ -78,7 +78,7 @@ class ToolContext:
 
 
 #: Called by an executor as each result arrives (before the whole batch is done), so the store can
-#: journal it at once (ARCHITECTURE §6, "each tool result is journaled as it arrives").
+#: journal it at once (docs/architecture.md §6, "each tool result is journaled as it arrives").
 ResultCallback = Callable[[ToolResult], Awaitable[None]]
 
 

@@ -2,8 +2,8 @@
 
 Owned by ``session_runtime.tools``; called by the ``DirectExecutor`` (in the session pod) and
 by LaneWorkers (``run_tool`` on the model's raw arguments). Argument names follow
-RUNTIME-CONTRACT "Tools". A tool's own failure (missing file, edit target not found, non-zero
-exit, path escape) is returned as a :class:`ToolResult`, never raised.
+docs/architecture.md §10 "Tools". A tool's own failure (missing file, edit target not found,
+non-zero exit, path escape) is returned as a :class:`ToolResult`, never raised.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Owned by ``session_runtime.tools``; used by :mod:`.safefs` (the race-free opener
 built-in tools. Pure (no I/O apart from ``realpath`` of the workspace itself, which is trusted:
 it comes from the runtime's configuration, never from the model).
 
-Rules (RUNTIME-CONTRACT "Tools", hardened): a path is relative to the workspace; an absolute path
-is accepted only when it names the workspace or something below it; ``..`` segments, NUL bytes,
+Rules (docs/architecture.md §10 "Tools", hardened): a path is relative to the workspace; an absolute
+path is accepted only when it names the workspace or something below it; ``..`` segments, NUL bytes,
 paths longer than :data:`MAX_PATH_BYTES` or deeper than :data:`MAX_COMPONENTS` are refused.
 Symlinks are *not* resolved here: :mod:`.safefs` follows them one component at a time below a
 directory descriptor of the workspace, so a link swapped in between check and use cannot win.

@@ -1,8 +1,8 @@
 """Confinement of tool processes: a scrubbed environment and Landlock (stdlib only).
 
 Owned by ``session_runtime.tools``; used by the bash tool and the grep child, in the session pod
-and in LaneWorkers. Contract (security contract, "Tool processes"): a tool process sees only an
-allow-listed environment (:func:`tool_env`) and, before it execs, confines itself with Landlock
+and in LaneWorkers. Contract (docs/architecture.md §11, "Tool processes"): a tool process sees only
+an allow-listed environment (:func:`tool_env`) and, before it execs, confines itself with Landlock
 (Linux >= 5.13, syscalls 444/445/446): read-write below the workspace and its private TMPDIR,
 read-only(+exec) below the system directories and the Python prefix, nothing else (so nothing under
 ``/var/run/berth``, ``/proc`` or the store). With Landlock ABI >= 6 the domain is also scoped: it

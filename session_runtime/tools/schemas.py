@@ -1,4 +1,5 @@
-"""OpenAI tool definitions of the built-in tools (argument names from RUNTIME-CONTRACT "Tools").
+"""OpenAI tool definitions of the built-in tools (argument names from docs/architecture.md §10
+"Tools").
 
 Owned by ``session_runtime.tools``; the agent loop sends :func:`tool_definitions` with every LLM
 request. Every schema sets ``additionalProperties: false`` as the framework does.

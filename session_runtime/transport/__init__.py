@@ -1,4 +1,4 @@
-"""Lane-task transport over Redis Streams (ARCHITECTURE §7).
+"""Lane-task transport over Redis Streams (docs/architecture.md §7).
 
 - :mod:`~session_runtime.transport.names`: stream and key names;
 - :mod:`~session_runtime.transport.codec`: task/reply messages, validated with pydantic;

@@ -1,4 +1,4 @@
-"""Task authentication (the Berth security contract, "Task authentication").
+"""Task authentication (docs/architecture.md §11, "Task authentication").
 
 One master key per namespace (Secret ``berth-task-key``, key ``master``); each session's key is
 derived from it, so a worker holding the master can compute the key of the session a task names,

@@ -1,4 +1,4 @@
-"""Session side of the lane-task transport over Redis Streams (ARCHITECTURE §7).
+"""Session side of the lane-task transport over Redis Streams (docs/architecture.md §7).
 
 Owned by ``session_runtime.transport``; built by the session pod (``berth-session``) and handed
 to :class:`~session_runtime.lanes.queue.LaneQueue` as its ``transport``. It implements the
@@ -122,7 +122,7 @@ class RedisTaskTransport:
 
     @property
     def reply_stream(self) -> str:
-        """This session's reply stream, ``berth:{ns}:s:{uid}:results`` (ARCHITECTURE §7)."""
+        """This session's reply stream, ``berth:{ns}:s:{uid}:results`` (docs/architecture.md §7)."""
         return self._reply_stream
 
     def task_stream(self, lane: Lane) -> str:

@@ -1,7 +1,7 @@
 """Wire format of task and reply messages on Redis Streams (validated with pydantic).
 
 Owned by ``session_runtime.transport``; used by the session side and by ``berth-worker``. Fields
-are fixed by ARCHITECTURE §7; every Redis field value is a string:
+are fixed by docs/architecture.md §7; every Redis field value is a string:
 
 Task (session -> worker, on ``berth:{ns}:lw:{lw}:tasks``): ``task_id``, ``session`` (``ns/name``),
 ``session_uid``, ``epoch`` (int), ``run_id``, ``tool_call_id``, ``lane``, ``command_type`` (tool
@@ -132,7 +132,7 @@ class ReplyMessage(BaseModel):
 
     def to_fields(self) -> dict[str, str]:
         """Redis field map (all strings; ``success`` as ``true``/``false``, ``result`` as compact
-        JSON), as ARCHITECTURE §7 fixes it."""
+        JSON), as docs/architecture.md §7 fixes it."""
         return {
             "task_id": self.task_id,
             "tool_call_id": self.tool_call_id,

@@ -1,4 +1,4 @@
-"""Redis key names of the lane-task transport (fixed by ARCHITECTURE §7).
+"""Redis key names of the lane-task transport (fixed by docs/architecture.md §7).
 
 Owned by ``session_runtime.transport``; used by the session side
 (:class:`~session_runtime.transport.client.RedisTaskTransport`), by ``berth-worker`` and by the

@@ -1,4 +1,4 @@
-"""Queue pressure of a LaneWorker pool, for the operator's autoscaler (ARCHITECTURE §4, §7).
+"""Queue pressure of a LaneWorker pool, for the operator's autoscaler (docs/architecture.md §4, §7).
 
 Owned by ``session_runtime.transport``; called by the operator (``scaling.source: broker``) and by
 tests. Pressure = ``lag`` (entries not yet delivered to any consumer of the group) + ``pending``

@@ -2,7 +2,7 @@
 
 Owned by the lane-queue/transport layer; started by the LaneWorker Deployment the operator owns
 (console script ``berth-worker``: ``session_runtime.launch.worker``, then :func:`main`). Talks only
-to Redis and the shared volume (ARCHITECTURE §2, §4, §7).
+to Redis and the shared volume (docs/architecture.md §2, §4, §7).
 
 Loop: read tasks from ``berth:{ns}:lw:{laneworker}:tasks`` as consumer ``POD_NAME`` of group
 ``workers`` (at most ``BERTH_WORKER_CONCURRENCY`` at once), run each tool with the runtime's own
@@ -20,7 +20,7 @@ Rules:
 - Deadline: a task not started before ``deadline_ms`` is answered "deadline passed"; a running
   tool is stopped at ``min(deadline, BERTH_TASK_TIMEOUT_SECONDS)`` and answered ``success=false``.
   A tool that ran and failed is ``success=true`` with the failure in ``output``.
-- Bound to its session (the Berth security contract): a task must carry a MAC under the key of the
+- Bound to its session (docs/architecture.md §11): a task must carry a MAC under the key of the
   session it names (derived from the namespace master in ``BERTH_TASK_MASTER_KEY_FILE``; see
   :mod:`session_runtime.transport.auth`), name a session of this worker's namespace and reply to
   that session's own stream. Anything else — forged, unsigned, oversized — is dead-lettered,

@@ -2,7 +2,7 @@
 
 Owned by the chaos harness; :mod:`tests.chaos.runner` calls :func:`after_attempt` after each
 session process ends and :func:`after_session` once the session is over. Each returns the
-violations found (an empty list when the promise held). The promise (ARCHITECTURE §6, §7): a
+violations found (an empty list when the promise held). The promise (docs/architecture.md §6, §7): a
 side-effecting tool never runs twice and no tool result is lost.
 
 After every attempt:

@@ -1,5 +1,5 @@
 """The session front door, end to end: wake on message, exactly-once delivery across an operator
-restart, and peer invocation (ARCHITECTURE.md §8 "At rest"; A3S ``peer_invocation``).
+restart, and peer invocation (docs/architecture.md §8 "At rest"; A3S ``peer_invocation``).
 
 Real pieces: the control plane, ``berth-operator`` as a subprocess under its own ServiceAccount
 (its leader serves the front door on the host's address, reachable from pods), the real Redis

@@ -1,4 +1,4 @@
-"""Idle passivation and wake, end to end (ARCHITECTURE.md §8, "At rest").
+"""Idle passivation and wake, end to end (docs/architecture.md §8, "At rest").
 
 Real pieces: the control plane, ``berth-operator`` as a subprocess under its own ServiceAccount,
 ``berth-session`` pods on the dev cluster's real nodes, the shared volume, the scripted

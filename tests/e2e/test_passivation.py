@@ -1,4 +1,4 @@
-"""Passivation before eviction, end to end (ARCHITECTURE.md §8).
+"""Passivation before eviction, end to end (docs/architecture.md §8).
 
 Real pieces: the control plane (kube-apiserver with admission, the disruption controller of
 kube-controller-manager, the scheduler), ``kubectl drain`` and the Eviction API, ``berth-operator``

@@ -1,4 +1,4 @@
-"""AgentSession v1alpha1: spec and status models (ARCHITECTURE.md §3).
+"""AgentSession v1alpha1: spec and status models (docs/architecture.md §3).
 
 The CRD schema in ``crds/`` is generated from these classes by ``berth_operator.api.crdgen``;
 validation therefore lives here: field bounds and patterns (OpenAPI) and CEL rules
@@ -43,12 +43,12 @@ RunOutcome = Literal["running", "completed", "passivated", "failed", "fenced", "
 PassivationTrigger = Literal[
     "node_drain", "eviction", "manual", "suspend", "idle_reaper", "migration"
 ]
-"""Why a session was asked to passivate (ARCHITECTURE.md §8): the node is being drained (cordon or a
-disruption taint), an eviction request for its pod, a manual request (``kubectl berth passivate``),
-``spec.suspend``, a keepAlive session idle for ``spec.idle.afterSeconds`` (``idle_reaper``, the
-A3S ``PassivationRequested`` reason), or its pod runs another image than the session's current one
-(``migration``: the operator's session image or ``spec.image`` changed; docs/upgrades.md). Also the
-``reason`` sent in ``POST /v1/passivate`` and a metric label."""
+"""Why a session was asked to passivate (docs/architecture.md §8): the node is being drained (cordon
+or a disruption taint), an eviction request for its pod, a manual request (``kubectl berth
+passivate``), ``spec.suspend``, a keepAlive session idle for ``spec.idle.afterSeconds``
+(``idle_reaper``, the A3S ``PassivationRequested`` reason), or its pod runs another image than the
+session's current one (``migration``: the operator's session image or ``spec.image`` changed;
+docs/upgrades.md). Also the ``reason`` sent in ``POST /v1/passivate`` and a metric label."""
 PassivationOutcome = Literal["passivating", "passivated", "deadline", "completed", "failed"]
 ImageUpdatePolicy = Literal["Migrate", "Keep"]
 """What a running session does when its image changes (``spec.imageUpdatePolicy``): ``Migrate``
@@ -231,7 +231,8 @@ class StoreSpec(K8sModel):
 
 
 class LimitsSpec(K8sModel):
-    """Agent-loop limits (RUNTIME-CONTRACT.md "Limits and retention"); unset = runtime default."""
+    """Agent-loop limits (docs/architecture.md §10 "Limits and retention"); unset = runtime
+    default."""
 
     max_tool_rounds: Annotated[int, Field(ge=1, le=10000)] | None = None
     """Maximum tool rounds per run (runtime default 50)."""
@@ -328,7 +329,7 @@ class LaneSpec(K8sModel):
 
 
 class PassivationSpec(K8sModel):
-    """How the session is passivated before its pod goes away (ARCHITECTURE.md §8)."""
+    """How the session is passivated before its pod goes away (docs/architecture.md §8)."""
 
     deadline_seconds: Annotated[int, Field(ge=1, le=86400)] | None = None
     """Grace window before forced eviction in seconds (default: BERTH_PASSIVATION_DEADLINE_SECONDS,
@@ -379,7 +380,7 @@ class PeersSpec(K8sModel):
 
 
 class IdleSpec(K8sModel):
-    """Idle passivation of a keepAlive session (ARCHITECTURE.md §8, "At rest")."""
+    """Idle passivation of a keepAlive session (docs/architecture.md §8, "At rest")."""
 
     after_seconds: Annotated[int, Field(ge=1, le=31536000)]
     """Seconds without a run and without a message after which the session is passivated (reason
@@ -583,7 +584,8 @@ class Result(K8sModel):
 
 
 class PassivationStatus(K8sModel):
-    """The current or last passivation of the session (ARCHITECTURE.md §8), written by the operator.
+    """The current or last passivation of the session (docs/architecture.md §8), written by the
+    operator.
 
     Recorded when the passivation is requested, so the deadline survives operator restarts; the
     times are RFC 3339 with milliseconds. ``outcome`` moves passivating → passivated (the runtime

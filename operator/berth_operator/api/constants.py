@@ -1,4 +1,5 @@
-"""Names shared by the operator, the CRDs and the session pod contract (ARCHITECTURE.md §1, §5).
+"""Names shared by the operator, the CRDs and the session pod contract (docs/architecture.md §1,
+§5).
 
 Everything here is a plain constant: the CRD generator, the builders, the decisions and the
 handlers import them so a name is spelled once.
@@ -69,7 +70,7 @@ DIFFBASE_KEY: Final = "last-handled-configuration"
 """``berth.dev/<this>``: kopf's record of the last handled spec (its diff-base storage), on
 LaneWorkers only (``berth_operator.persistence``)."""
 
-# Session pod contract (ARCHITECTURE.md §5).
+# Session pod contract (docs/architecture.md §5).
 SESSION_CONTAINER: Final = "session"
 SESSION_PORT: Final = 8080
 OPTIONS_KEY: Final = "options.json"
@@ -121,7 +122,7 @@ MAX_STATE_BODY_BYTES: Final = 1 << 20
 """Largest GET /v1/state body the operator reads (1 MiB); a larger answer is an error."""
 SESSION_COMMAND: Final = "berth-session"
 WORKER_TASK_STREAM: Final = "berth:{namespace}:lw:{name}:tasks"
-"""Redis stream of a LaneWorker pool (ARCHITECTURE.md §7)."""
+"""Redis stream of a LaneWorker pool (docs/architecture.md §7)."""
 
 MAX_SESSION_NAME_LENGTH: Final = 50
 """AgentSession names are capped so ``<name>-e<epoch>`` stays a valid label value (63 chars)."""

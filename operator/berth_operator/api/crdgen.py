@@ -209,7 +209,7 @@ _READY_COLUMNS: tuple[dict[str, Any], ...] = (
 
 
 def agentsession_crd() -> dict[str, Any]:
-    """The AgentSession CRD (ARCHITECTURE.md §3)."""
+    """The AgentSession CRD (docs/architecture.md §3)."""
     return _crd(
         kind=SESSION_KIND,
         plural=SESSION_PLURAL,
@@ -236,7 +236,7 @@ def agentsession_crd() -> dict[str, Any]:
 
 
 def laneworker_crd() -> dict[str, Any]:
-    """The LaneWorker CRD (ARCHITECTURE.md §4), with /scale."""
+    """The LaneWorker CRD (docs/architecture.md §4), with /scale."""
     return _crd(
         kind=LANEWORKER_KIND,
         plural=LANEWORKER_PLURAL,

@@ -1,4 +1,4 @@
-"""LaneWorker v1alpha1: spec and status models (ARCHITECTURE.md §4).
+"""LaneWorker v1alpha1: spec and status models (docs/architecture.md §4).
 
 A LaneWorker is a pool of ``berth-worker`` pods consuming the Redis task stream
 ``berth:{ns}:lw:{name}:tasks``. This issue defines the API (CRD, ``/scale``) and the stream name
@@ -92,7 +92,7 @@ SECURITY_CONTEXT_RULES = [
         "message": "runAsNonRoot cannot be false for worker containers",
     },
 ]
-"""CEL rules on LaneWorker spec.template.securityContext (the Berth security contract)."""
+"""CEL rules on LaneWorker spec.template.securityContext (docs/architecture.md §11)."""
 
 _STRINGS = {"type": "array", "maxItems": 64, "items": {"type": "string"}}
 SecurityContextObject = Annotated[
@@ -238,5 +238,5 @@ class LaneWorkerStatus(K8sModel):
 
 
 def task_stream(namespace: str, name: str) -> str:
-    """The Redis task stream of LaneWorker ``namespace/name`` (ARCHITECTURE.md §7)."""
+    """The Redis task stream of LaneWorker ``namespace/name`` (docs/architecture.md §7)."""
     return WORKER_TASK_STREAM.format(namespace=namespace, name=name)

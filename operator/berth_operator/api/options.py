@@ -1,6 +1,6 @@
 """The session pod contract as data: options.json, the termination message and /v1/state.
 
-Three JSON documents cross the operator ⇄ runtime boundary (ARCHITECTURE.md §5):
+Three JSON documents cross the operator ⇄ runtime boundary (docs/architecture.md §5):
 
 1. ``SessionPodOptions`` — written by the operator into the session's Secret ``<name>-berth``
    under key ``options.json``, mounted (that key alone) read-only at ``/etc/berth/session``;
@@ -174,7 +174,7 @@ Outcome = Literal["completed", "passivated", "failed", "fenced"]
 
 
 class TerminationMessage(_Lenient):
-    """What the runtime writes to BERTH_TERMINATION_LOG on exit (ARCHITECTURE.md §5)."""
+    """What the runtime writes to BERTH_TERMINATION_LOG on exit (docs/architecture.md §5)."""
 
     outcome: Outcome
     """completed, passivated, failed or fenced."""
@@ -220,7 +220,8 @@ class PassivationView(_Lenient):
 
 
 class RuntimeState(_Lenient):
-    """Body of GET /v1/state (ARCHITECTURE.md §5): state, runId, turn, usage, checkpoint, error."""
+    """Body of GET /v1/state (docs/architecture.md §5): state, runId, turn, usage, checkpoint,
+    error."""
 
     state: str | None = None
     """Runtime state word (e.g. starting, running, idle, passivating, completed, failed)."""

@@ -1,4 +1,4 @@
-"""The shared ReadWriteMany claim of a namespace (ARCHITECTURE §2: stores and workspaces).
+"""The shared ReadWriteMany claim of a namespace (docs/architecture.md §2: stores and workspaces).
 
 Owned by ``berth_operator.builders``. PersistentVolumeClaims are namespaced, so every namespace
 that runs sessions or LaneWorkers needs one. With ``shared_claim_managed`` (the default) the

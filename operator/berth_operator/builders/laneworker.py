@@ -1,4 +1,4 @@
-"""Builder of the worker Deployment of a LaneWorker (ARCHITECTURE.md §4, §7).
+"""Builder of the worker Deployment of a LaneWorker (docs/architecture.md §4, §7).
 
 Pure: takes the LaneWorker's identity, its parsed spec and the operator settings and returns the
 ``apps/v1`` Deployment as a dict. Called by ``berth_operator.handlers.laneworker`` on create,

@@ -150,5 +150,5 @@ def store_dir(mount: str = SHARED_MOUNT_PATH) -> str:
 
 
 def session_store_path(ref: SessionRef, mount: str = SHARED_MOUNT_PATH) -> str:
-    """The session's own store directory ``<mount>/store/<ns>/<name>`` (ARCHITECTURE.md §6)."""
+    """The session's own store directory ``<mount>/store/<ns>/<name>`` (docs/architecture.md §6)."""
     return f"{store_dir(mount)}/{ref.namespace}/{ref.name}"

@@ -1,5 +1,6 @@
-"""The PodDisruptionBudget of a session (ARCHITECTURE.md §8). Pure; called by the session handler
-before each pod create (``handlers.session_placement``) through ``k8s.disruption.ensure_pdb``.
+"""The PodDisruptionBudget of a session (docs/architecture.md §8). Pure; called by the session
+handler before each pod create (``handlers.session_placement``) through
+``k8s.disruption.ensure_pdb``.
 
 One PDB per session, named like the session, owned by the AgentSession (garbage-collected with it),
 selecting exactly that session's pod by ``berth.dev/session-uid`` (a session never has two pods

@@ -1,4 +1,4 @@
-"""Secrets the operator creates (pure; the Berth security contract).
+"""Secrets the operator creates (pure; docs/architecture.md §11).
 
 - ``berth-task-key`` (one per namespace, label ``app.kubernetes.io/managed-by: berth``): key
   ``master`` = 32 random bytes. Created when a namespace first needs it (a session with an
@@ -43,7 +43,7 @@ from session_runtime.transport.auth import derive_session_key
 
 MASTER_KEY_BYTES: Final = 32
 MASTER_MANAGED_BY: Final = "berth"
-"""``app.kubernetes.io/managed-by`` of ``berth-task-key`` (as the security contract fixes it)."""
+"""``app.kubernetes.io/managed-by`` of ``berth-task-key`` (as docs/architecture.md §11 fixes it)."""
 DEFAULT_OPENAI_BASE_URL: Final = "https://api.openai.com/v1"
 """The endpoint an unset spec.llm.baseURL means (the openai client's default)."""
 

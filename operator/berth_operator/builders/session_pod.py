@@ -1,4 +1,4 @@
-"""Builders of the session Pod and its options.json (ARCHITECTURE.md §5; the Berth security
+"""Builders of the session Pod and its options.json (docs/architecture.md §5; the Berth security
 contract).
 
 Contract given to ``berth-session`` (read by session_runtime.pod.config / .options):
@@ -92,7 +92,7 @@ SHUTDOWN_MARGIN_SECONDS = 15
 
 
 def result_stream(ref: SessionRef) -> str:
-    """Reply stream of the session: ``berth:{ns}:s:{uid}:results`` (ARCHITECTURE.md §7)."""
+    """Reply stream of the session: ``berth:{ns}:s:{uid}:results`` (docs/architecture.md §7)."""
     return f"berth:{ref.namespace}:s:{ref.uid}:results"
 
 

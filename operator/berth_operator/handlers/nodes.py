@@ -1,4 +1,4 @@
-"""kopf handlers that notice disrupted nodes (ARCHITECTURE.md §8 "Triggers").
+"""kopf handlers that notice disrupted nodes (docs/architecture.md §8 "Triggers").
 
 - ``node_disruptions``        index: node name → ``reconcile.passivation.Trigger`` for nodes that
                               are cordoned or carry a disruption taint (empty for healthy nodes).

@@ -4,8 +4,8 @@ The AgentSession watch stores each session's object, replaced on every event
 (``handlers.session_workers``): the live view. That view lags
 behind the operator's own writes: right after a status PUT it may still show the object as it was
 before, and a decision made on it would undo the write (an epoch bumped by the last iteration
-would look unbumped). The operator is the only writer of ``status`` (ARCHITECTURE.md §2), so the
-status tells the two apart: while the live view's status differs from the status the operator
+would look unbumped). The operator is the only writer of ``status`` (docs/architecture.md §2), so
+the status tells the two apart: while the live view's status differs from the status the operator
 last wrote (or read with a GET), the live view is older and :class:`SessionBody` answers with the
 object the apiserver returned; once the statuses agree, the live view has caught up (and may carry
 newer spec or metadata) and is used. resourceVersions are never compared for order (Kubernetes

@@ -1,4 +1,4 @@
-"""The passivation's calls to a session pod's runtime API (ARCHITECTURE.md §8).
+"""The passivation's calls to a session pod's runtime API (docs/architecture.md §8).
 
 - ``passivate``       ``POST /v1/passivate``; before it, ``await_outcome`` is started once per pod.
 - ``await_outcome``   long polls ``GET /v1/outcome`` until the pod reports its end (its

@@ -1,4 +1,4 @@
-"""What a new pod of an AgentSession needs, and its create (ARCHITECTURE.md §5, §8).
+"""What a new pod of an AgentSession needs, and its create (docs/architecture.md §5, §8).
 
 - ``prepare_early``   on a session's first pass, the pod's Secrets and PDB written beside the reads.
 - ``prepare_pod``     the Secrets (``<name>-berth`` with options.json, the namespace's

@@ -21,8 +21,8 @@ passivated pod whose request this process stored, the status write goes beside t
 that request reserved the epoch, ``reconcile.passivation.replacement_epoch``.) If the patch
 fails, or this process dies between the two calls, the pod runs the session unlabelled: it is
 deleted (when the patch failed), the session's next decision finds no pod of its epoch and
-places one of a higher epoch, which fences the orphan out of the store (ARCHITECTURE §6) — never
-two pods of one epoch.
+places one of a higher epoch, which fences the orphan out of the store (docs/architecture.md §6) —
+never two pods of one epoch.
 """
 
 from __future__ import annotations

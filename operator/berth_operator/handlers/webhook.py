@@ -1,4 +1,4 @@
-"""Validating admission webhook on ``pods/eviction`` (ARCHITECTURE.md §8 "Triggers").
+"""Validating admission webhook on ``pods/eviction`` (docs/architecture.md §8 "Triggers").
 
 An eviction request (``kubectl drain``, the cluster autoscaler, ``POST .../pods/<pod>/eviction``)
 for a session pod that has not finished is denied with HTTP 429 (Too Many Requests — what the

@@ -1,4 +1,4 @@
-"""API calls of passivation before eviction (ARCHITECTURE.md §8): session PodDisruptionBudgets.
+"""API calls of passivation before eviction (docs/architecture.md §8): session PodDisruptionBudgets.
 
 ``DisruptionClient`` shares the operator's session (one connection pool); errors are
 :mod:`berth_operator.errors` (:mod:`.calls`).

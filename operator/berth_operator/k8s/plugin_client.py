@@ -5,7 +5,7 @@ The plugin is a short-lived CLI, so this makes synchronous requests by path
 caller's kubeconfig (``KUBECONFIG`` or ``~/.kube/config``; in-cluster config as a fallback), not
 the operator's credentials. For users it reads the AgentSession object (spec and status) and the
 session's API token from its Secret ``<name>-berth``; everything the plugin changes on a session
-goes through the session pod's HTTP API (ARCHITECTURE.md §5), reached through the apiserver's
+goes through the session pod's HTTP API (docs/architecture.md §5), reached through the apiserver's
 pod proxy (``/api/v1/namespaces/<ns>/pods/<pod>:8080/proxy/...``) with the token in
 ``X-Berth-Token`` (the proxy keeps that header; ``Authorization`` carries the caller's own
 credentials to the apiserver). So the caller needs ``get`` on ``secrets`` and ``create`` on

@@ -1,4 +1,4 @@
-"""Secret calls of the operator (the Berth security contract): the namespace's task master key
+"""Secret calls of the operator (docs/architecture.md §11): the namespace's task master key
 ``berth-task-key``, each session's ``<name>-berth`` and the LLM key Secret a session names.
 
 Requests by path (:mod:`berth_operator.k8s.rest`) over the operator's shared session; answers

@@ -1,4 +1,4 @@
-"""Idle passivation and rest: the pure decisions (ARCHITECTURE.md §8, "At rest").
+"""Idle passivation and rest: the pure decisions (docs/architecture.md §8, "At rest").
 
 A keepAlive session with ``spec.idle.afterSeconds`` whose pod reports ``state: idle`` (no run,
 no message) since ``idleSinceMs`` (``GET /v1/state``) for that long is passivated with reason

@@ -1,4 +1,4 @@
-"""Passivation before eviction: the pure decisions (ARCHITECTURE.md §8).
+"""Passivation before eviction: the pure decisions (docs/architecture.md §8).
 
 Called by ``reconcile.session.decide`` (one session) and by ``handlers.nodes`` /
 ``handlers.webhook`` (which nodes and pods are disrupted). Nothing here does I/O.

@@ -1,4 +1,4 @@
-"""Why a session pod must be replaced — the one place that decides it (ARCHITECTURE.md §8).
+"""Why a session pod must be replaced — the one place that decides it (docs/architecture.md §8).
 
 ``classify(pod, node, now, ...)`` maps the observed pod (and its node) to a ``Verdict``:
 

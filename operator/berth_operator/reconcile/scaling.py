@@ -1,4 +1,4 @@
-"""Pure scaling decisions of a LaneWorker pool (ARCHITECTURE.md §4).
+"""Pure scaling decisions of a LaneWorker pool (docs/architecture.md §4).
 
 Owned by the LaneWorker autoscaler; called by ``berth_operator.handlers.laneworker`` once per
 polling interval with the numbers it read (pressure from Redis or Prometheus, the Deployment's

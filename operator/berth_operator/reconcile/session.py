@@ -1,4 +1,4 @@
-"""``decide``: the AgentSession reconcile decision (ARCHITECTURE.md §3, §5, §8).
+"""``decide``: the AgentSession reconcile decision (docs/architecture.md §3, §5, §8).
 
 Input: an ``Observation`` (session spec and status as last written, the session's pods from the
 watch cache, their nodes, the pod created but not yet seen, the runtime's /v1/state, now).

@@ -1,4 +1,4 @@
-"""The passivation steps of an AgentSession decision (ARCHITECTURE.md §8).
+"""The passivation steps of an AgentSession decision (docs/architecture.md §8).
 
 Called by :func:`berth_operator.reconcile.session.decide` at four points: the current pod is
 alive (:func:`on_alive`: request, wait for or cut off a passivation; notice the resume), a later

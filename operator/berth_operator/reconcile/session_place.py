@@ -78,7 +78,7 @@ def not_ended(obs: Observation, plan: Plan) -> list[str]:
     (``ObservedPod.ended``), or planned for deletion without being observed ended (a pod the
     status names that the cache does not show may exist). A pod whose session container has
     terminated does not hold the next one back: its process is gone for good, and its epoch
-    is fenced out of the store by the next one's anyway (ARCHITECTURE.md §6). Pure."""
+    is fenced out of the store by the next one's anyway (docs/architecture.md §6). Pure."""
     ended = {p.name for p in obs.pods if p.ended}
     names = [p.name for p in obs.pods if not p.ended]
     names += [x.name for x in plan.delete if x.name not in ended and x.name not in names]

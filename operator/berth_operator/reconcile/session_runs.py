@@ -96,7 +96,7 @@ def absorb_termination(
 ) -> None:
     """Take into ``st`` what a pod's termination message says (the runtime's
     ``BERTH_TERMINATION_LOG``, read by the kubelet as the container's
-    ``terminationMessagePath``; ARCHITECTURE.md §5): the run it names is added to
+    ``terminationMessagePath``; docs/architecture.md §5): the run it names is added to
     ``status.runs`` (with ``resumedFrom``) and becomes ``status.runId``, its cumulative usage
     is taken unless lower than the stored one (a resumed run carries usage forward, as the A3S
     ``resume_run`` does), and its completed rounds (``turn``) go to ``status.checkpoint``.
@@ -115,7 +115,7 @@ def absorb_termination(
 def absorb_state(
     st: AgentSessionStatus, pod: ObservedPod, state: RuntimeState, now: datetime
 ) -> None:
-    """Take into ``st`` what the runtime's ``GET /v1/state`` says (ARCHITECTURE.md §5): the
+    """Take into ``st`` what the runtime's ``GET /v1/state`` says (docs/architecture.md §5): the
     run it names (added to ``status.runs``, with ``resumedFrom``; ``status.runId``), the
     cumulative usage (never lower than the stored one), the last checkpoint (run, completed
     rounds and tool calls, from ``checkpoint`` or else the top-level fields; committed at

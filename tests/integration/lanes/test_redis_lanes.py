@@ -1,4 +1,4 @@
-"""The lane queue over Redis Streams with real ``berth-worker`` processes (ARCHITECTURE §7).
+"""The lane queue over Redis Streams with real ``berth-worker`` processes (docs/architecture.md §7).
 
 Every wait here is "until a condition holds" (bounded by the test timeout); no assertion is about
 elapsed time. Side effects are counted in files the tools append to.

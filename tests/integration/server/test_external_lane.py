@@ -1,4 +1,5 @@
-"""``berth-session`` with its execute lane on a LaneWorker pool over Redis (ARCHITECTURE §7).
+"""``berth-session`` with its execute lane on a LaneWorker pool over Redis (docs/architecture.md
+§7).
 
 Real processes only: Debian's ``redis-server``, one ``berth-worker`` and ``berth-session``. Tool
 processes get a scrubbed environment (no ``$POD_NAME``), so where a tool ran is read from Redis:
@@ -71,7 +72,8 @@ def test_execute_lane_runs_on_the_lane_worker(tmp_path: Path, redis_url: str) ->
 
 def test_reply_delivered_while_passivated_is_used_on_resume(tmp_path: Path, redis_url: str) -> None:
     """A deadline cuts off a remote tool; its worker still answers; the next epoch reuses that
-    answer from the session's reply stream instead of running the tool again (ARCHITECTURE §6)."""
+    answer from the session's reply stream instead of running the tool again (docs/architecture.md
+    §6)."""
     script = {
         "turns": [
             {

@@ -1,8 +1,8 @@
 """``berth-session`` as a real process: run, state, passivate, resume, crash, fencing, metrics.
 
-Every test runs the console script with a real environment (ARCHITECTURE §5), a file store and a
-workspace under ``tmp_path``, and a scripted OpenAI-compatible model over HTTP. Side effects of
-``bash`` tool calls are counted in workspace files, so "no execute tool ran twice" is a line
+Every test runs the console script with a real environment (docs/architecture.md §5), a file store
+and a workspace under ``tmp_path``, and a scripted OpenAI-compatible model over HTTP. Side effects
+of ``bash`` tool calls are counted in workspace files, so "no execute tool ran twice" is a line
 count. Tools that must still be running when the test acts block until the test creates a file.
 """
 
@@ -370,7 +370,7 @@ def test_unreachable_model_fails_cleanly(tmp_path: Path) -> None:
 
 
 def test_api_refuses_missing_and_wrong_tokens_of_a_real_process(tmp_path: Path) -> None:
-    """The security contract on a real ``berth-session``: without its token nobody reads state,
+    """docs/architecture.md §11 on a real ``berth-session``: without its token nobody reads state,
     injects a prompt or passivates the session; with it everything works; the token never shows
     up in the process's output, termination message, metrics or store."""
     script = {

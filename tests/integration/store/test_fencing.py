@@ -1,4 +1,4 @@
-"""Epoch fencing across processes (ARCHITECTURE §6): a session process with epoch E runs; a
+"""Epoch fencing across processes (docs/architecture.md §6): a session process with epoch E runs; a
 process with epoch E+1 takes the session over; E exits as fenced at its next write; E+1 never
 loads anything E wrote after the takeover, resumes the run and finishes it; no tool runs twice.
 """

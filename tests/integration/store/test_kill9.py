@@ -1,5 +1,6 @@
 """kill -9 at random moments: the store always loads, resume_run finishes the run, no torn file
-is read, and no execute-lane tool whose result was recorded ever runs again (ARCHITECTURE §6).
+is read, and no execute-lane tool whose result was recorded ever runs again (docs/architecture.md
+§6).
 
 Each session is a 40-round run of the real Session API against the scripted model; every round's
 bash call appends its own tool-call id to ``side.txt`` (the side effect). A child process

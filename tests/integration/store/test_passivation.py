@@ -1,4 +1,4 @@
-"""Passivation and resume on another process through the file store (ARCHITECTURE §8): a
+"""Passivation and resume on another process through the file store (docs/architecture.md §8): a
 session asked to passivate mid-run lets its running tool finish, checkpoints at a round boundary
 (no pending round left behind), ends the run as passivated; a process with the next epoch resumes
 the run with ``resume_run`` and finishes it with counts carried forward; nothing runs twice."""

@@ -1,5 +1,5 @@
-"""Deterministic replay (RUNTIME-CONTRACT, "Deterministic ids and time"): the same inputs, with
-the sequential id generator and the fixed clock, run in two separate processes with different
+"""Deterministic replay (docs/architecture.md §10, "Deterministic ids and time"): the same inputs,
+with the sequential id generator and the fixed clock, run in two separate processes with different
 working directories and different store roots, give byte-identical store files (snapshots,
 journals, lease) and identical run records. The workspace is mounted at the same path, as on two
 nodes; it is recreated between the two runs."""

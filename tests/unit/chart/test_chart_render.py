@@ -62,7 +62,7 @@ def test_operator_deployment_defaults() -> None:
     assert deploy["spec"]["replicas"] == 2
     assert c["command"] == ["berth-operator"]
     env = _env(c)
-    # Downward API, as ARCHITECTURE §5/§9 asks of every Berth pod.
+    # Downward API, as docs/architecture.md §5/§9 asks of every Berth pod.
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"

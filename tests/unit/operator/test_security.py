@@ -1,4 +1,4 @@
-"""The operator side of the Berth security contract (pure builders and decisions): what a session
+"""The operator side of docs/architecture.md §11 (pure builders and decisions): what a session
 or worker pod can see and do, the Secrets the operator makes, LLM Secret admission and the
 workspace subPath rules. Each attack test builds what an attacker would ask for and shows what
 the operator actually produces."""

@@ -1,4 +1,4 @@
-"""The session API's token check (the Berth security contract): every endpoint but /healthz,
+"""The session API's token check (docs/architecture.md §11): every endpoint but /healthz,
 /readyz and /metrics refuses a request without the token (401) or with a wrong one (403), in
 constant time, and counts the refusal; the right token in ``Authorization: Bearer`` or in
 ``X-Berth-Token`` (the header the apiserver's pod proxy forwards) is accepted. Runs the real

@@ -1,8 +1,8 @@
 """SessionStore contract, run against MemorySessionStore and FileSessionStore alike.
 
-Behaviour under test comes from RUNTIME-CONTRACT.md ("Persistence") and ARCHITECTURE §6: intent
-before action, results as they arrive, commit drops the pending round, the contract's refusal
-messages, safe ids and no secrets in saved data.
+Behaviour under test comes from docs/architecture.md §10 ("Persistence") and docs/architecture.md
+§6: intent before action, results as they arrive, commit drops the pending round, the contract's
+refusal messages, safe ids and no secrets in saved data.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """FileSessionStore specifics: layout, journal deltas, compaction, torn tails, corruption,
-takeover snapshots and epoch fencing inside one process (ARCHITECTURE §6)."""
+takeover snapshots and epoch fencing inside one process (docs/architecture.md §6)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The A3S persistence contract seen through the real Session API, with both stores
-(RUNTIME-CONTRACT, "Persistence"): resume_run's refusal messages, a newer checkpoint schema, a
-checkpoint of another session, resumption with carried-forward counts under a new run id, the
+(docs/architecture.md §10, "Persistence"): resume_run's refusal messages, a newer checkpoint schema,
+a checkpoint of another session, resumption with carried-forward counts under a new run id, the
 original run kept, caller labels winning on resume, and no API key in the store."""
 
 from __future__ import annotations
