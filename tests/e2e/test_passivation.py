@@ -49,7 +49,7 @@ from tests.e2e.passivation_support import (
     wait,
     webhook_env,
 )
-from tests.integration.operator.harness import SECRET, free_port, operator, scripted_model
+from tests.integration.operator.harness import SECRET, free_port, kget, operator, scripted_model
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -225,8 +225,8 @@ def test_eviction_is_answered_429_and_the_session_moves(
         assert hook["failurePolicy"] == "Ignore"
         assert hook["rules"][0]["resources"] == ["pods/eviction"]
         assert hook["clientConfig"]["caBundle"]
-        pdb = json.loads(dc.kubectl("-n", ns, "get", "pdb", "ev", "-o", "json").stdout)
-        assert pdb["spec"]["minAvailable"] == 1
+        pdb = json.loads(dc.kubectl("-n", ns, "get", "pdb", "berth-sessions", "-o", "json").stdout)
+        assert pdb["spec"]["minAvailable"] == 2**31 - 1
 
         pod = status(dc, ns, "ev")["podName"]
         res = evict(dc, ns, pod)
@@ -375,7 +375,7 @@ def test_without_the_webhook_the_pdb_keeps_drain_waiting(
     with (
         dc.namespace("pz-pdb") as ns,
         scripted_model(step_script(8, sleep_s=5)) as srv,
-        operator(dc, ns, **operator_env(BERTH_WEBHOOK_ENABLED="false")),
+        operator(dc, ns, **operator_env(BERTH_WEBHOOK_ENABLED="false")) as op,
     ):
         apply(dc, ns, [SECRET])
         names = ["pdb-0", "pdb-1"]
@@ -384,6 +384,15 @@ def test_without_the_webhook_the_pdb_keeps_drain_waiting(
         res = evict(dc, ns, status(dc, ns, "pdb-0")["podName"])
         assert res.returncode != 0 and "disruption budget" in res.stderr, res.stderr
         assert "429 Too Many Requests" in res.stderr, res.stderr
+
+        # the operator down: drain waits on the namespace's budget and kills no session
+        running = {n: status(dc, ns, n)["podName"] for n in names}
+        op.stop_all()
+        stalled, _ = drain(dc, nodes.a, 15)
+        assert stalled.returncode != 0 and "disruption budget" in stalled.stderr, stalled.stderr
+        for name, pod in running.items():
+            assert kget(dc, ns, "pod", pod)["status"]["phase"] == "Running", name  # type: ignore[index]
+        op.start()
 
         outcome: dict[str, Any] = {}
 

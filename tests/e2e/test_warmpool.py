@@ -151,9 +151,11 @@ def test_warm_pool_adoption_refill_and_isolation(dev_cluster: DevCluster) -> Non
             assert meta["annotations"]["berth.dev/adopted-from-pool"] == "pool"
             assert [o["kind"] for o in meta["ownerReferences"]] == ["AgentSession"]
             assert meta["ownerReferences"][0]["uid"] == session_uid
-            assert kget(dc, ns, "pdb", "adopted-berth") is not None or klist(
-                dc, ns, "pdb", f"berth.dev/session-uid={session_uid}"
-            )
+            # the namespace's session budget covers the adopted pod as a created one
+            pdb = kget(dc, ns, "pdb", "berth-sessions")
+            assert pdb is not None
+            wanted = pdb["spec"]["selector"]["matchLabels"]
+            assert wanted.items() <= meta["labels"].items(), (wanted, meta["labels"])
 
             # the pool refilled: two Ready warm pods again, the adopted one not among them
             after = wait("refill to 2 Ready", lambda: ready_warm(dc, ns, "pool", 2), cap=240)

@@ -349,10 +349,11 @@ app.kubernetes.io/component: redis
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, create, delete, patch]
-# One PodDisruptionBudget per session, so evictions wait for passivation.
+# One PodDisruptionBudget per namespace over its session pods, so evictions wait for
+# passivation; the per-session ones of earlier versions are listed and deleted.
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [create, delete]
+  verbs: [list, create, delete]
 # Secrets: berth-task-key and <session>-berth are created (update adds a task key or a new
 # options.json); the LLM key Secret a session names is read to check its
 # berth.dev/llm-credentials label. No list/watch.
@@ -381,10 +382,10 @@ app.kubernetes.io/component: redis
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, create]
-# One PodDisruptionBudget per session (passivation before eviction).
+# One PodDisruptionBudget per namespace over its session pods (passivation before eviction).
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [create, delete]
+  verbs: [list, create, delete]
 # Events on AgentSessions and LaneWorkers.
 - apiGroups: ["", events.k8s.io]
   resources: [events]

@@ -1,53 +1,74 @@
-"""The PodDisruptionBudget of a session (docs/architecture.md §8). Pure; called by the session
-handler before each pod create (``handlers.session_placement``) through
-``k8s.disruption.ensure_pdb``.
+"""The PodDisruptionBudget of a namespace's session pods (docs/architecture.md §8). Pure; written
+once per namespace and operator process by ``handlers.session_placement`` through
+``k8s.disruption.DisruptionClient.ensure_namespace``, beside the namespace's claim and
+NetworkPolicies: no write per session.
 
-One PDB per session, named like the session, owned by the AgentSession (garbage-collected with it),
-selecting exactly that session's pod by ``berth.dev/session-uid`` (a session never has two pods
-alive: the operator waits for the old pod to end before it creates the next; an ended pod whose
-object lingers is terminal, so it counts for nothing here).
+One PDB, ``berth-sessions``, selects every session pod of the namespace (component ``session``,
+managed by the operator, with a ``berth.dev/session-uid``: warm pods not yet adopted and
+LaneWorker pods are not selected). ``POST .../pods/<pod>/eviction`` of a selected pod answers
+429 "Cannot evict pod as it would violate the pod's disruption budget" while it runs, so
+``kubectl drain`` keeps retrying (every 5 s) until the operator has passivated the session and
+deleted the pod itself (DELETE is not subject to PDBs). That holds with the operator and its
+webhook down too: the budget is the apiserver's own check.
 
-Why ``minAvailable: 1`` and not ``maxUnavailable: 0``: both allow zero disruptions for a single
-pod, but the disruption controller can only compute ``maxUnavailable`` (and percentages) from a
-controller with a ``/scale`` subresource; an AgentSession has none, so such a PDB would fail to
-sync.
-With an integer ``minAvailable`` the expected count is simply the number of matching pods
-(Kubernetes docs, "Specifying a Disruption Budget": arbitrary controllers). With one healthy pod,
-``disruptionsAllowed`` is 0 and ``POST .../pods/<pod>/eviction`` answers 429 "Cannot evict pod as it
-would violate the pod's disruption budget": ``kubectl drain`` keeps retrying (every 5 s) until the
-operator has passivated the session and deleted the pod itself (DELETE is not subject to PDBs).
-The default ``unhealthyPodEvictionPolicy`` (IfHealthyBudget) also protects a pod that is running
-but not Ready (e.g. while passivating); terminal pods are always evictable.
+Why ``minAvailable`` = the largest int32, and not ``maxUnavailable: 0`` or ``minAvailable:
+100%``: the disruption controller computes ``maxUnavailable`` and percentages only from a
+controller with a ``/scale`` subresource, which an AgentSession lacks, so such a PDB would fail
+to sync. With an integer ``minAvailable`` the expected count is simply the number of selected
+pods (Kubernetes docs, "Specifying a Disruption Budget": arbitrary controllers), and a value no
+namespace reaches makes ``disruptionsAllowed`` 0 for any number of session pods. The default
+``unhealthyPodEvictionPolicy`` (IfHealthyBudget) then protects a pod that runs but is not Ready
+(e.g. while passivating) as well; terminal pods are always evictable.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
-from berth_operator.api.agentsession import AgentSessionSpec
-from berth_operator.api.common import SessionRef
-from berth_operator.api.constants import LABEL_SESSION_UID
-from berth_operator.builders.names import owner_reference, session_labels
+from berth_operator.api.constants import (
+    COMPONENT_SESSION,
+    LABEL_COMPONENT,
+    LABEL_MANAGED_BY,
+    LABEL_NAME,
+    LABEL_SESSION_UID,
+    MANAGED_BY,
+)
+
+NAMESPACE_PDB_NAME: Final = "berth-sessions"
+"""Name of the namespace's session PodDisruptionBudget."""
+ALL_SELECTED_PODS: Final = 2**31 - 1
+"""``minAvailable`` that no namespace reaches: every selected pod must stay (int32 maximum)."""
+LEGACY_SESSION_PDBS: Final = (
+    f"{LABEL_COMPONENT}={COMPONENT_SESSION},{LABEL_MANAGED_BY}={MANAGED_BY}"
+)
+"""Label selector of the per-session PDBs earlier versions made (one per session, named like
+it); two PDBs over one pod make every eviction of it fail, so they are removed."""
 
 
-def pdb_name(session: str) -> str:
-    """Name of the session's PodDisruptionBudget: the session's own name."""
-    return session
-
-
-def build_session_pdb(ref: SessionRef, spec: AgentSessionSpec) -> dict[str, Any]:
-    """``policy/v1`` PodDisruptionBudget ``<session>``: minAvailable 1 over the session's pod."""
+def build_namespace_pdb(namespace: str, owner: dict[str, Any] | None) -> dict[str, Any]:
+    """``policy/v1`` PodDisruptionBudget ``berth-sessions`` in ``namespace`` over its session
+    pods (module docstring). ``owner``: an owner reference (the release's ClusterRole, so an
+    uninstall removes it) or None."""
+    meta: dict[str, Any] = {
+        "name": NAMESPACE_PDB_NAME,
+        "namespace": namespace,
+        "labels": {
+            LABEL_NAME: "berth",
+            LABEL_COMPONENT: "session-disruption-budget",
+            LABEL_MANAGED_BY: MANAGED_BY,
+        },
+    }
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": {
-            "name": pdb_name(ref.name),
-            "namespace": ref.namespace,
-            "labels": session_labels(ref, spec),
-            "ownerReferences": [owner_reference(ref)],
-        },
+        "metadata": meta,
         "spec": {
-            "minAvailable": 1,
-            "selector": {"matchLabels": {LABEL_SESSION_UID: ref.uid}},
+            "minAvailable": ALL_SELECTED_PODS,
+            "selector": {
+                "matchLabels": {LABEL_COMPONENT: COMPONENT_SESSION, LABEL_MANAGED_BY: MANAGED_BY},
+                "matchExpressions": [{"key": LABEL_SESSION_UID, "operator": "Exists"}],
+            },
         },
     }

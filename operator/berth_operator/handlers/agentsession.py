@@ -17,8 +17,8 @@
 - ``agentsession_delete``     for a session with ``berth.dev/delete-store: "true"``: stops its
                               pods, then runs the store-cleanup Job. kopf adds its finalizer only
                               to such a session once it has an epoch (``needs_delete_handler``);
-                              other sessions need no finalizer: their pods, Secret and PDB are
-                              owned by them, so garbage collection removes them.
+                              other sessions need no finalizer: their pods and Secret are owned
+                              by them, so garbage collection removes them.
 
 One reconcile pass (``reconcile_session``): take the newest known object — as the watch showed it,
 or the answer of the session's last status write until the watch has caught up with it, or a fresh
@@ -26,20 +26,19 @@ GET after a lost race (``handlers.session_body``) — read what the decision loo
 (``handlers.session_reads.observe``: pods, nodes, /v1/state, and when a pod is to be placed the
 LaneWorkers, the LLM Secret and the shared claim); ``decide``; then write status (PUT with
 resourceVersion; skipped when unchanged, and deferred briefly when only information changed:
-``reconcile.coalesce``), delete pods that may still run, and — only after the status with the
-bumped epoch is stored, or beside that write for the replacement of a pod whose passivation
-request this process stored (that request reserved the epoch:
-``reconcile.passivation.replacement_epoch``) — place the epoch's pod
-(``handlers.session_placement``: the guard's LIST straight from the apiserver, then a create, or
-the adoption of a warm pod of a named SessionWarmPool); ended pods are deleted after that. What
-the pod needs (the Secrets, the PDB) is written concurrently with the status — on a session's
-first pass already beside the reads (``session_placement.prepare_early``). The passivate call
-and the wait for the pod's own report of its end are ``handlers.session_calls``. A Conflict
-restarts the iteration on a fresh GET; other API errors back off. When what follows the stored
-epoch fails (those objects, the LIST, the create), the failure is remembered
-(``OperatorContext.create_failed``) and the next passes place the same epoch again after the
-placement backoff, saying why in status (``reconcile.session_place._place_again``). Secret values
-never reach logs, status or Events.
+``reconcile.coalesce``), delete pods that may still run, and — only after the status with the bumped
+epoch is stored, or beside that write for the replacement of a pod whose passivation request this
+process stored (that request reserved the epoch: ``reconcile.passivation.replacement_epoch``) —
+place the epoch's pod (``handlers.session_placement``: the guard's LIST straight from the apiserver,
+then a create, or the adoption of a warm pod of a named SessionWarmPool); ended pods are deleted
+after that. What the pod needs (the Secrets; once per namespace its PDB and policies) is written
+concurrently with the status — on a session's first pass already beside the reads
+(``session_placement.prepare_early``). The passivate call and the wait for the pod's own report of
+its end are ``handlers.session_calls``. A Conflict restarts the iteration on a fresh GET; other API
+errors back off. When what follows the stored epoch fails (those objects, the LIST, the create), the
+failure is remembered (``OperatorContext.create_failed``) and the next passes place the same epoch
+again after the placement backoff, saying why in status (``reconcile.session_place._place_again``).
+Secret values never reach logs, status or Events.
 
 kopf writes nothing to an AgentSession unless its store is to be deleted with it (no kopf
 diff-base: ``berth_operator.persistence``; its finalizer only then: ``needs_delete_handler``,
@@ -71,7 +70,6 @@ from berth_operator.api.constants import (
     VERSION,
 )
 from berth_operator.builders.cleanup_job import build_store_cleanup_job
-from berth_operator.builders.pdb import pdb_name
 from berth_operator.errors import (
     Conflict,
     KubeError,
@@ -239,7 +237,7 @@ def needs_delete_handler(
     session's store is to be deleted with it (``store_deletion_asked``) and it was given an
     epoch (``status.epoch``: its pods may have written the store).
 
-    Nothing else needs the operator at deletion: the session's pods, Secret and PDB carry its
+    Nothing else needs the operator at deletion: the session's pods and Secret carry its
     owner reference, so garbage collection removes them (Kubernetes' background cascading
     deletion), and what the operator keeps in memory is dropped on the DELETED watch event. A
     finalizer on every session would cost a PATCH each (and another at deletion) for nothing.
@@ -495,10 +493,6 @@ async def _apply(
         return create_failed(ctx, obs, create, exc)  # its epoch is stored: kept
     if plan.passivate is not None:
         await passivate(ctx, obs.ref, plan.passivate)
-    if plan.release_pdb and ctx.disruption is not None:  # idempotent; at rest looks rarely
-        ctx.objects_ready.pop(obs.ref.uid, None)  # the next pod waits for its PDB again
-        ctx.objects_recheck.discard(obs.ref.uid)
-        await ctx.disruption.delete_pdb(obs.ref.namespace, pdb_name(obs.ref.name))
     _post_events(body, plan)
     if create is not None:
         first = not obs.status.epoch and create.epoch == 1 and written

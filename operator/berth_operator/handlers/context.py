@@ -10,12 +10,13 @@
   before a create is the guard: ``handlers.session_placement.create_pod``).
 - ``create_failures``: session uid → the last failed attempt to create the pod of its stored
   epoch; ``decide`` tries that epoch again after a backoff instead of moving to the next one.
-- ``objects_ready``: session uid → the generation whose Secret and PDB this process wrote; a
-  later pod of it is placed without waiting for them; ``objects_recheck``: the uids of such
-  pods, whose Secret and PDB are written again after the placement.
+- ``objects_ready``: session uid → the generation whose Secret this process wrote; a later pod
+  of it is placed without waiting for it; ``objects_recheck``: the uids of such pods, whose
+  Secret is written again after the placement.
 - ``evictions``: session uid → pod names whose eviction the webhook denied (handlers.webhook); the
   session's next decision requests passivation with reason ``eviction`` and records it in status.
-- ``disruption``: PodDisruptionBudget calls (k8s.disruption), None when PDBs are disabled.
+- ``disruption``: the namespaces' session PodDisruptionBudgets (k8s.disruption), None when PDBs
+  are disabled.
 - ``secrets``: Secret calls (k8s.secrets); ``tokens``: session uid → the API token of its
   ``<name>-berth`` Secret, read once and cached (never logged, never in status or Events).
 - ``ready_claims``: (namespace, claim) → (monotonic time, ``StoreReady`` tuple) of a shared claim
@@ -256,11 +257,11 @@ class OperatorContext:
     (:meth:`create_failed`); dropped when a create of the session goes through."""
     objects_ready: dict[str, int] = field(default_factory=dict)
     """Session uid → the ``metadata.generation`` for which this process last wrote (or found)
-    the session's ``<name>-berth`` Secret and PDB; dropped when the PDB is released or a write
-    of them fails. A later pod of that generation is placed without waiting for them again."""
+    the session's ``<name>-berth`` Secret; dropped when a write of it fails. A later pod of that
+    generation is placed without waiting for it again."""
     objects_recheck: set[str] = field(default_factory=set)
-    """Session uids whose pod is placed without waiting for the Secret and PDB
-    (``objects_ready``): they are written again once that pod is created (it mounts the
+    """Session uids whose pod is placed without waiting for the Secret (``objects_ready``): it
+    is written again once that pod is created (it mounts the
     Secret), or, for an adopted warm pod, by the first pass that finds its runtime answering,
     so one deleted meanwhile comes back, after the placements of a burst."""
 

@@ -1,11 +1,13 @@
 """What a new pod of an AgentSession needs, and its create (docs/architecture.md §5, §8).
 
-- ``prepare_early``   on a session's first pass, the pod's Secrets and PDB written beside the reads.
+- ``prepare_early``   on a session's first pass, the pod's Secrets written beside the reads.
 - ``prepare_pod``     the Secrets (``<name>-berth`` with options.json, the namespace's
-                      ``berth-task-key`` for external lanes), the PDB and a managed shared claim,
-                      written concurrently; not waited for again when this process wrote them for
-                      the generation already (``OperatorContext.objects_ready``), but written
-                      again after the placement (``recheck_objects``).
+                      ``berth-task-key`` for external lanes), and once per namespace and process
+                      its session PodDisruptionBudget, NetworkPolicies and managed shared claim,
+                      written concurrently; the Secrets are not waited for again when this
+                      process wrote them for the generation already
+                      (``OperatorContext.objects_ready``), but written again after the
+                      placement (``recheck_objects``).
 - ``prepare``         ``prepare_pod`` and the guard's LIST of the session's pods.
 - ``create_pod``      the pod of an epoch, unless the apiserver (listed directly: the guard against
                       a stale cache and a restarted operator; not for a session's first pod nor a
@@ -32,7 +34,6 @@ from berth_operator.api.agentsession import AgentSessionSpec
 from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import LABEL_SESSION_UID
 from berth_operator.builders.claim import build_shared_claim, claim_name
-from berth_operator.builders.pdb import build_session_pdb
 from berth_operator.builders.redis_ca import redis_ca_path
 from berth_operator.builders.secrets import needs_task_master
 from berth_operator.builders.session_pod import (
@@ -153,11 +154,11 @@ async def prepare_pod(
     ctx: OperatorContext, obs: Observation, early: asyncio.Task[None] | None = None
 ) -> None:
     """Make sure what a new pod of the session needs exists (none depends on another, nor on
-    the epoch, so they are written concurrently): the Secrets and the PDB
-    (``prepare_objects``, or the task ``early`` already writing them) and a managed shared
-    claim. When this process wrote the Secrets and PDB for the session's generation already
-    (``OperatorContext.objects_ready``: a resume, a restart after a crash), the pod does not
-    wait for a round trip that finds them so (a PDB POST answered 409, a Secret GET). They are
+    the epoch, so they are written concurrently): the Secrets (``prepare_objects``, or the task
+    ``early`` already writing them), the namespace's PDB and NetworkPolicies (once per process)
+    and a managed shared claim. When this process wrote the Secrets for the session's
+    generation already (``OperatorContext.objects_ready``: a resume, a restart after a crash),
+    the pod does not wait for a round trip that finds them so (a Secret GET). They are
     written again, so one deleted meanwhile comes back (``OperatorContext.objects_recheck``):
     for a created pod, which mounts the Secret, once it is created (``create_pod``); for an
     adopted warm pod, which is given the Secret's values in the adopt call, once its runtime
@@ -171,12 +172,14 @@ async def prepare_pod(
         ctx.secrets is None or ref.uid in ctx.tokens
     ):
         # Written for this generation by this process already (a resume): written again after
-        # the placement, so a deleted Secret or PDB comes back, off the placement's path.
+        # the placement, so a deleted Secret comes back, off the placement's path.
         ctx.objects_recheck.add(ref.uid)
     else:
         needs.append(prepare_objects(ctx, ref, spec))
     if ctx.netpol is not None and ref.namespace not in ctx.netpol.done:
         needs.append(ctx.netpol.ensure(ref.namespace))  # the namespace's NetworkPolicies
+    if ctx.disruption is not None and ref.namespace not in ctx.disruption.done:
+        needs.append(ensure_disruption_budget(ctx, ref.namespace))
     if obs.claim is not None and obs.claim[1] == "ClaimCreating":
         needs.append(
             ctx.kube.create_pvc(
@@ -186,14 +189,18 @@ async def prepare_pod(
     await concurrently(*needs)
 
 
+async def ensure_disruption_budget(ctx: OperatorContext, namespace: str) -> None:
+    """The namespace's session PodDisruptionBudget (``builders.pdb``), owned like its
+    NetworkPolicies by the release's ClusterRole when one is configured."""
+    assert ctx.disruption is not None
+    owner = await ctx.netpol.owner_ref() if ctx.netpol is not None else None
+    await ctx.disruption.ensure_namespace(namespace, owner)
+
+
 async def prepare_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
-    """The Secrets (options.json of ``ref``'s generation in ``<name>-berth``) and, when PDBs
-    are enabled, the PodDisruptionBudget of the session's pods, written concurrently."""
-    needs: list[Awaitable[Any]] = [ensure_secrets(ctx, ref, spec)]
-    if ctx.disruption is not None:
-        needs.append(ctx.disruption.ensure_pdb(build_session_pdb(ref, spec)))
+    """The Secrets of the session (options.json of ``ref``'s generation in ``<name>-berth``)."""
     try:
-        await concurrently(*needs)
+        await ensure_secrets(ctx, ref, spec)
     except BaseException:
         ctx.objects_ready.pop(ref.uid, None)
         raise
@@ -201,7 +208,7 @@ async def prepare_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSess
 
 
 def recheck_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
-    """When the session's pod was placed without waiting for its Secret and PDB
+    """When the session's pod was placed without waiting for its Secret
     (``OperatorContext.objects_recheck``), write them again now, in the background, once."""
     if ref.uid in ctx.objects_recheck:
         ctx.objects_recheck.discard(ref.uid)
@@ -215,7 +222,7 @@ async def rewrite_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSess
     try:
         await prepare_objects(ctx, ref, spec)
     except Exception as exc:
-        log.warning("%s: session Secret or PDB not written: %s", ref.key, exc)
+        log.warning("%s: session Secret not written: %s", ref.key, exc)
 
 
 async def create_pod(

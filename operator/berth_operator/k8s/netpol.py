@@ -45,7 +45,7 @@ class NamespacePolicies:
         when RBAC lacks networkpolicies create); the namespace is then tried again next time."""
         if namespace in self.done or not self.settings.templates:
             return
-        owner = await self._owner_ref()
+        owner = await self.owner_ref()
         for template in self.settings.templates:
             body = build_network_policy(namespace, template, owner)
             path = _policies(namespace)
@@ -63,7 +63,7 @@ class NamespacePolicies:
                 )
         self.done.add(namespace)
 
-    async def _owner_ref(self) -> dict[str, Any] | None:
+    async def owner_ref(self) -> dict[str, Any] | None:
         """The owner reference of the configured ClusterRole, read once; None when none is
         configured or it cannot be read (logged: the policies then outlive an uninstall)."""
         name = self.settings.owner_cluster_role

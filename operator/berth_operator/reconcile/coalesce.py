@@ -65,7 +65,7 @@ def informational_only(before: AgentSessionStatus, plan: Plan) -> bool:
     request aside), the same values outside ``INFORMATIONAL_FIELDS``, conditions and a
     checkpoint's progress, and the same status for every condition (but ``Placed`` turning
     True)."""
-    if plan.delete or plan.create or plan.events or plan.metrics or plan.release_pdb:
+    if plan.delete or plan.create or plan.events or plan.metrics:
         return False
     if plan.passivate is not None and not plan.passivate.resend:
         return False

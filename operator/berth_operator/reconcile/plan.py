@@ -139,9 +139,6 @@ class Plan:
     """POST /v1/passivate to make after the status write (idempotent; repeated while waiting)."""
     metrics: list[PassivationMetric] = field(default_factory=list)
     """Passivation and resume latencies to observe."""
-    release_pdb: bool = False
-    """Delete the session's PodDisruptionBudget (the session is at rest, it has no pod to
-    protect; the next placement creates it again)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -139,7 +139,6 @@ def _at_rest(d: Decision) -> bool:
     if before is None or before.reason != Reason.AT_REST:
         plan.events.append(Event("Normal", Reason.AT_REST, msg))
     conds.set(CondType.PASSIVATED, "True", Reason.AT_REST, msg)
-    plan.release_pdb = True
     finish(st, conds, "Passivated")
     plan.requeue_after = TERMINAL_REQUEUE  # a wake (annotation or spec change) is an event
     return True
@@ -221,9 +220,5 @@ def _place(d: Decision, epoch: int) -> None:
         reserved=reserved,
     )
     conds.set(CondType.PLACED, "False", Reason.POD_CREATED, f"placing pod {st.pod_name}")
-    msg = f"placing pod {st.pod_name} (epoch {new_epoch}, {reason})" + (
-        f", resuming run {resume}" if resume else ""
-    )
-    plan.events.append(Event("Normal", "Placing", msg))
     finish(st, conds, "Resuming" if resuming else "Pending")
     plan.requeue_after = NOT_RUNNING_REQUEUE

@@ -111,19 +111,20 @@ class Disruption:
 
     def __init__(self, refusals: int) -> None:
         self.refusals = refusals
+        self.done: set[str] = set()
 
-    async def ensure_pdb(self, body: dict[str, Any]) -> bool:
+    async def ensure_namespace(self, namespace: str, owner: Any) -> None:
         if self.refusals > 0:
             self.refusals -= 1
             raise KubeError(FORBIDDEN)
-        return True
+        self.done.add(namespace)
 
 
 async def test_passes_keep_the_epoch_while_the_pdb_is_refused_then_create_its_pod(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Whole passes (decide + ``_apply``) against an apiserver that refuses the PDB three
-    times: epoch 1 is stored once, each pass after a refusal keeps it (and the backoff grows),
+    """Whole passes (decide + ``_apply``) against an apiserver that refuses the namespace's PDB
+    three times: epoch 1 is stored once, each pass after a refusal keeps it (and the backoff grows),
     and the fourth attempt creates ``demo-e1``."""
     kube, pdbs = Kube(), Disruption(refusals=3)
     events: list[str] = []

@@ -35,10 +35,11 @@ class FakeSecrets:
 class FakeDisruption:
     def __init__(self) -> None:
         self.pdbs: list[str] = []
+        self.done: set[str] = set()
 
-    async def ensure_pdb(self, body: dict[str, Any]) -> bool:
-        self.pdbs.append(body["metadata"]["name"])
-        return True
+    async def ensure_namespace(self, namespace: str, owner: Any) -> None:
+        self.pdbs.append(namespace)
+        self.done.add(namespace)
 
 
 def ctx_with(secrets: FakeSecrets) -> OperatorContext:
@@ -51,14 +52,15 @@ def ctx_with(secrets: FakeSecrets) -> OperatorContext:
     )
 
 
-async def test_a_new_session_has_its_secret_and_pdb_written_ahead() -> None:
+async def test_a_new_session_has_its_secret_written_ahead() -> None:
     secrets = FakeSecrets()
     ctx = ctx_with(secrets)
     task = session_placement.prepare_early(ctx, make_session("s1").obj(), [])
     assert task is not None
     await task
     assert secrets.ensured == ["s1"] and ctx.tokens["uid-1234567890"] == "token"
-    assert ctx.disruption.pdbs == ["s1"]  # type: ignore[union-attr]
+    # the namespace's PDB is not the session's: written once, before the first pod
+    assert ctx.disruption.pdbs == []  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(

@@ -160,7 +160,7 @@ def at_rest_session() -> Any:
 
 def test_decide_keeps_a_session_at_rest_without_a_pod() -> None:
     plan = decide(observation(at_rest_session(), now=10), SETTINGS)
-    assert plan.create is None and plan.release_pdb
+    assert plan.create is None
     assert plan.status.phase == "Passivated"
     assert plan.status.at_rest_since == T0 + timedelta(seconds=2)
     cond = get_condition(plan.status.conditions, "Passivated")
@@ -173,7 +173,7 @@ def test_decide_wakes_a_session_at_rest_on_a_wake_request() -> None:
     obs = ours(replace(obs, wake_requested_at=T0 + timedelta(seconds=9)))
     plan = decide(obs, SETTINGS)
     assert plan.create is not None and plan.create.resume_run_id == "run-1"
-    assert plan.status.epoch == 2 and plan.status.at_rest_since is None and not plan.release_pdb
+    assert plan.status.epoch == 2 and plan.status.at_rest_since is None
     # woken by an operator that did not store the request (restarted since): one epoch skipped
     plan = decide(replace(obs, reserved_epoch=None), SETTINGS)
     assert plan.create is not None and plan.status.epoch == 3 and not plan.create.reserved

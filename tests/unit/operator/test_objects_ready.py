@@ -21,12 +21,13 @@ from tests.unit.operator.fixtures import make_session, observation
 
 
 class Objects:
-    """The Secret and PDB calls of one session: each call is counted, waits for ``gate``
-    while it is clear, and raises ``error`` when set."""
+    """The Secret calls of one session and the namespace PDB's: each call is counted, waits
+    for ``gate`` while it is clear, and a Secret call raises ``error`` when set."""
 
     def __init__(self) -> None:
         self.secret_calls = 0
         self.pdb_calls = 0
+        self.done: set[str] = set()
         self.gate = asyncio.Event()
         self.gate.set()
         self.error: Exception | None = None
@@ -38,13 +39,10 @@ class Objects:
             raise self.error
         return "token"
 
-    async def ensure_pdb(self, body: dict[str, Any]) -> bool:
+    async def ensure_namespace(self, namespace: str, owner: Any) -> None:
         self.pdb_calls += 1
         await self.gate.wait()
-        return False
-
-    async def delete_pdb(self, namespace: str, name: str) -> bool:
-        return True
+        self.done.add(namespace)
 
 
 class Kube:
@@ -102,12 +100,12 @@ async def test_a_later_pod_of_the_generation_does_not_wait_for_its_objects() -> 
     await agentsession._apply(ctx, make_session().obj(), running, Plan(running.status))
     for _ in range(10):  # the spawned rewrite reaches both calls (it waits at the gate)
         await asyncio.sleep(0)
-    assert (objects.secret_calls, objects.pdb_calls) == (2, 2)
+    assert (objects.secret_calls, objects.pdb_calls) == (2, 1)
     assert ctx.objects_recheck == set()
     objects.gate.set()
     await settle(ctx)
     await agentsession._apply(ctx, make_session().obj(), running, Plan(running.status))
-    assert (objects.secret_calls, objects.pdb_calls) == (2, 2)
+    assert (objects.secret_calls, objects.pdb_calls) == (2, 1)
 
 
 async def test_a_created_pod_has_its_objects_written_again_once_created() -> None:
@@ -123,7 +121,7 @@ async def test_a_created_pod_has_its_objects_written_again_once_created() -> Non
     await session_placement.create_pod(ctx, obs, create)
     await settle(ctx)
     assert kube.created == ["demo-e2"]
-    assert (objects.secret_calls, objects.pdb_calls) == (2, 2)
+    assert (objects.secret_calls, objects.pdb_calls) == (2, 1)
     assert ctx.objects_recheck == set()
 
 
@@ -155,28 +153,21 @@ async def test_a_failed_rewrite_makes_the_next_pod_wait_again(
     await agentsession._apply(ctx, make_session().obj(), running, Plan(running.status))
     await settle(ctx)
     assert ctx.objects_ready == {}
-    assert "session Secret or PDB not written" in caplog.text
+    assert "session Secret not written" in caplog.text
     with pytest.raises(KubeError):  # the next pod waits, and sees the error
         await session_placement.prepare_pod(ctx, obs)
 
 
-async def test_a_released_pdb_makes_the_next_pod_wait_for_it() -> None:
-    """A session at rest gives its PDB back (``Plan.release_pdb``); the pod that wakes it must
-    not start before its PDB exists again."""
+async def test_the_namespace_budget_is_written_once_for_all_its_sessions() -> None:
+    """One PodDisruptionBudget per namespace: the second session's pod writes its own Secret
+    but no PDB."""
     objects = Objects()
     ctx = context(objects)
-    obs = observation(make_session().with_status(epoch=1, podName="demo-e1"))
-    await session_placement.prepare_pod(ctx, obs)
-    # a pass that keeps the session at rest: nothing to write but the PDB's release
-    await agentsession._apply(ctx, make_session().obj(), obs, Plan(obs.status, release_pdb=True))
-    assert ctx.objects_ready == {}
-    objects.gate.clear()
-    waiting = asyncio.create_task(session_placement.prepare_pod(ctx, obs))
-    await asyncio.sleep(0.05)
-    assert not waiting.done()
-    objects.gate.set()
-    await waiting
-    assert objects.pdb_calls == 2
+    two = make_session("two")
+    two.body["metadata"]["uid"] = "uid-two"
+    await session_placement.prepare_pod(ctx, observation(make_session("one")))
+    await session_placement.prepare_pod(ctx, observation(two))
+    assert (objects.secret_calls, objects.pdb_calls) == (2, 1)
 
 
 def test_forgetting_a_session_forgets_its_objects() -> None:

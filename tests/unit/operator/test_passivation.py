@@ -11,7 +11,7 @@ import pytest
 from berth_operator.api.agentsession import PassivationStatus
 from berth_operator.api.conditions import PlacementReason, get_condition
 from berth_operator.api.options import RuntimeState
-from berth_operator.builders.pdb import build_session_pdb
+from berth_operator.builders.pdb import ALL_SELECTED_PODS, build_namespace_pdb
 from berth_operator.builders.session_pod import build_session_pod, with_avoided_nodes
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile.observe import observe_node
@@ -451,15 +451,25 @@ def test_completed_during_passivation_closes_the_record() -> None:
 # builders
 
 
-def test_pdb_selects_exactly_the_session_pod_and_is_owned_by_the_session() -> None:
-    s = make_session()
-    pdb = build_session_pdb(s.ref(), s.spec())
+def test_the_namespace_pdb_selects_session_pods_only_and_allows_no_eviction() -> None:
+    owner = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "name": "r"}
+    pdb = build_namespace_pdb("team-a", owner)
     assert pdb["apiVersion"] == "policy/v1"
+    assert (pdb["metadata"]["name"], pdb["metadata"]["namespace"]) == ("berth-sessions", "team-a")
     assert pdb["spec"] == {
-        "minAvailable": 1,
-        "selector": {"matchLabels": {"berth.dev/session-uid": "uid-1234567890"}},
+        "minAvailable": ALL_SELECTED_PODS,
+        "selector": {
+            "matchLabels": {
+                "app.kubernetes.io/component": "session",
+                "app.kubernetes.io/managed-by": "berth-operator",
+            },
+            # warm pods not yet adopted have no session uid: not protected
+            "matchExpressions": [{"key": "berth.dev/session-uid", "operator": "Exists"}],
+        },
     }
-    assert pdb["metadata"]["ownerReferences"][0]["kind"] == "AgentSession"
+    assert ALL_SELECTED_PODS == 2**31 - 1  # int32: the API's type for minAvailable
+    assert pdb["metadata"]["ownerReferences"] == [owner]
+    assert "ownerReferences" not in build_namespace_pdb("team-a", None)["metadata"]
 
 
 def test_avoided_nodes_are_anded_into_every_required_term() -> None:
