@@ -38,6 +38,7 @@ lint: $(VENV_STAMP)
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/lint-imports
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit/test_code_limits.py
 
 format: $(VENV_STAMP)
 	.venv/bin/ruff format .

@@ -248,7 +248,7 @@ async def _mark_leader(kube: KubeClient, leading: bool) -> None:
         log.warning("cannot label pod %s/%s as %s: %s", namespace, name, LABEL_LEADER, exc)
 
 
-async def run(settings: OperatorSettings) -> int:
+async def run(settings: OperatorSettings) -> int:  # noqa: C901, PLR0912, PLR0915
     """Run until stopped; returns the process exit status (1 when the Lease was lost)."""
     loop = asyncio.get_running_loop()
     ctx = _context(settings)

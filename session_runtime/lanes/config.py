@@ -226,7 +226,7 @@ class SessionQueueConfig:
         """The DLQ capacity (entries): ``dlq_max_size``, else the A3S default of 1000."""
         return self.dlq_max_size if self.dlq_max_size is not None else DEFAULT_DLQ_MAX_SIZE
 
-    def validate(self) -> None:
+    def validate(self) -> None:  # noqa: C901
         """Raise :class:`ConfigError` if any value is out of range."""
         for lane in LANES:
             if self.max_concurrency(lane) < 1:

@@ -270,7 +270,7 @@ def _error_text(exc: openai.APIStatusError) -> str:
     return str(exc.message)
 
 
-async def _collect(stream: Any, on_text: TextCallback | None) -> LlmResponse:
+async def _collect(stream: Any, on_text: TextCallback | None) -> LlmResponse:  # noqa: C901
     text_parts: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     finish: str | None = None

@@ -132,7 +132,7 @@ async def _body(request: web.Request, model: type[BodyT]) -> BodyT | web.Respons
     return _json(400, {"error": "bad_request", "detail": detail})
 
 
-def make_app(
+def make_app(  # noqa: C901, PLR0915
     pod: PodApi, token: bytes, outcome: asyncio.Future[str | None] | None = None
 ) -> web.Application:
     """The pod API (routes in the module docstring), guarded by ``token`` (non-empty bytes).

@@ -27,7 +27,7 @@ class Hunk:
     new: list[str] = field(default_factory=list)
 
 
-def parse_hunks(diff: str) -> list[Hunk]:
+def parse_hunks(diff: str) -> list[Hunk]:  # noqa: C901
     """Parse the hunks of ``diff``. Raises PatchError if there are none or a line is invalid."""
     hunks: list[Hunk] = []
     current: Hunk | None = None

@@ -123,7 +123,7 @@ class Workspace:
                 return None
             raise
 
-    def _resolve(
+    def _resolve(  # noqa: C901, PLR0912, PLR0915
         self, parts: list[str], flags: int, mode: int, create_dirs: bool
     ) -> tuple[int, str]:
         if not parts:
@@ -245,7 +245,7 @@ class Walk:
     stopped: str | None = None
     seen: int = field(default=0)
 
-    def __iter__(self) -> Iterator[tuple[str, str, int, str]]:
+    def __iter__(self) -> Iterator[tuple[str, str, int, str]]:  # noqa: C901
         base = [] if self.top_rel in ("", ".") else self.top_rel.split("/")
         stack: list[tuple[int, list[str], Iterator[os.DirEntry[str]]]] = []
         first = os.dup(self.top_fd)

@@ -98,7 +98,7 @@ def python_dirs() -> list[str]:
     return sorted(d for d in dirs if d and d != "/")
 
 
-def restrict(rw: list[str], ro: list[str], *, ro_fds: tuple[int, ...] = ()) -> int:
+def restrict(rw: list[str], ro: list[str], *, ro_fds: tuple[int, ...] = ()) -> int:  # noqa: C901, PLR0912
     """Confine this process (and what it execs) with Landlock; return the ABI used.
 
     ``rw``/``ro`` are directories (or files: file rights only); missing paths are skipped.

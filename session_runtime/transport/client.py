@@ -236,7 +236,7 @@ class RedisTaskTransport:
             self._seen.pop(next(iter(self._seen)))
         self._seen.setdefault(reply.tool_call_id, reply)
 
-    async def _read_replies(self) -> None:
+    async def _read_replies(self) -> None:  # noqa: C901
         me = asyncio.current_task()
         while True:
             if me is not None and me.cancelling():

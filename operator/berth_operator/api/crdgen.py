@@ -84,7 +84,7 @@ def to_structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     return _finish(dict(node), defs)
 
 
-def _finish(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+def _finish(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0912
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key in _DROP_KEYS:

@@ -417,7 +417,7 @@ async def _reconcile(
                 await early
 
 
-async def _apply(
+async def _apply(  # noqa: C901, PLR0912, PLR0915
     ctx: OperatorContext,
     body: dict[str, Any],
     obs: Observation,
