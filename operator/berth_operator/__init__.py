@@ -18,7 +18,7 @@ chart's ``appVersion`` to it).
 from importlib.metadata import PackageNotFoundError, version
 
 DISTRIBUTION = "berth-operator"
-"""The Python distribution name (``pip install berth-operator``)."""
+"""The Python distribution name (the wheel ``make release`` builds)."""
 
 try:
     __version__ = version(DISTRIBUTION)
