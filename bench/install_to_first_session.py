@@ -14,7 +14,6 @@ Nothing is asserted.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,13 +47,7 @@ def main() -> None:
         scripted_model(script) as llm,
         tempfile.TemporaryDirectory() as tmp,
     ):
-        values = dev_values(dc, Path(tmp))
-        subprocess.run(
-            ["bash", str(ROOT / "hack" / "dev-redis-secret.sh"), ns],
-            env=dc.proc_env,
-            check=True,
-            capture_output=True,
-        )
+        values = dev_values(dc, Path(tmp))  # carries the Redis passwords: nothing made before
         session = session_manifest(
             "hello",
             llm.base_url,
