@@ -99,10 +99,9 @@ class ImageSettings(SettingsGroup):
 
     model_config = SettingsConfigDict(env_prefix="BERTH_IMAGE_")
 
-    session: str = Field(
-        f"ghcr.io/berth-dev/berth:{__version__}", validation_alias=_env("BERTH_SESSION_IMAGE")
-    )
-    """Image of session pods (and of the store-cleanup Job)."""
+    session: str = Field(f"berth:{__version__}", validation_alias=_env("BERTH_SESSION_IMAGE"))
+    """Image of session pods (and of the store-cleanup Job). Default ``berth:<version>``, the name
+    ``make release`` gives the image (the chart sets it to its ``image.repository``)."""
     pull_policy: str = "IfNotPresent"
     """imagePullPolicy of session pods."""
     pull_secrets: CommaList = Field(default_factory=list)
