@@ -24,7 +24,6 @@ MODULE_CEILINGS = {
     "operator/berth_operator/handlers/laneworker.py": 503,
     "operator/berth_operator/plugin.py": 724,
     "operator/berth_operator/reconcile/scaling.py": 540,
-    "operator/berth_operator/settings.py": 501,
     "session_runtime/agent/session.py": 595,
     "session_runtime/lanes/queue.py": 820,
     "session_runtime/pod/lifecycle.py": 560,
