@@ -52,11 +52,15 @@ python_build() {
 }
 
 build_image() {
-  local source; source=$(sed -n 's/^home: *//p' "$ROOT/charts/berth/Chart.yaml")
+  local source revision
+  source=$(sed -n 's/^home: *//p' "$ROOT/charts/berth/Chart.yaml")
+  # The commit, marked -dirty when the tree has changes it does not hold.
+  revision=$(git -C "$ROOT" rev-parse HEAD)
+  [[ -z $(git -C "$ROOT" status --porcelain --untracked-files=no) ]] || revision+=-dirty
   log "image: berth:$VERSION -> berth-$VERSION.oci.tar (hack/image.sh release)"
   bash "$ROOT/hack/image.sh" release "$VERSION" "$OUT/berth-$VERSION.oci.tar" \
     --build-arg VERSION="$VERSION" \
-    --build-arg REVISION="$(git -C "$ROOT" rev-parse HEAD)" \
+    --build-arg REVISION="$revision" \
     --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     --build-arg SOURCE="$source"
 }
