@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: host-packages image lock release venv lint format typecheck test test-unit test-integration test-e2e binaries cluster-up cluster-down crds bench demo demo-down chaos chaos-ci chaos-cluster
+.PHONY: release host-packages image lock venv lint format typecheck test test-unit test-integration test-e2e binaries cluster-up cluster-down crds bench demo demo-down chaos chaos-ci chaos-cluster
 
 $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv .venv
@@ -34,11 +34,10 @@ lock: $(VENV_STAMP)
 	  --custom-compile-command 'make lock' $(LOCK_FLAGS) \
 	  pyproject.toml hack/build-requirements.in -o requirements.lock
 
-## What a release publishes, into dist/release/VERSION (hack/release.sh): the image as an OCI
-## archive, the chart package, the wheels and sdists of berth-operator and kubectl-berth (the
-## plugin alone), SHA256SUMS. VERSION is pyproject.toml's version (the default).
-VERSION ?= $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
-release: $(VENV_STAMP) host-packages binaries
+## What a release publishes, from this checkout (hack/release.sh): the image as an OCI archive,
+## the Helm chart package, the wheel and sdist, SHA256SUMS, in dist/release/$(VERSION).
+## VERSION defaults to (and must be) pyproject.toml's version.
+release: $(VENV_STAMP) host-packages
 	bash hack/release.sh $(VERSION)
 
 lint: $(VENV_STAMP)

@@ -244,7 +244,11 @@ class DevCluster:
             self.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
     def make_dirs(self, path: Path) -> Path:
-        """``mkdir -p`` inside a claim, owned by the pods' user (10001) as they would make it."""
+        """``mkdir -p`` inside a claim, as directories below a set-up volume root are: owned by
+        the pods' user and group (10001), group-writable and setgid (mode 2775), so that the
+        directories the kubelet makes below them for a pod's subPath (as root) get the pods'
+        group and its write access, as they do below the root itself (docs/install.md, "The
+        shared volume")."""
         created = []
         p = path
         while not p.exists():
@@ -253,6 +257,7 @@ class DevCluster:
         for d in reversed(created):
             d.mkdir()
             os.chown(d, POD_UID, POD_UID)
+            d.chmod(0o2775)
         return path
 
     def claim_dir(self, namespace: str, claim: str = "berth-shared", timeout: float = 180) -> Path:

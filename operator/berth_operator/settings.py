@@ -2,15 +2,15 @@
 
 Settings come in small groups, one per concern (the style of kopf's ``OperatorSettings``:
 ``settings.placement.backoff_cap_seconds``, ``settings.webhook.port``). Each group is a
-pydantic-settings model whose fields are read from ``BERTH_...`` variables: the group's prefix
-plus the field name in upper case (``PassivationSettings.deadline_seconds`` from
+pydantic-settings model whose fields are read from ``BERTH_...`` variables: the group's prefix plus
+the field name in upper case (``PassivationSettings.deadline_seconds`` from
 ``BERTH_PASSIVATION_DEADLINE_SECONDS``), or the variable a field names as its alias. Lists are
 comma-separated; booleans accept true/false/1/0. The Helm chart sets these from values.yaml;
 attribute docstrings give unit and default.
 
 Constructing a group or ``OperatorSettings`` never reads the environment (tests build them from
-keywords); only :meth:`OperatorSettings.from_env` does, and it raises ``SettingsError`` naming
-every bad variable.
+keywords); only :meth:`OperatorSettings.from_env` does, and it raises ``SettingsError`` naming every
+bad variable.
 """
 
 from __future__ import annotations
@@ -100,8 +100,7 @@ class ImageSettings(SettingsGroup):
     model_config = SettingsConfigDict(env_prefix="BERTH_IMAGE_")
 
     session: str = Field(f"berth:{__version__}", validation_alias=_env("BERTH_SESSION_IMAGE"))
-    """Image of session pods (and of the store-cleanup Job). Default ``berth:<version>``, the name
-    ``make release`` gives the image (the chart sets it to its ``image.repository``)."""
+    """Image of session pods (and of the store-cleanup Job)."""
     pull_policy: str = "IfNotPresent"
     """imagePullPolicy of session pods."""
     pull_secrets: CommaList = Field(default_factory=list)
@@ -215,6 +214,8 @@ class PodSettings(SettingsGroup):
     """CPU request of session and worker containers that set none. Default 100m."""
     default_memory_request: str = "256Mi"
     """Memory request of session and worker containers that set none. Default 256Mi."""
+    default_tool_sandbox: Literal["Required", "BestEffort"] = "Required"
+    """``spec.toolSandbox`` of sessions that set none, and the LaneWorkers' (docs/security.md)."""
 
 
 class LlmSettings(SettingsGroup):

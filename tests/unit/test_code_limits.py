@@ -19,11 +19,12 @@ FUNCTION_LINES = 60
 BUILDER_LINES = 100
 
 MODULE_CEILINGS = {
-    "operator/berth_operator/api/agentsession.py": 688,
+    "operator/berth_operator/api/agentsession.py": 691,
     "operator/berth_operator/handlers/agentsession.py": 539,
     "operator/berth_operator/handlers/laneworker.py": 503,
     "operator/berth_operator/plugin.py": 724,
     "operator/berth_operator/reconcile/scaling.py": 540,
+    "operator/berth_operator/settings.py": 503,
     "session_runtime/agent/session.py": 595,
     "session_runtime/lanes/queue.py": 820,
     "session_runtime/pod/lifecycle.py": 560,

@@ -221,6 +221,8 @@ app.kubernetes.io/component: redis
   value: {{ include "berth.redisRoleURL" (dict "root" $ "user" (printf "berth-%s" $role) "var" (printf "REDIS_%s_PASSWORD" (upper $role))) | quote }}
 {{- end }}
 {{- end }}
+- name: BERTH_DEFAULT_TOOL_SANDBOX
+  value: {{ .Values.sessions.toolSandbox | default "Required" | quote }}
 {{- with .Values.sessions.runtimeClassName }}
 - name: BERTH_SESSION_RUNTIME_CLASS
   value: {{ . | quote }}

@@ -484,6 +484,9 @@ class AgentSessionSpec(K8sModel):
     """Scheduling and resources of the session pod."""
     peers: PeersSpec | None = None
     """Other sessions this one may ask questions (the ``call_peer`` tool)."""
+    tool_sandbox: Literal["Required", "BestEffort"] | None = None
+    """Required: the pod refuses to start on a node without Landlock (reason
+    ToolSandboxUnavailable); BestEffort: tools run unconfined there. Default: the operator's."""
     warm_pool_ref: LocalObjectReference | None = None
     """A SessionWarmPool of this namespace: the session's pods (first and after passivation) are
     adopted from it when it has a Ready warm pod of the same template (image, pull secrets, llm,

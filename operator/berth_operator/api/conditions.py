@@ -126,6 +126,8 @@ class Reason:
     POD_EVICTED: Final = "PodEvicted"
     POD_DELETED: Final = "PodDeleted"
     RUN_FAILED: Final = "RunFailed"
+    # Failed (and Ready): the node cannot confine tool processes (no Landlock) under Required
+    TOOL_SANDBOX_UNAVAILABLE: Final = "ToolSandboxUnavailable"
     # Failed
     RETRIES_EXHAUSTED: Final = "RetriesExhausted"
     NOT_FAILED: Final = "NotFailed"

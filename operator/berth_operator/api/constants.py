@@ -76,6 +76,11 @@ SESSION_PORT: Final = 8080
 OPTIONS_KEY: Final = "options.json"
 OPTIONS_MOUNT_PATH: Final = "/etc/berth/session"
 SHARED_MOUNT_PATH: Final = "/var/lib/berth/shared"
+TOOL_SANDBOX_ENV: Final = "BERTH_TOOL_SANDBOX"
+"""Env of session, warm and worker pods: ``required`` (no Landlock → the pod refuses to start,
+reason ``ToolSandboxUnavailable``) or ``best-effort`` (tools run unconfined without it)."""
+TOOL_SANDBOX_VALUES: Final = {"Required": "required", "BestEffort": "best-effort"}
+"""``spec.toolSandbox`` (and the operator's default) → the value of ``TOOL_SANDBOX_ENV``."""
 TERMINATION_MESSAGE_PATH: Final = "/dev/termination-log"
 STORE_SUBDIR: Final = "store"
 WORKSPACES_SUBDIR: Final = "workspaces"

@@ -186,6 +186,9 @@ class TerminationMessage(_Lenient):
     """Cumulative usage."""
     reason: str | None = None
     """Why (free text; for failed, the error)."""
+    code: str | None = None
+    """For failed, a CamelCase cause the operator acts on: ``ToolSandboxUnavailable`` (the node
+    gives the pod no Landlock and the session requires it)."""
     text: str | None = Field(None, validation_alias=AliasChoices("resultText", "text", "result"))
     """Final text of the agent (``resultText``), truncated by the runtime to fit 4096 bytes."""
     resumed_from: str | None = Field(

@@ -71,6 +71,7 @@ from berth_operator.builders.security import (
     pull_secrets,
     with_default_resources,
 )
+from berth_operator.builders.session_pod import tool_sandbox_env
 from berth_operator.errors import SpecError
 from berth_operator.settings import OperatorSettings
 
@@ -146,10 +147,13 @@ def _field_env(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
-def worker_env(ref: LaneWorkerRef, spec: LaneWorkerSpec) -> list[dict[str, Any]]:
+def worker_env(
+    ref: LaneWorkerRef, spec: LaneWorkerSpec, settings: OperatorSettings
+) -> list[dict[str, Any]]:
     """The worker container's environment (``berth-worker`` reads only env): its Redis URL from
-    the namespace's worker Redis Secret, identity from the downward API, the pool's concurrency
-    and task timeout, the mounted task master key and workspaces."""
+    the namespace's worker Redis Secret, identity from the downward API (the node's name for
+    its Landlock refusal), the pool's concurrency and task timeout, the mounted task master key
+    and workspaces, and the operator's tool sandbox mode."""
     return [
         {
             "name": "BERTH_REDIS_URL",
@@ -161,6 +165,8 @@ def worker_env(ref: LaneWorkerRef, spec: LaneWorkerSpec) -> list[dict[str, Any]]
         {"name": "BERTH_LANEWORKER", "value": ref.name},
         _field_env("POD_NAME", "metadata.name"),
         _field_env("POD_IP", "status.podIP"),
+        _field_env("NODE_NAME", "spec.nodeName"),
+        tool_sandbox_env(settings.pods.default_tool_sandbox),
         {"name": "BERTH_WORKER_CONCURRENCY", "value": str(spec.concurrency)},
         {"name": "BERTH_WORKSPACES_ROOT", "value": WORKSPACES_MOUNT_PATH},
         {
@@ -203,7 +209,7 @@ def build_pod_template(
         "image": spec.image or settings.images.session,
         "imagePullPolicy": settings.images.pull_policy,
         "command": [WORKER_COMMAND],
-        "env": worker_env(ref, spec),
+        "env": worker_env(ref, spec, settings),
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "readinessProbe": {
             "httpGet": {"path": "/metrics", "port": "metrics"},

@@ -55,6 +55,8 @@ from berth_operator.api.constants import (
     SESSION_SECRET_MOUNT_PATH,
     STORE_MOUNT_PATH,
     TERMINATION_MESSAGE_PATH,
+    TOOL_SANDBOX_ENV,
+    TOOL_SANDBOX_VALUES,
     WORKSPACE_MOUNT_PATH,
 )
 from berth_operator.api.laneworker import task_stream
@@ -202,6 +204,7 @@ def session_env(
         _field_env("POD_NAMESPACE", "metadata.namespace"),
         _field_env("POD_IP", "status.podIP"),
         _field_env("NODE_NAME", "spec.nodeName"),
+        tool_sandbox_env(spec.tool_sandbox or settings.pods.default_tool_sandbox),
     ]
     if spec.llm is not None and spec.llm.api_key_secret_ref is not None:
         env.append(
@@ -210,6 +213,12 @@ def session_env(
     if spec.llm is not None and spec.llm.base_url:
         env.append({"name": "OPENAI_BASE_URL", "value": spec.llm.base_url})
     return env + budget_env(settings)
+
+
+def tool_sandbox_env(mode: str) -> dict[str, Any]:
+    """``BERTH_TOOL_SANDBOX`` for ``mode`` (``Required`` | ``BestEffort``, as ``spec.toolSandbox``
+    spells it): what the pod's tool processes do without Landlock (docs/security.md)."""
+    return {"name": TOOL_SANDBOX_ENV, "value": TOOL_SANDBOX_VALUES[mode]}
 
 
 def budget_env(settings: OperatorSettings) -> list[dict[str, Any]]:

@@ -69,6 +69,7 @@ from berth_operator.builders.session_pod import (
     SHUTDOWN_MARGIN_SECONDS,
     placement_fields,
     session_volumes,
+    tool_sandbox_env,
 )
 from berth_operator.settings import OperatorSettings
 
@@ -147,9 +148,7 @@ def build_warm_pod(
     """One warm pod of ``pool`` (module docstring), owned by the pool; labels
     ``berth.dev/warm-pool`` and ``berth.dev/warm-template`` (= ``template_hash``)."""
     spec = _as_spec(template)
-    claim = (
-        template.store.claim_name if template.store is not None else None
-    ) or settings.claims.default_name
+    claim = (template.store.claim_name if template.store else None) or settings.claims.default_name
     env: list[dict[str, Any]] = [
         {"name": "BERTH_WARM_POOL", "value": pool},
         {"name": "BERTH_WARM_TOKEN_FILE", "value": f"{WARM_TOKEN_MOUNT_PATH}/{WARM_TOKEN_KEY}"},
@@ -161,6 +160,7 @@ def build_warm_pod(
         _field_env("POD_NAMESPACE", "metadata.namespace"),
         _field_env("POD_IP", "status.podIP"),
         _field_env("NODE_NAME", "spec.nodeName"),
+        tool_sandbox_env(settings.pods.default_tool_sandbox),
     ]
     llm = template.llm
     if llm is not None and llm.api_key_secret_ref is not None:

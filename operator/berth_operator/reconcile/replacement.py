@@ -7,6 +7,7 @@
 | pending or running, node fine                            | alive                            |
 | terminated, message outcome completed                    | completed (terminal)             |
 | terminated, outcome failed with a budget reason          | budget_exhausted (terminal)      |
+| terminated, failed, code ToolSandboxUnavailable          | unconfinable (terminal)          |
 | terminated, outcome passivated                           | replace Passivated (no failure)  |
 | terminated, outcome fenced                               | replace Fenced (no failure)      |
 | terminated, outcome failed                               | replace RunFailed                |
@@ -33,7 +34,7 @@ from berth_operator.api.conditions import PlacementReason, Reason
 from berth_operator.api.options import TerminationMessage
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod
 
-VerdictKind = Literal["alive", "completed", "budget_exhausted", "replace"]
+VerdictKind = Literal["alive", "completed", "budget_exhausted", "unconfinable", "replace"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +169,14 @@ def _from_termination(msg: TerminationMessage) -> Verdict:
     if msg.outcome == "fenced":
         return Verdict(
             "replace", PlacementReason.FENCED, reason_text, termination=msg, run_outcome="fenced"
+        )
+    if msg.code == Reason.TOOL_SANDBOX_UNAVAILABLE:
+        return Verdict(
+            "unconfinable",
+            Reason.TOOL_SANDBOX_UNAVAILABLE,
+            reason_text,
+            termination=msg,
+            run_outcome="failed",
         )
     if any(m in reason_text.lower() for m in BUDGET_MARKERS):
         return Verdict(

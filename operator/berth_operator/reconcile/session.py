@@ -81,8 +81,13 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
     _store_ready(d, current)
     epoch = st.epoch or 0
 
-    if conds.is_true(CondType.COMPLETED) or conds.is_true(CondType.FAILED):
-        finish(st, conds, "Succeeded" if conds.is_true(CondType.COMPLETED) else "Failed")
+    if conds.is_true(CondType.COMPLETED):
+        finish(st, conds, "Succeeded")
+        plan.requeue_after = TERMINAL_REQUEUE
+    elif conds.is_true(CondType.FAILED):
+        failed = conds.get(CondType.FAILED)
+        reason = _ready_reason(conds)
+        finish(st, conds, "Failed", failed.message if failed and reason else "", reason=reason)
         plan.requeue_after = TERMINAL_REQUEUE
     elif current is None and obs.inflight and obs.inflight == st.pod_name:
         # a pod we created is not in the cache yet: it exists, wait for the watch event
@@ -177,7 +182,7 @@ def _await_accounted_pod(d: Decision, pod: ObservedPod, verdict: Verdict) -> Non
 
 def _current_pod_step(d: Decision, current: ObservedPod) -> None:
     """The current pod exists: follow it while alive, record its result, or replace it."""
-    obs, st, conds, plan, settings = d.obs, d.st, d.conds, d.plan, d.settings
+    obs, st, settings = d.obs, d.st, d.settings
     now = obs.now
     node = obs.nodes.get(current.node_name)
     verdict = classify(
@@ -198,19 +203,39 @@ def _current_pod_step(d: Decision, current: ObservedPod) -> None:
         sp.on_alive(d, current)
     elif verdict.kind == "completed":
         _completed(d, current, verdict)
-    elif verdict.kind == "budget_exhausted":
-        absorb_termination(st, current, verdict.termination, now)
-        sp.notice_resume(d, current, verdict.termination.run_id if verdict.termination else None)
-        st.runs = end_run(list(st.runs or []), current, st.run_id, "failed", verdict.detail, now)
-        st.last_error = verdict.detail[:4096]
-        sp.on_run_ended(d, "failed")
-        conds.set(CondType.BUDGET_EXHAUSTED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
-        conds.set(CondType.FAILED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
-        conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, "pod finished")
-        plan.events.append(Event("Warning", Reason.BUDGET_EXHAUSTED, verdict.detail))
-        finish(st, conds, "Failed", verdict.detail)
+    elif verdict.kind in ("budget_exhausted", "unconfinable"):
+        _failed_for_good(d, current, verdict)
     else:
         _handle_death(d, current, verdict)
+
+
+def _failed_for_good(d: Decision, current: ObservedPod, verdict: Verdict) -> None:
+    """A run that no replacement would get further: its budget is spent, or its node cannot
+    confine tool processes under ``toolSandbox: Required`` (the runtime's message names the
+    node; the user places the session elsewhere or opts out). Failed at once, with a Warning
+    Event; for the latter Ready's reason is ``ToolSandboxUnavailable``."""
+    obs, st, conds, plan = d.obs, d.st, d.conds, d.plan
+    now = obs.now
+    absorb_termination(st, current, verdict.termination, now)
+    sp.notice_resume(d, current, verdict.termination.run_id if verdict.termination else None)
+    st.runs = end_run(list(st.runs or []), current, st.run_id, "failed", verdict.detail, now)
+    st.last_error = verdict.detail[:4096]
+    sp.on_run_ended(d, "failed")
+    if verdict.kind == "budget_exhausted":
+        conds.set(CondType.BUDGET_EXHAUSTED, "True", Reason.BUDGET_EXHAUSTED, verdict.detail)
+    conds.set(CondType.FAILED, "True", verdict.reason, verdict.detail)
+    conds.set(CondType.RUNNING, "False", Reason.NOT_RUNNING, "pod finished")
+    plan.events.append(Event("Warning", verdict.reason, verdict.detail))
+    finish(st, conds, "Failed", verdict.detail, reason=_ready_reason(conds))
+
+
+def _ready_reason(conds: ConditionSet) -> str | None:
+    """Ready's reason in phase Failed when the default (``Failed``) says less than ``Failed``'s
+    own reason: a cause the user must act on."""
+    failed = conds.get(CondType.FAILED)
+    if failed is not None and failed.reason == Reason.TOOL_SANDBOX_UNAVAILABLE:
+        return failed.reason
+    return None
 
 
 def _completed(d: Decision, current: ObservedPod, verdict: Verdict) -> None:

@@ -3,8 +3,10 @@ removes every operator object.
 
 One flow (it is one installation), in steps:
 
-1. ``hack/dev-values.sh`` values plus ``operator.watchNamespaces=[ns]`` (other tests run their own
-   operators for their own namespaces); ``helm install``. Both operator replicas run as process
+1. The chart as a release publishes it: ``hack/release.sh`` packages it (``helm package``, version
+   and appVersion the project's) and ``helm install`` installs that package, not the source
+   folder, with ``hack/dev-values.sh`` values plus ``operator.watchNamespaces=[ns]`` (other tests
+   run their own operators for their own namespaces). Both operator replicas run as process
    pods on process nodes under the chart's ServiceAccount and RBAC (the apiserver enforces it);
    one holds the Lease.
 2. A LaneWorker pool and an AgentSession whose execute lane is external to it. The scripted model
@@ -24,9 +26,12 @@ Waits are bounded only so a hang fails; nothing asserts on time.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import uuid
 from pathlib import Path
@@ -34,6 +39,7 @@ from typing import Any
 
 import pytest
 import yaml
+from berth_operator import __version__ as VERSION
 from berth_operator.api.agentsession import AgentSessionStatus
 
 from tests.cluster import ROOT, DevCluster
@@ -71,6 +77,42 @@ def dev_values(dc: DevCluster, directory: Path) -> Path:
         capture_output=True,
     )
     return out
+
+
+PACKAGED = ("berth/Chart.yaml", "berth/values.yaml")
+
+
+def packaged_chart(directory: Path) -> Path:
+    """The chart package of a release built from this checkout into ``directory`` (the image is
+    the dev cluster's, already loaded: the release's own is built by ``make release``)."""
+    subprocess.run(
+        ["bash", str(ROOT / "hack" / "release.sh"), VERSION, str(directory)],
+        env={**os.environ, "RELEASE_SKIP_IMAGE": "1"},
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    (package,) = directory.glob("berth-*.tgz")
+    assert package.name == f"berth-{VERSION}.tgz"
+    sums = dict(
+        reversed(line.split("  ", 1))
+        for line in (directory / "SHA256SUMS").read_text().splitlines()
+    )
+    assert set(sums) == {
+        package.name,
+        f"berth_operator-{VERSION}-py3-none-any.whl",
+        f"berth_operator-{VERSION}.tar.gz",
+        f"kubectl_berth-{VERSION}-py3-none-any.whl",
+        f"kubectl_berth-{VERSION}.tar.gz",
+    }
+    for name, digest in sums.items():
+        assert hashlib.sha256((directory / name).read_bytes()).hexdigest() == digest, name
+    with tarfile.open(package) as tgz:  # the package's own defaults: the release's image
+        chart, values = (yaml.safe_load(tgz.extractfile(m) or b"") for m in PACKAGED)
+    image = values["image"]
+    assert (chart["version"], chart["appVersion"]) == (VERSION, VERSION)
+    assert (image["repository"], image["tag"]) == ("berth", VERSION)
+    return package
 
 
 def running_pods(dc: DevCluster, ns: str, selector: str) -> list[dict[str, Any]]:
@@ -123,6 +165,7 @@ def test_helm_install_runs_a_session_to_succeeded_and_uninstall_is_clean(
         tempfile.TemporaryDirectory(prefix="berth-helm-") as tmp,
     ):
         values = dev_values(dc, Path(tmp))
+        package = packaged_chart(Path(tmp) / "release")
         installed = False
         try:
             # --- 1. install -----------------------------------------------------------------
@@ -130,7 +173,7 @@ def test_helm_install_runs_a_session_to_succeeded_and_uninstall_is_clean(
                 dc,
                 "install",
                 release,
-                str(CHART),
+                str(package),
                 "--namespace",
                 ns,
                 "-f",

@@ -26,6 +26,26 @@ def env_of(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
 
 
+def test_tool_sandbox_comes_from_the_session_else_the_operator() -> None:
+    s = make_session()
+    pod = build_session_pod(
+        s.ref(), s.spec(), SETTINGS, epoch=1, resume_run_id=None, reason="Initial"
+    )
+    assert env_of(pod)["BERTH_TOOL_SANDBOX"]["value"] == "required"
+    lenient = SETTINGS.model_copy(
+        update={"pods": SETTINGS.pods.model_copy(update={"default_tool_sandbox": "BestEffort"})}
+    )
+    pod = build_session_pod(
+        s.ref(), s.spec(), lenient, epoch=1, resume_run_id=None, reason="Initial"
+    )
+    assert env_of(pod)["BERTH_TOOL_SANDBOX"]["value"] == "best-effort"
+    strict = make_session().with_spec(toolSandbox="Required")
+    pod = build_session_pod(
+        strict.ref(), strict.spec(), lenient, epoch=1, resume_run_id=None, reason="Initial"
+    )
+    assert env_of(pod)["BERTH_TOOL_SANDBOX"]["value"] == "required"
+
+
 def test_pod_name_carries_the_epoch() -> None:
     assert pod_name("demo", 7) == "demo-e7"
 

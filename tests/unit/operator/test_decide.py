@@ -321,6 +321,30 @@ def test_budget_exhausted_is_terminal() -> None:
     assert plan.status.phase == "Failed"
 
 
+def test_a_node_without_landlock_fails_the_session_at_once_naming_the_node() -> None:
+    session = make_session().with_status(epoch=1, podName="demo-e1", podUid="pod-uid-1")
+    why = "ToolSandboxUnavailable: node node-c gives pods no Landlock (...)"
+    msg = {"outcome": "failed", "reason": why, "code": "ToolSandboxUnavailable"}
+    plan = decide(observation(session, make_pod(1).on("node-c").terminated(1, msg)), SETTINGS)
+    assert plan.status.phase == "Failed"
+    assert plan.create is None and plan.status.epoch == 1  # no replacement, no retry
+    assert cond(plan, "Failed") == ("True", "ToolSandboxUnavailable")
+    ready = get_condition(plan.status.conditions, "Ready")
+    assert ready is not None and (ready.reason, ready.message) == ("ToolSandboxUnavailable", why)
+    assert [(e.type, e.reason, e.message) for e in plan.events] == [
+        ("Warning", "ToolSandboxUnavailable", why)
+    ]
+    # later passes keep Ready saying why
+    again = make_session().with_status(**plan.status.wire())
+    later = decide(observation(again, now=60), SETTINGS)
+    ready = get_condition(later.status.conditions, "Ready")
+    assert ready is not None and (ready.reason, ready.message) == ("ToolSandboxUnavailable", why)
+    # the same failure without the code is an ordinary run failure, retried
+    plain = {"outcome": "failed", "reason": why}
+    retried = decide(observation(session, make_pod(1).on("node-c").terminated(1, plain)), SETTINGS)
+    assert retried.status.phase == "Resuming"
+
+
 def test_condition_transition_time_moves_only_on_status_change() -> None:
     session = (
         make_session()

@@ -75,6 +75,8 @@ def test_worker_env_contract_is_what_berth_worker_reads(tmp_path: Path) -> None:
     assert env["BERTH_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert env["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert env["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}  # named on refusal
+    assert env["BERTH_TOOL_SANDBOX"] == "required"
     assert env["BERTH_WORKER_CONCURRENCY"] == "4"
     assert env["BERTH_TASK_TIMEOUT_SECONDS"] == "30"
     mounts = {m["mountPath"]: m for m in container(dep)["volumeMounts"]}

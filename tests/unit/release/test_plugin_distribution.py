@@ -44,8 +44,8 @@ def test_the_plugin_depends_on_a_subset_of_the_operators_pins() -> None:
 def test_the_plugin_wheel_installs_alone_and_reports_the_release_version(tmp_path: Path) -> None:
     version = str(project()["version"])
     out = tmp_path / "release"
-    env = {**os.environ, "RELEASE_DIR": str(out), "PY": sys.executable}
-    subprocess.run(["bash", str(ROOT / "hack/release.sh"), version, "plugin"], env=env, check=True)
+    env = {**os.environ, "RELEASE_PARTS": "plugin"}
+    subprocess.run(["bash", str(ROOT / "hack/release.sh"), version, str(out)], env=env, check=True)
     wheel = out / f"kubectl_berth-{version}-py3-none-any.whl"
     assert wheel.is_file(), sorted(p.name for p in out.iterdir())
 

@@ -40,3 +40,14 @@ def test_termination_message_carries_the_code_only_when_set() -> None:
     assert obj["code"] == "ToolSandboxUnavailable"
     assert termination.validate(obj) == []
     assert coded.exit_code == 1
+
+
+def test_the_operator_writes_what_the_runtime_reads() -> None:
+    from berth_operator.api.conditions import Reason
+    from berth_operator.api.constants import TOOL_SANDBOX_ENV, TOOL_SANDBOX_VALUES
+
+    from session_runtime.tools import sandbox
+
+    assert TOOL_SANDBOX_ENV == sandbox.SANDBOX_MODE_ENV
+    assert tuple(TOOL_SANDBOX_VALUES.values()) == sandbox.SANDBOX_MODES
+    assert Reason.TOOL_SANDBOX_UNAVAILABLE == sandbox.TOOL_SANDBOX_UNAVAILABLE
