@@ -99,9 +99,7 @@ class ImageSettings(SettingsGroup):
 
     model_config = SettingsConfigDict(env_prefix="BERTH_IMAGE_")
 
-    session: str = Field(
-        f"berth:{__version__}", validation_alias=_env("BERTH_SESSION_IMAGE")
-    )
+    session: str = Field(f"berth:{__version__}", validation_alias=_env("BERTH_SESSION_IMAGE"))
     """Image of session pods (and of the store-cleanup Job)."""
     pull_policy: str = "IfNotPresent"
     """imagePullPolicy of session pods."""

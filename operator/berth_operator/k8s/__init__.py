@@ -1,7 +1,8 @@
 """The only package that calls the Kubernetes API (import-linter contract).
 
 - ``connection``    credentials (kopf's) and ``ApiSession``, the operator's aiohttp session.
-- ``rest``          API paths, and ``AsyncRest``: the operator's requests by path over it.
+- ``paths``         API paths, media types and query values (pure; the plugin's too).
+- ``rest``          ``AsyncRest``: the operator's requests by path (re-exports ``paths``).
 - ``sync_rest``     the plugin's synchronous requests over the ``kubernetes`` client.
 - ``client``        ``KubeClient``: typed async calls of the operator (sessions, pods, nodes,
                     claims, Jobs, Leases, LaneWorkers).

@@ -20,8 +20,6 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
-
 from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound
 
 T = TypeVar("T")
@@ -80,7 +78,17 @@ def _plural(kind: str) -> str:
 async def with_backoff(fn: Callable[[], Awaitable[T]], attempt_for_seconds: float) -> T:
     """``await fn()``, tried again with exponential backoff (0.5 s doubling, at most 5 s apart;
     tenacity) while it raises a :class:`KubeError`, for ``attempt_for_seconds``; then the last
-    error is raised."""
+    error is raised.
+
+    tenacity is imported here, not at the top: the kubectl plugin reads its errors through this
+    module (:func:`error_for`) and installs without the operator's dependencies."""
+    from tenacity import (
+        AsyncRetrying,
+        retry_if_exception_type,
+        stop_after_delay,
+        wait_exponential,
+    )
+
     async for attempt in AsyncRetrying(
         retry=retry_if_exception_type(KubeError),
         wait=wait_exponential(multiplier=0.5, max=5),

@@ -16,10 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from berth_operator.api.constants import GROUP, LANEWORKER_PLURAL, SESSION_PLURAL, VERSION
+from berth_operator.api.constants import GROUP, LANEWORKER_PLURAL, VERSION
 from berth_operator.errors import AlreadyExists, Conflict, NotFound
 from berth_operator.k8s import rest
 from berth_operator.k8s.connection import ApiSession
+from berth_operator.k8s.paths import lease_path as lease_path
+from berth_operator.k8s.paths import session_path as session_path
 
 
 def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
@@ -251,13 +253,3 @@ class KubeClient:
     async def close(self) -> None:
         """Close the connection pool."""
         await self.session.close()
-
-
-def session_path(namespace: str | None, name: str = "", sub: str = "") -> str:
-    """API path of AgentSessions (``rest.group`` of berth.dev); ``namespace`` None = all."""
-    return rest.group(GROUP, VERSION, namespace, SESSION_PLURAL, name, sub)
-
-
-def lease_path(namespace: str, name: str = "") -> str:
-    """API path of coordination.k8s.io/v1 Leases of ``namespace``."""
-    return rest.group("coordination.k8s.io", "v1", namespace, "leases", name)

@@ -26,8 +26,9 @@ import aiohttp
 from yarl import URL
 
 from berth_operator.errors import KubeError
+from berth_operator.k8s.paths import JSON as JSON
+from berth_operator.k8s.paths import query_value as query_value
 
-JSON = "application/json"
 REQUEST_TIMEOUT_SECONDS = 60.0
 """Whole-request bound: the apiserver's own default request timeout (``--request-timeout``),
 so a call never waits longer than the server would work on it."""
@@ -161,10 +162,3 @@ class ApiSession:
             await session.close()
         if self._pool is not None:
             await self._pool.close()
-
-
-def query_value(value: str | int | bool) -> str:
-    """A query parameter as the apiserver reads it (booleans ``true``/``false``)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

@@ -34,8 +34,8 @@ from berth_operator.api.constants import (
     SECRET_API_TOKEN_KEY,
 )
 from berth_operator.errors import KubeError, NotFound
-from berth_operator.k8s import rest, sync_rest
-from berth_operator.k8s.client import lease_path, session_path
+from berth_operator.k8s import paths, sync_rest
+from berth_operator.k8s.paths import lease_path, session_path
 
 # The config loaders are untyped in the kubernetes package; give them a typed seam.
 _new_client_from_config: Callable[..., Any] = config.new_client_from_config
@@ -74,7 +74,7 @@ class PluginClient:
 
         secret_name = f"{name}-berth"
         what = f"get secret {self.namespace}/{secret_name}"
-        path = rest.core(self.namespace, "secrets", secret_name)
+        path = paths.core(self.namespace, "secrets", secret_name)
         try:
             secret = sync_rest.call_sync(what, self.rest.get, what, path, secret=True)
         except NotFound as exc:
@@ -164,7 +164,7 @@ class PluginClient:
             what,
             self.rest.get,
             what,
-            rest.core(self.namespace, "events"),
+            paths.core(self.namespace, "events"),
             fieldSelector=f"involvedObject.kind={kind},involvedObject.name={name}",
         )
         items = [e for e in listed.get("items") or [] if isinstance(e, dict)]
@@ -177,7 +177,7 @@ class PluginClient:
             f"read log of pod {self.namespace}/{pod}",
             self.rest.open,
             "GET",
-            rest.core(self.namespace, "pods", pod, "log"),
+            paths.core(self.namespace, "pods", pod, "log"),
             query={"container": container, "follow": follow},
             accept="*/*",
         )
@@ -190,7 +190,7 @@ class PluginClient:
         """Pods in the namespace matching the label ``selector``. Raises KubeError."""
         what = f"list pods {selector!r} in {self.namespace}"
         pods = sync_rest.call_sync(
-            what, self.rest.get, what, rest.core(self.namespace, "pods"), labelSelector=selector
+            what, self.rest.get, what, paths.core(self.namespace, "pods"), labelSelector=selector
         )
         return len(pods.get("items") or [])
 

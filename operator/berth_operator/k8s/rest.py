@@ -15,55 +15,16 @@ from __future__ import annotations
 
 import time
 from typing import Any
-from urllib.parse import quote
 
 from berth_operator.k8s import calls
-from berth_operator.k8s.connection import JSON, ApiSession, Unreachable
+from berth_operator.k8s.connection import ApiSession, Unreachable
+from berth_operator.k8s.paths import JSON as JSON
+from berth_operator.k8s.paths import JSON_PATCH as JSON_PATCH
+from berth_operator.k8s.paths import MERGE_PATCH as MERGE_PATCH
+from berth_operator.k8s.paths import cluster as cluster
+from berth_operator.k8s.paths import core as core
+from berth_operator.k8s.paths import group as group
 from berth_operator.metrics import API_REQUEST_SECONDS, API_REQUESTS
-
-MERGE_PATCH = "application/merge-patch+json"
-"""RFC 7386 JSON merge patch: what a dict patch means here (keys set; ``None`` removes)."""
-JSON_PATCH = "application/json-patch+json"
-"""RFC 6902 JSON patch: a list of operations."""
-
-
-def core(namespace: str, plural: str, name: str = "", sub: str = "") -> str:
-    """Path of a namespaced core (``/api/v1``) resource: the collection, or one object, or one
-    object's subresource (``status``, ``log``, ``eviction``)."""
-    return _path("/api/v1", namespace, plural, name, sub)
-
-
-def group(
-    api_group: str, version: str, namespace: str | None, plural: str, name: str = "", sub: str = ""
-) -> str:
-    """Path of a resource of a named API group (``/apis/{group}/{version}``); ``namespace`` None
-    for a cluster-scoped resource or a list across every namespace."""
-    return _path(f"/apis/{api_group}/{version}", namespace, plural, name, sub)
-
-
-def cluster(plural: str, name: str = "") -> str:
-    """Path of a cluster-scoped core resource (``/api/v1/nodes/{name}``)."""
-    return _path("/api/v1", None, plural, name, "")
-
-
-def _path(prefix: str, namespace: str | None, plural: str, name: str, sub: str) -> str:
-    parts = [prefix]
-    if namespace is not None:
-        parts += ["namespaces", _segment(namespace)]
-    parts.append(plural)
-    if name:
-        parts.append(_segment(name))
-    if sub:
-        parts.append(sub)
-    return "/".join(parts)
-
-
-def _segment(value: str) -> str:
-    """One path segment, percent-encoded; an empty one or a dot segment is refused (ValueError)
-    so that no name can address another path."""
-    if value in ("", ".", ".."):
-        raise ValueError(f"not a valid object name in an API path: {value!r}")
-    return quote(value, safe="")
 
 
 class AsyncRest:

@@ -17,8 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from berth_operator.k8s import calls
-from berth_operator.k8s.connection import JSON, query_value
-from berth_operator.k8s.rest import JSON_PATCH, MERGE_PATCH
+from berth_operator.k8s.paths import JSON, JSON_PATCH, MERGE_PATCH, query_value
 
 T = TypeVar("T")
 

@@ -31,6 +31,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import uuid
 from pathlib import Path
@@ -78,6 +79,9 @@ def dev_values(dc: DevCluster, directory: Path) -> Path:
     return out
 
 
+PACKAGED = ("berth/Chart.yaml", "berth/values.yaml")
+
+
 def packaged_chart(directory: Path) -> Path:
     """The chart package of a release built from this checkout into ``directory`` (the image is
     the dev cluster's, already loaded: the release's own is built by ``make release``)."""
@@ -98,9 +102,16 @@ def packaged_chart(directory: Path) -> Path:
         package.name,
         f"berth_operator-{VERSION}-py3-none-any.whl",
         f"berth_operator-{VERSION}.tar.gz",
+        f"kubectl_berth-{VERSION}-py3-none-any.whl",
+        f"kubectl_berth-{VERSION}.tar.gz",
     }
     for name, digest in sums.items():
         assert hashlib.sha256((directory / name).read_bytes()).hexdigest() == digest, name
+    with tarfile.open(package) as tgz:  # the package's own defaults: the release's image
+        chart, values = (yaml.safe_load(tgz.extractfile(m) or b"") for m in PACKAGED)
+    image = values["image"]
+    assert (chart["version"], chart["appVersion"]) == (VERSION, VERSION)
+    assert (image["repository"], image["tag"]) == ("berth", VERSION)
     return package
 
 
