@@ -16,11 +16,14 @@ cluster's values, hack/dev-values.sh: its image is loaded into the nodes, its Re
 cluster's), with the venv's ``kubectl-berth`` on ``PATH``. docs/install.md installs the release
 ``berth`` in ``berth-system`` as written, verifies with a session that must end ``Succeeded``,
 upgrades, and uninstalls with its own steps; its ``team-a`` (the reader's namespace) is removed
-afterwards. The README's quick start then installs again and waits for the operator.
+afterwards. After Verify the reader's Secret still holds the key they gave (an example that
+brought its own Secret once overwrote it). The README's quick start then installs again and waits
+for the operator.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 import shutil
 import subprocess
@@ -66,7 +69,7 @@ def blocks(page: Path) -> list[Block]:
         found.append(
             Block(
                 page.name,
-                sections[-1] if sections else "",
+                sections[-1] if sections else "quick start",
                 m.group(1),
                 marker.group(1) if marker else "run",
             )
@@ -94,6 +97,12 @@ def run(block: Block, cwd: Path, env: dict[str, str]) -> float:
     )
     print(f"[docs] {block.page} / {block.section}: ok in {seconds:.1f}s", file=sys.stderr)
     return seconds
+
+
+def secret_key(dc: DevCluster, namespace: str, name: str) -> str:
+    """The decoded ``api-key`` of Secret ``namespace/name``."""
+    out = dc.kubectl("-n", namespace, "get", "secret", name, "-o", "jsonpath={.data.api-key}")
+    return base64.b64decode(out.stdout).decode()
 
 
 def absent(dc: DevCluster, *namespaces: str) -> None:
@@ -124,6 +133,7 @@ def test_install_page_and_chart_quick_start_run_as_written(
     page = blocks(INSTALL)
     (variables,) = [b for b in page if b.kind == "variables"]
     skipped = [b for b in page if b.kind == "skip"]
+    verified = [b for b in page if b.section == "Verify"][-1]  # checks follow its last block
     assert all(b.section == "Build and push the image" for b in skipped), skipped
     image = dc.image
     script = {"turns": [{"text": "hello from the install page"}], "on_exhausted": "repeat_last"}
@@ -151,11 +161,15 @@ def test_install_page_and_chart_quick_start_run_as_written(
                     timings[block.section] = timings.get(block.section, 0) + run(
                         block, workdir, env
                     )
-            assert llm.requests, "the Verify session never called the model"
+                if block is verified:
+                    assert llm.requests, "the Verify session never called the model"
+                    assert secret_key(dc, "team-a", "llm-credentials") == given["LLM_API_KEY"]
             dc.kubectl("delete", "namespace", "team-a", "--wait=true", "--timeout=180s")
             for block in blocks(CHART_README):
                 if block.kind == "run":
-                    timings["chart README"] = run(block, workdir, env)
+                    timings["chart README"] = timings.get("chart README", 0) + run(
+                        block, workdir, env
+                    )
         finally:
             absent(dc, "team-a", "berth-system")
             install_crds(dc)  # the page's uninstall removed them; later tests expect them
