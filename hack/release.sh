@@ -38,7 +38,6 @@ trap 'rm -rf "$tmp"' EXIT
 PLUGIN_MODULES=(
   __init__.py py.typed errors.py plugin.py
   api/__init__.py api/agentsession.py api/common.py api/constants.py api/laneworker.py
-  api/options.py
   k8s/__init__.py k8s/calls.py k8s/paths.py k8s/plugin_client.py k8s/sync_rest.py
 )
 
@@ -87,6 +86,8 @@ build_plugin() {
     mkdir -p "$stage/berth_operator/$(dirname "$m")"
     cp "$ROOT/operator/berth_operator/$m" "$stage/berth_operator/$m"
   done
+  cp -r "$ROOT/berth_contract" "$stage/berth_contract"
+  find "$stage/berth_contract" -name __pycache__ -prune -exec rm -rf {} +
   python_build "$stage" kubectl_berth
 }
 

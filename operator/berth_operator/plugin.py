@@ -44,13 +44,12 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from berth_contract.state import API_TOKEN_HEADER, HTTP_PORT
 from berth_operator import __version__
 from berth_operator.api.agentsession import AgentSessionStatus
 from berth_operator.api.constants import (
     ANNOTATION_WAKE_REQUESTED_AT,
-    API_TOKEN_HEADER,
     SESSION_CONTAINER,
-    SESSION_PORT,
 )
 from berth_operator.errors import BerthOperatorError, RuntimeUnreachable
 from berth_operator.k8s.plugin_client import PluginClient, connect
@@ -227,7 +226,7 @@ def session_endpoint(body: dict[str, Any], override: str | None) -> str:
             f"session {name} has no running pod (phase {st.phase or 'unknown'}); nothing to talk to"
         )
     host = f"[{st.pod_ip}]" if ":" in st.pod_ip else st.pod_ip
-    return f"http://{host}:{SESSION_PORT}"
+    return f"http://{host}:{HTTP_PORT}"
 
 
 def pod_proxy_path(body: dict[str, Any], path: str) -> str:
@@ -241,7 +240,7 @@ def pod_proxy_path(body: dict[str, Any], path: str) -> str:
             f"{st.phase or 'unknown'}); nothing to talk to"
         )
     ns = meta.get("namespace", "")
-    return f"/api/v1/namespaces/{ns}/pods/{st.pod_name}:{SESSION_PORT}/proxy{path}"
+    return f"/api/v1/namespaces/{ns}/pods/{st.pod_name}:{HTTP_PORT}/proxy{path}"
 
 
 def passivate_body(

@@ -32,7 +32,7 @@ import aiohttp
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from berth_operator.api.laneworker import task_stream
+from berth_contract.names import task_stream
 from berth_operator.errors import BerthOperatorError
 from session_runtime.transport import GROUP, await_new_entries, last_entry_id, stream_pressure
 

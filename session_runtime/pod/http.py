@@ -32,8 +32,8 @@ from aiohttp import web
 from prometheus_client import Counter
 from pydantic import BaseModel, ValidationError
 
-from session_runtime.metrics import CONTENT_TYPE, SessionMetrics
-from session_runtime.pod.api import (
+from berth_contract.state import (
+    API_TOKEN_HEADER,
     MESSAGE_ID_PATTERN,
     MessageRequest,
     PassivateRequest,
@@ -43,6 +43,7 @@ from session_runtime.pod.api import (
     message_body,
     outcome_of,
 )
+from session_runtime.metrics import CONTENT_TYPE, SessionMetrics
 
 BodyT = TypeVar("BodyT", bound=BaseModel)
 MESSAGE_ID_RE = re.compile(MESSAGE_ID_PATTERN)
@@ -79,7 +80,6 @@ class PodApi(Protocol):
 #: Paths served without the API token (probes and scraping carry no session data).
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 #: Header accepted besides ``Authorization: Bearer`` (kept by the apiserver's pod proxy).
-TOKEN_HEADER = "X-Berth-Token"
 
 
 def presented_token(request: web.Request) -> bytes | None:
@@ -89,7 +89,7 @@ def presented_token(request: web.Request) -> bytes | None:
     scheme, _, value = auth.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip().encode()
-    alt = request.headers.get(TOKEN_HEADER, "").strip()
+    alt = request.headers.get(API_TOKEN_HEADER, "").strip()
     return alt.encode() if alt else None
 
 

@@ -15,6 +15,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from berth_contract.options import SessionPodOptions
+from berth_contract.state import (
+    Passivation,
+    PeerInvocation,
+    Phase,
+    state_body,
+)
+from berth_contract.termination import Outcome, TerminationMessage, Usage
 from session_runtime import Agent, SessionOptions, SessionRetentionLimits
 from session_runtime.errors import (
     ConfigError,
@@ -24,19 +32,11 @@ from session_runtime.errors import (
     SessionRuntimeError,
 )
 from session_runtime.metrics import SessionMetrics
-from session_runtime.pod.api import (
-    Passivation,
-    PeerInvocation,
-    Phase,
-    state_body,
-)
 from session_runtime.pod.budget import session_guard
 from session_runtime.pod.config import PodConfig, read_secret_file
 from session_runtime.pod.metered import MeteredBudgetGuard, MeteredStore
-from session_runtime.pod.options import PodOptions
 from session_runtime.pod.peer import peer_tool
 from session_runtime.pod.start import StartPlan, plan_start
-from session_runtime.pod.termination import Outcome, TerminationMessage, Usage
 from session_runtime.pod.wiring import build_executor
 from session_runtime.store.file import FileSessionStore
 from session_runtime.store.ids import check_id
@@ -69,7 +69,7 @@ class SessionPod:
     every method runs on it (no locks).
     """
 
-    def __init__(self, cfg: PodConfig, opts: PodOptions, metrics: SessionMetrics) -> None:
+    def __init__(self, cfg: PodConfig, opts: SessionPodOptions, metrics: SessionMetrics) -> None:
         self.cfg = cfg
         self.opts = opts
         self.metrics = metrics
@@ -180,7 +180,7 @@ class SessionPod:
             self._on_fenced(exc)
             return self._message("fenced", reason=str(exc))
         if isinstance(exc, ConfigError | ValueError):
-            return TerminationMessage("failed", reason=str(exc), bad_input=True)
+            return TerminationMessage(outcome="failed", reason=str(exc), bad_input=True)
         return self._message("failed", reason=str(exc))
 
     def build(self) -> None:

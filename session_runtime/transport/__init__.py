@@ -1,6 +1,6 @@
 """Lane-task transport over Redis Streams (docs/architecture.md §7).
 
-- :mod:`~session_runtime.transport.names`: stream and key names;
+- :mod:`~berth_contract.names`: stream and key names;
 - :mod:`~session_runtime.transport.codec`: task/reply messages, validated with pydantic;
 - :class:`RedisTaskTransport`: the session side, an ``ExternalTransport`` for ``LaneQueue``;
 - :func:`stream_pressure`: lag + pending of a LaneWorker pool, for the autoscaler;
@@ -11,9 +11,7 @@ The worker side is ``session_runtime.worker`` (``berth-worker``).
 
 from typing import TYPE_CHECKING
 
-from session_runtime import lazy
-from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage
-from session_runtime.transport.names import (
+from berth_contract.names import (
     GROUP,
     alive_key,
     dead_letter_stream,
@@ -21,6 +19,8 @@ from session_runtime.transport.names import (
     reply_stream,
     task_stream,
 )
+from session_runtime import lazy
+from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage
 from session_runtime.transport.pressure import await_new_entries, last_entry_id, stream_pressure
 
 if TYPE_CHECKING:

@@ -40,9 +40,9 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from berth_contract import names
 from session_runtime.lanes.external import ExternalReply, ExternalTask, ReplySink
 from session_runtime.tools.base import Lane, ToolContext
-from session_runtime.transport import names
 from session_runtime.transport.auth import sign_fields, verify_fields
 from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage, as_text
 

@@ -39,7 +39,6 @@ from berth_operator.builders.secrets import needs_task_master
 from berth_operator.builders.session_pod import (
     build_options,
     build_session_pod,
-    render_options,
 )
 from berth_operator.errors import AlreadyExists, KubeError
 from berth_operator.handlers.context import OperatorContext
@@ -65,7 +64,7 @@ async def ensure_secrets(ctx: OperatorContext, ref: SessionRef, spec: AgentSessi
         ref,
         master,
         ctx.settings.redis.for_sessions,
-        options=render_options(build_options(ref, spec, ctx.settings)),
+        options=build_options(ref, spec, ctx.settings).render(),
         known=ref.uid in ctx.tokens,
     )
 

@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from berth_contract.state import RuntimeState
 from berth_operator.api.agentsession import AgentSessionSpec, AgentSessionStatus
 from berth_operator.api.common import SessionRef
-from berth_operator.api.options import RuntimeState
 from berth_operator.builders.claim import build_shared_claim, claim_name, claim_status
 from berth_operator.builders.secrets import (
     credentials_allowed,

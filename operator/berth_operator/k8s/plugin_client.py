@@ -29,8 +29,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
+from berth_contract.state import API_TOKEN_HEADER
 from berth_operator.api.constants import (
-    API_TOKEN_HEADER,
     SECRET_API_TOKEN_KEY,
 )
 from berth_operator.errors import KubeError, NotFound

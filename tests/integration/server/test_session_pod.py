@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from session_runtime.pod.termination import validate
+from berth_contract.termination import validate
 from tests.integration.server.harness import (
     bash,
     blocking_bash,

@@ -10,13 +10,13 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from berth_operator.api.options import RuntimeState
 from berth_operator.errors import KubeError
 from berth_operator.handlers import agentsession, session_placement
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.reconcile.plan import CreatePod, Plan
 from berth_operator.settings import OperatorSettings
 
+from berth_contract.state import RuntimeState
 from tests.unit.operator.fixtures import make_session, observation
 
 

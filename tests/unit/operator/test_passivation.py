@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from berth_operator.api.agentsession import PassivationStatus
 from berth_operator.api.conditions import PlacementReason, get_condition
-from berth_operator.api.options import RuntimeState
 from berth_operator.builders.pdb import ALL_SELECTED_PODS, build_namespace_pdb
 from berth_operator.builders.session_pod import build_session_pod, with_avoided_nodes
 from berth_operator.reconcile import passivation as pv
@@ -20,6 +19,7 @@ from berth_operator.reconcile.replacement import Verdict
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings, PassivationSettings, SessionApiSettings
 
+from berth_contract.state import RuntimeState
 from tests.unit.operator.fixtures import T0, make_pod, make_session, observation, ours
 
 SETTINGS = OperatorSettings(
