@@ -33,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from redis.asyncio import Redis
 
 from bench.lanes import start_redis
+from berth_contract.taskauth import derive_session_key
 from session_runtime.a3s_bridge import A3sBridge, open_external_session
 from session_runtime.llm.scripted import ScriptedServer
 from session_runtime.tools import run_tool
 from session_runtime.transport import RedisTaskTransport
-from session_runtime.transport.auth import derive_session_key
 
 NS, NAME, POOL = "bench", "a3s", "exec"
 MASTER = os.urandom(32)

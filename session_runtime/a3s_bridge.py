@@ -219,8 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from a3s_code import Agent, PermissionPolicy, SessionOptions
     from redis.asyncio import Redis
 
+    from berth_contract.taskauth import read_key_file
     from session_runtime.transport import RedisTaskTransport
-    from session_runtime.transport.auth import read_key_file
 
     a = _parse(argv)
     logging.basicConfig(level=os.environ.get("BERTH_LOG_LEVEL", "INFO"), stream=sys.stderr)

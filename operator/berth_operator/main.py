@@ -142,7 +142,7 @@ def _context(settings: OperatorSettings) -> OperatorContext:
 
 
 async def _serve_budget(settings: OperatorSettings, budget: BudgetClients) -> web.AppRunner:
-    """The budget service (session_runtime.budget.service) on its own port, started only once
+    """The budget service (berth_operator.budget.service) on its own port, started only once
     this replica leads: the directory is filled by the leader's watches, and the Service that
     sessions call selects the leader."""
     app = web.Application()

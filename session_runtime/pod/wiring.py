@@ -60,8 +60,8 @@ def build_executor(
             raise ConfigError(
                 f"lanes {sorted(workers)} are external but BERTH_REDIS_URL is not set"
             )
+        from berth_contract.taskauth import read_key_file
         from session_runtime.transport import RedisTaskTransport  # redis only when needed
-        from session_runtime.transport.auth import read_key_file
 
         if cfg.task_key_file is None:
             raise ConfigError(

@@ -13,7 +13,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticUndefined
 
 from berth_contract import envvars, names
-from session_runtime.transport.auth import read_key_file
+from berth_contract.taskauth import read_key_file
 
 
 def _env(name: str, default: Any = PydanticUndefined, **bounds: Any) -> Any:

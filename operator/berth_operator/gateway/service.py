@@ -41,12 +41,12 @@ from aiohttp import web
 from prometheus_client import Counter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from berth_contract.services import SESSION_UID_HEADER
 from berth_contract.state import API_TOKEN_HEADER, MESSAGE_ID_PATTERN
 from berth_operator.errors import BerthOperatorError, RuntimeUnreachable
 from berth_operator.gateway.delivery import Delivery
 from berth_operator.gateway.inbox import FINAL, Inbox, Message
 from berth_operator.gateway.routing import SessionView, refuse_message, refuse_peer
-from session_runtime.pod.peer import SESSION_UID_HEADER
 
 REFUSED = Counter(
     "berth_operator_gateway_requests_refused_total",

@@ -51,6 +51,9 @@ import aiohttp
 from redis.asyncio import Redis
 
 from berth_operator.api.common import SessionRef
+from berth_operator.budget.directory import BudgetDirectory
+from berth_operator.budget.ledger import Ledger
+from berth_operator.budget.service import BudgetService, LoadToken
 from berth_operator.errors import NotFound
 from berth_operator.gateway.delivery import Delivery
 from berth_operator.gateway.directory import GatewayDirectory
@@ -72,9 +75,6 @@ from berth_operator.reconcile.passivation import Reservation
 from berth_operator.reconcile.plan import CreateFailure, CreatePod
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
-from session_runtime.budget.directory import BudgetDirectory
-from session_runtime.budget.ledger import Ledger
-from session_runtime.budget.service import BudgetService, LoadToken
 
 
 @dataclass
@@ -114,7 +114,7 @@ class LaneClients:
 
 @dataclass
 class BudgetClients:
-    """The budget service (session_runtime.budget) as the operator runs it: its directory (filled
+    """The budget service (berth_operator.budget) as the operator runs it: its directory (filled
     by handlers.budgetpolicy from the watches; tokens from the session token cache), the ledger
     on the operator's Redis user, and the service. Built by :meth:`create`; :meth:`close`."""
 

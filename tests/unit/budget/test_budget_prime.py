@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from berth_operator.budget.policy import Identity
 from berth_operator.handlers.budgetpolicy import fill
 from berth_operator.handlers.context import BudgetClients
 from berth_operator.settings import OperatorSettings
-
-from session_runtime.budget.policy import Identity
 
 
 def _policy(name: str, spec: dict[str, Any]) -> dict[str, Any]:

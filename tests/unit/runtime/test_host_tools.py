@@ -10,7 +10,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from session_runtime.pod.peer import SESSION_UID_HEADER, peer_message_id, peer_tool
+from berth_contract.services import SESSION_UID_HEADER
+from session_runtime.pod.peer import peer_message_id, peer_tool
 from session_runtime.tools.base import ToolCall, ToolContext, ToolResult
 from session_runtime.tools.host import HostTool, HostToolExecutor
 
