@@ -56,7 +56,15 @@ class PodApi(Protocol):
 
     metrics: SessionMetrics
     phase: Phase
-    session: Any
+
+    @property
+    def built(self) -> bool:
+        """Whether the session exists (``/readyz`` answers 200 only then)."""
+        ...
+
+    def run_events(self, run_id: str) -> list[dict[str, Any]]:
+        """The retained events of run ``run_id`` ([] if none)."""
+        ...
 
     def state_json(self) -> dict[str, Any]:
         """The ``GET /v1/state`` body."""
@@ -152,7 +160,7 @@ def make_app(  # noqa: C901, PLR0915
         return _json(200, {"ok": True})
 
     async def readyz(_: web.Request) -> web.Response:
-        ready = pod.session is not None and outcome_of(pod.phase) is None
+        ready = pod.built and outcome_of(pod.phase) is None
         return _json(200 if ready else 503, {"ready": ready, "state": pod.phase})
 
     async def metrics(_: web.Request) -> web.Response:
@@ -198,7 +206,7 @@ def make_app(  # noqa: C901, PLR0915
         if isinstance(found, web.Response):
             return found
         mid, runs = found
-        events = {str(r["id"]): list(pod.session.run_events(str(r["id"]))) for r in runs}
+        events = {str(r["id"]): pod.run_events(str(r["id"])) for r in runs}
         return _json(200, {"messageId": mid, "runs": events})
 
     async def outcome_of_session(request: web.Request) -> web.Response:
