@@ -12,7 +12,9 @@
 //!   load/save (the store's own JSON shapes);
 //! - `checkpoint_export(snapshot, loop_checkpoint)` / `checkpoint_open(export)`: the
 //!   `SessionCheckpointExportV1` artifact in its cross-language wire form (`descriptor` plus
-//!   `contentBase64`), validated by a3s-code-core itself.
+//!   `contentBase64`), validated by a3s-code-core itself; `checkpoint_open` returns its payload
+//!   `{schema, snapshot, logical_resume}`. A session made with `export_dir` writes the export of
+//!   every completed tool round there (a3s-code-core's live checkpoint export sink).
 //!
 //! Every blocking call runs on one process-wide Tokio runtime with the GIL released.
 
@@ -22,7 +24,7 @@ use a3s_code_core::permissions::{PermissionDecision, PermissionPolicy};
 use a3s_code_core::queue::{
     ExternalTaskResult, LaneHandlerConfig, SessionLane, SessionQueueConfig, TaskHandlerMode,
 };
-use a3s_code_core::session_checkpoint::SdkSessionCheckpointExportV1;
+use a3s_code_core::session_checkpoint::{SdkSessionCheckpointExportV1, SessionCheckpointExportSink};
 use a3s_code_core::store::{FileSessionStore, SessionSnapshotV1, SessionStore};
 use a3s_code_core::{loop_checkpoint::LoopCheckpoint, AgentResult, PlanningMode};
 use a3s_code_core::{SessionCheckpointExportV1, SessionOptions};
@@ -133,16 +135,41 @@ impl Store {
     }
 }
 
+/// Writes each checkpoint a live run exports (at completed tool-round boundaries) to
+/// `<dir>/<seq>-<descriptor digest>.json` in the wire form, so a host can pick the last one.
+struct DirExportSink {
+    dir: std::path::PathBuf,
+    seq: std::sync::atomic::AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl SessionCheckpointExportSink for DirExportSink {
+    async fn export_checkpoint(&self, checkpoint: SessionCheckpointExportV1) -> anyhow::Result<()> {
+        let sdk = SdkSessionCheckpointExportV1::from_export(&checkpoint);
+        let n = self.seq.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let digest = sdk.descriptor.descriptor_digest.replace(':', "-");
+        let path = self.dir.join(format!("{n:06}-{digest}.json"));
+        let tmp = path.with_extension("tmp");
+        tokio::fs::create_dir_all(&self.dir).await?;
+        tokio::fs::write(&tmp, serde_json::to_vec(&sdk)?).await?;
+        tokio::fs::rename(&tmp, &path).await?;
+        Ok(())
+    }
+}
+
 /// An a3s-code-core `Agent`.
 #[pyclass(frozen)]
 struct Agent {
     inner: Arc<a3s_code_core::Agent>,
 }
 
+/// Options of a session: allow every tool, no planning; the store, external Execute lane and
+/// checkpoint export sink when given.
 fn options(
     session_id: Option<String>,
     store: Option<&Store>,
     external_timeout_ms: Option<u64>,
+    export_dir: Option<String>,
 ) -> SessionOptions {
     let mut o = SessionOptions::new()
         .with_permission_policy(PermissionPolicy {
@@ -156,6 +183,10 @@ fn options(
     if let Some(st) = store {
         let dynstore: Arc<dyn SessionStore> = st.inner.clone();
         o = o.with_session_store(dynstore).with_auto_save(true);
+    }
+    if let Some(dir) = export_dir {
+        let sink = DirExportSink { dir: dir.into(), seq: std::sync::atomic::AtomicU64::new(0) };
+        o = o.with_session_checkpoint_export_sink(Arc::new(sink));
     }
     if let Some(timeout_ms) = external_timeout_ms {
         let mut qc = SessionQueueConfig::default();
@@ -177,8 +208,9 @@ impl Agent {
     }
 
     /// A new session on `workspace`. With `store`, it is saved there (auto-save); with
-    /// `external_timeout_ms`, its Execute lane (bash, write, edit) is external.
-    #[pyo3(signature = (workspace, session_id=None, store=None, external_timeout_ms=None))]
+    /// `external_timeout_ms`, its Execute lane (bash, write, edit) is external; with
+    /// `export_dir`, every tool round's `SessionCheckpointExportV1` is written there.
+    #[pyo3(signature = (workspace, session_id=None, store=None, external_timeout_ms=None, export_dir=None))]
     fn session(
         &self,
         py: Python<'_>,
@@ -186,8 +218,9 @@ impl Agent {
         session_id: Option<String>,
         store: Option<PyRef<'_, Store>>,
         external_timeout_ms: Option<u64>,
+        export_dir: Option<String>,
     ) -> PyResult<Session> {
-        let o = options(session_id, store.as_deref(), external_timeout_ms);
+        let o = options(session_id, store.as_deref(), external_timeout_ms, export_dir);
         let a = Arc::clone(&self.inner);
         let s = block(py, async move { a.session_async(workspace, Some(o)).await }).map_err(err)?;
         Ok(Session { inner: Arc::new(s) })
@@ -202,7 +235,7 @@ impl Agent {
         store: PyRef<'_, Store>,
         external_timeout_ms: Option<u64>,
     ) -> PyResult<Session> {
-        let o = options(None, Some(&store), external_timeout_ms);
+        let o = options(None, Some(&store), external_timeout_ms, None);
         let a = Arc::clone(&self.inner);
         let s = block(py, async move { a.resume_session_async(&session_id, o).await });
         Ok(Session { inner: Arc::new(s.map_err(err)?) })
@@ -243,6 +276,17 @@ impl Session {
         let s = Arc::clone(&self.inner);
         let r = block(py, async move { s.resume_run(&run_id).await }).map_err(err)?;
         result_json(&r)
+    }
+
+    /// Run one tool as the host (`AgentSession::tool`): through the session's lane queue, so
+    /// an external Execute lane makes bash/write/edit pending external tasks. JSON
+    /// `{name, output, exit_code}`.
+    fn tool(&self, py: Python<'_>, name: String, args_json: &str) -> PyResult<String> {
+        let args: serde_json::Value =
+            serde_json::from_str(args_json).map_err(|e| bad_json("tool arguments", e))?;
+        let s = Arc::clone(&self.inner);
+        let r = block(py, async move { s.tool(&name, args).await }).map_err(err)?;
+        to_json(&serde_json::json!({"name": r.name, "output": r.output, "exit_code": r.exit_code}))
     }
 
     /// JSON list of `{task_id, session_id, lane, command_type, payload, timeout_ms}`.

@@ -24,8 +24,10 @@ Behaviour of a3s-code-core 9.1.3 this relies on (read in its source, checked by 
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 ABSENT = (
@@ -103,12 +105,24 @@ class CoreStore:
     def session_ids(self) -> list[str]:
         return list(self.raw.list())
 
+    def loop_checkpoint_run_ids(self) -> list[str]:
+        """Run ids with a loop checkpoint here (file names ``v1/loop_checkpoints/id_<base64url
+        run id>.json`` of a3s-code-core's layout), oldest first."""
+        folder = Path(self.directory) / "v1" / "loop_checkpoints"
+        files = sorted(folder.glob("id_*.json"), key=lambda p: p.stat().st_mtime_ns)
+        out = []
+        for path in files:
+            token = path.stem[3:]
+            out.append(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode())
+        return out
+
 
 class CoreSession:
-    """One a3s-code-core ``AgentSession`` (blocking calls release the GIL)."""
+    """One a3s-code-core ``AgentSession`` on ``workspace`` (blocking calls release the GIL)."""
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, workspace: str | None = None) -> None:
         self.raw = raw
+        self.workspace = workspace
 
     @property
     def id(self) -> str:
@@ -121,6 +135,12 @@ class CoreSession:
     def resume_run(self, run_id: str) -> CoreResult:
         """a3s-code-core ``resume_run``: continue from the loop checkpoint of ``run_id``."""
         return CoreResult.parse(self.raw.resume_run(run_id))
+
+    def tool(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Run tool ``name`` as the host (a3s-code-core ``AgentSession::tool``): through the
+        session's lane queue, so with an external Execute lane bash, write and edit become
+        pending external tasks. Returns ``{name, output, exit_code}`` (blocks)."""
+        return dict(json.loads(self.raw.tool(name, json.dumps(args))))
 
     def pending_external_tasks(self) -> list[dict[str, Any]]:
         return list(json.loads(self.raw.pending_external_tasks()))
@@ -153,11 +173,15 @@ class CoreAgent:
         session_id: str | None = None,
         store: CoreStore | None = None,
         external_timeout_ms: int | None = None,
+        export_dir: str | None = None,
     ) -> CoreSession:
         """A new session on ``workspace``; saved to ``store`` after each run if given; its
-        Execute lane external (tasks wait up to ``external_timeout_ms``) if given."""
+        Execute lane external (tasks wait up to ``external_timeout_ms``) if given; the
+        ``SessionCheckpointExportV1`` of each completed tool round written to ``export_dir``
+        (``<seq>-<descriptor digest>.json``, wire form; read with :func:`latest_export`)."""
         raw_store = None if store is None else store.raw
-        return CoreSession(self.raw.session(workspace, session_id, raw_store, external_timeout_ms))
+        raw = self.raw.session(workspace, session_id, raw_store, external_timeout_ms, export_dir)
+        return CoreSession(raw, workspace)
 
     def resume_session(
         self, session_id: str, store: CoreStore, *, external_timeout_ms: int | None = None
@@ -180,3 +204,10 @@ def checkpoint_open(export: dict[str, Any]) -> dict[str, Any]:
     """Validate a wire-form export (descriptor digests against content) and open it:
     ``{schema, snapshot, logical_resume?}``."""
     return dict(json.loads(load().checkpoint_open(json.dumps(export))))
+
+
+def latest_export(export_dir: str) -> dict[str, Any] | None:
+    """The newest export a session wrote to ``export_dir`` (see ``CoreAgent.session``), or
+    None if it wrote none."""
+    files = sorted(Path(export_dir).glob("*.json"))
+    return None if not files else dict(json.loads(files[-1].read_text()))

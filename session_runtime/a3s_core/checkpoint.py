@@ -44,11 +44,13 @@ RECORD_KEYS = {
     "last_checkpoint",
     "saved_ms",
 }
-#: Berth options with a 9.x form (model, identity labels); any other non-default is refused.
-MAPPED_OPTIONS = {"model", "tenant_id", "principal", "agent_template_id", "correlation_id"}
+#: Berth options with a 9.x session form (the identity labels); the others, the model
+#: included, are host settings whoever resumes sets anew (A3S resume rule: the resumer's
+#: options win), listed in ``ExportResult.dropped``.
+MAPPED_OPTIONS = {"tenant_id", "principal", "agent_template_id", "correlation_id"}
 IDENTITY = ("tenant_id", "principal", "agent_template_id", "correlation_id")
 #: 9.x snapshot state Berth cannot hold: refused when present.
-REFUSED_SNAPSHOT = ("artifacts", "retained_artifact_uris", "subagent_tasks", "session_review")
+REFUSED_SNAPSHOT = ("artifacts", "retained_artifact_uris", "subagent_tasks")
 REFUSED_SESSION = (
     "tasks",
     "parent_id",
@@ -57,20 +59,46 @@ REFUSED_SESSION = (
     "cognitive_package_binding",
     "immutable_content_adapter_binding",
 )
-REFUSED_CHECKPOINT = ("durable_source", "standing_context_digest", "capability_binding")
+REFUSED_CHECKPOINT = ("durable_source",)
+#: An authority ceiling Berth does not enforce: refused unless the caller names it in ``accept``.
+ACCEPTABLE_CHECKPOINT = ("capability_binding",)
+#: Loop-checkpoint provenance a Berth run does not keep (listed in ``ImportResult.dropped``).
+DROPPED_CHECKPOINT = ("standing_context_digest", "verification_reports", "convergence")
 #: 9.x records of the past a Berth session does not keep (listed in ``ImportResult.dropped``).
 DROPPED_SNAPSHOT = ("trace_events", "run_records", "verification_reports")
-DROPPED_SESSION = ("cost_records", "context_usage", "total_cost", "tool_names")
+DROPPED_SESSION = (
+    "cost_records",
+    "context_usage",
+    "total_cost",
+    "tool_names",
+    "model_name",
+    "llm_config",
+)
 
 
-def _refuse_extra(record: dict[str, Any]) -> None:
+def _record_dropped(record: dict[str, Any]) -> list[str]:
+    """Refuse a session-record field export does not know; list what it leaves behind."""
     extra = sorted(set(record) - RECORD_KEYS)
     if extra:
         raise Unmapped(f"session.{extra[0]}", "a session-record field with no 9.x form")
     defaults = SessionOptions().to_persisted()
-    for key, value in sorted((record.get("options") or {}).items()):
-        if key not in MAPPED_OPTIONS and value != defaults.get(key):
-            raise Unmapped(f"session.options.{key}", f"{value!r} has no 9.x session form")
+    options = record.get("options") or {}
+    dropped = [
+        f"session.options.{key}"
+        for key, value in sorted(options.items())
+        if key not in MAPPED_OPTIONS and value != defaults.get(key)
+    ]
+    return dropped + (["session.runs"] if record.get("runs") else [])
+
+
+@dataclass
+class ExportResult:
+    """An export (wire form ``{descriptor, contentBase64}``), the run it resumes (None: no
+    loop checkpoint), and the Berth fields left behind (host options, run records)."""
+
+    export: dict[str, Any]
+    run_id: str | None
+    dropped: list[str] = field(default_factory=list)
 
 
 def template_snapshot(session_id: str) -> dict[str, Any]:
@@ -124,13 +152,32 @@ def _core_checkpoint(cp: LoopCheckpoint) -> dict[str, Any]:
     }
 
 
+def _source_run(cp: LoopCheckpoint, record: dict[str, Any]) -> dict[str, Any]:
+    """The 9.x ``RunRecord`` of the run a checkpoint resumes: an export must carry its source
+    run, not terminal (a Berth run that was passivated or interrupted is ``executing`` to 9.x)."""
+    prompt = next((str(m.get("content")) for m in cp.messages if m.get("role") == "user"), "")
+    started = next(
+        (int(r.get("started_ms", 0)) for r in record.get("runs") or [] if r.get("id") == cp.run_id),
+        cp.checkpoint_ms,
+    )
+    snapshot = {
+        "id": cp.run_id,
+        "session_id": cp.session_id,
+        "status": "executing",
+        "prompt": prompt,
+        "created_at_ms": started,
+        "updated_at_ms": cp.checkpoint_ms,
+        "event_count": 0,
+    }
+    return {"snapshot": snapshot, "events": []}
+
+
 def export_session(
     store: FileSessionStore, session_id: str, run_id: str | None = None
-) -> dict[str, Any]:
-    """The wire-form ``SessionCheckpointExportV1`` (``{descriptor, contentBase64}``) of Berth
-    session ``session_id``, with the loop checkpoint of ``run_id`` (default: the newest run
-    with one; none if it has none). Raises :class:`Unmapped` naming a field that does not map,
-    ``CheckpointError`` if the session or run is missing."""
+) -> ExportResult:
+    """The ``SessionCheckpointExportV1`` of Berth session ``session_id`` in its wire form, with
+    the loop checkpoint of ``run_id`` (default: the newest run with one; none if it has none).
+    Raises :class:`Unmapped` naming a field that does not map (or a missing session/run)."""
     loaded = store.read_state(session_id)
     record = None if loaded is None else loaded.state.session
     if loaded is None or record is None:
@@ -141,7 +188,7 @@ def export_session(
     for rid in state.run_ids():
         if state.pending_round(rid) is not None:
             raise Unmapped(f"runs[{rid}].pending", "a tool round begun but never committed")
-    _refuse_extra(record)
+    dropped = _record_dropped(record)
     runs = [r for r in state.run_ids() if state.checkpoint(r) is not None]
     chosen = run_id or (runs[-1] if runs else None)
     cp = None if chosen is None else state.checkpoint(chosen)
@@ -156,13 +203,13 @@ def export_session(
     s["total_usage"] = _usage(record.get("usage") or {})
     saved_s = int(record.get("saved_ms", 0)) // 1000 or s["updated_at"]
     s["updated_at"] = saved_s
-    options = record.get("options") or {}
-    if options.get("model"):
-        s["model_name"] = options["model"]
     for label in IDENTITY:
         value = (record.get("identity") or {}).get(label)
         s.pop(label, None) if value is None else s.__setitem__(label, value)
-    return binding.checkpoint_export(snap, None if cp is None else _core_checkpoint(cp))
+    if cp is not None:
+        snap["run_records"] = [_source_run(cp, record)]
+    export = binding.checkpoint_export(snap, None if cp is None else _core_checkpoint(cp))
+    return ExportResult(export, chosen, dropped)
 
 
 @dataclass
@@ -176,16 +223,19 @@ class ImportResult:
 
 
 def _check_refused(snap: dict[str, Any], cp: dict[str, Any] | None, accept: set[str]) -> None:
+    """Raise :class:`Unmapped` for the first 9.x field Berth cannot hold (nothing written)."""
     s = snap["session"]
-    for name in REFUSED_SNAPSHOT:
-        if snap.get(name):
-            raise Unmapped(name, "state a Berth session cannot hold")
-    for name in REFUSED_SESSION:
-        if s.get(name):
-            raise Unmapped(f"session.{name}", "state a Berth session cannot hold")
+    refused = [n for n in REFUSED_SNAPSHOT if snap.get(n)]
+    refused += [f"session.{n}" for n in REFUSED_SESSION if s.get(n)]
+    if (snap.get("session_review") or {}).get("findings"):
+        refused.append("session_review.findings")
     if s.get("thinking_enabled"):
-        raise Unmapped("session.thinking_enabled", "Berth sessions set no thinking budget")
-    for name in REFUSED_CHECKPOINT:
+        refused.append("session.thinking_enabled")
+    if cp is not None:
+        refused += [f"logical_resume.{n}" for n in REFUSED_CHECKPOINT if cp.get(n)]
+    if refused:
+        raise Unmapped(refused[0], "state a Berth session cannot hold")
+    for name in ACCEPTABLE_CHECKPOINT:
         if cp is not None and cp.get(name) and f"logical_resume.{name}" not in accept:
             raise Unmapped(
                 f"logical_resume.{name}",
@@ -194,13 +244,12 @@ def _check_refused(snap: dict[str, Any], cp: dict[str, Any] | None, accept: set[
             )
 
 
-def _dropped(snap: dict[str, Any], cp: dict[str, Any] | None, accept: set[str]) -> list[str]:
+def _dropped(snap: dict[str, Any], cp: dict[str, Any] | None) -> list[str]:
     out = [n for n in DROPPED_SNAPSHOT if snap.get(n)]
     out += [f"session.{n}" for n in DROPPED_SESSION if snap["session"].get(n)]
     if cp is not None:
-        out += [f"logical_resume.{n}" for n in REFUSED_CHECKPOINT if cp.get(n)]
-        if cp.get("verification_reports"):
-            out.append("logical_resume.verification_reports")
+        kept = (*ACCEPTABLE_CHECKPOINT, *DROPPED_CHECKPOINT)
+        out += [f"logical_resume.{n}" for n in kept if cp.get(n)]
     return out
 
 
@@ -236,7 +285,7 @@ def import_checkpoint(
         "session_id": sid,
         "workspace": s["config"].get("workspace"),
         "identity": {label: s.get(label) for label in IDENTITY},
-        "options": {"model": s["model_name"]} if s.get("model_name") else {},
+        "options": {},
         "messages": messages,
         "runs": [],
         "usage": usage,
@@ -256,4 +305,16 @@ def import_checkpoint(
     if checkpoint is not None:
         store.commit_round(checkpoint)
     run = None if cp is None else str(cp["run_id"])
-    return ImportResult(sid, run, _dropped(snap, cp, set(accept)))
+    return ImportResult(sid, run, _dropped(snap, cp))
+
+
+def load_into_core(export: dict[str, Any], store: binding.CoreStore) -> ImportResult:
+    """Put a wire-form export into an a3s-code-core ``FileSessionStore`` the way a 9.x host
+    resumes it (``save_snapshot``, ``save_loop_checkpoint``); then ``resume_session`` and
+    ``resume_run(run_id)`` continue it. The store's writer lease fences the snapshot commit."""
+    payload = binding.checkpoint_open(export)
+    snap, cp = payload["snapshot"], payload.get("logical_resume")
+    store.save_snapshot(snap)
+    if cp is not None:
+        store.save_loop_checkpoint(cp)
+    return ImportResult(str(snap["session"]["id"]), None if cp is None else str(cp["run_id"]))

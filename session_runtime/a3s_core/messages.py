@@ -78,6 +78,8 @@ def _core_message(m: dict[str, Any], at: str) -> dict[str, Any]:
     for j, call in enumerate(m.get("tool_calls") or []):
         blocks.append(_tool_use(call, f"{at}.tool_calls[{j}]"))
     msg: dict[str, Any] = {"role": m["role"], "content": blocks}
+    if m.get("tool_calls"):
+        msg["transcript_visibility"] = "wire"  # as a3s-code-core marks its own tool-call turns
     if m.get("reasoning_content"):
         msg["reasoning_content"] = m["reasoning_content"]
     return msg
