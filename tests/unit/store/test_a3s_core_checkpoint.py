@@ -7,6 +7,7 @@ map is refused with a message naming the field."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 
 from session_runtime import Agent, RunPassivatedError, SessionOptions
 from session_runtime.a3s_core import binding as core
+from session_runtime.a3s_core import cli
 from session_runtime.a3s_core.checkpoint import export_session, import_checkpoint, load_into_core
 from session_runtime.a3s_core.messages import Unmapped, to_berth, to_core
 from session_runtime.llm.scripted import ScriptedServer
@@ -168,6 +170,27 @@ def test_what_berth_cannot_hold_is_refused_naming_the_field(tmp_path: Path) -> N
         import_checkpoint(core.checkpoint_export(snapshot, None), store)
     assert store.list_sessions() == []  # nothing written
     store.close()
+
+
+def test_the_console_script_imports_and_names_what_it_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    binding()
+    snapshot = core.checkpoint_open(core.checkpoint_export(_fresh_snapshot(tmp_path), None))
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(core.checkpoint_export(snapshot["snapshot"], None)))
+    snapshot["snapshot"]["session"]["parent_id"] = "sess-parent"
+    bad.write_text(json.dumps(core.checkpoint_export(snapshot["snapshot"], None)))
+    store = str(tmp_path / "berth")
+
+    assert cli.main(["import", "--store", store, "--from", str(bad)]) == 2
+    assert "cannot carry session.parent_id across" in capsys.readouterr().err
+    assert cli.main(["import", "--store", store, "--from", str(good)]) == 0
+    assert "imported session sess-f, run None" in capsys.readouterr().out
+    out = tmp_path / "back.json"
+    assert cli.main(["export", "--store", store, "--session", "sess-f", "--out", str(out)]) == 0
+    back = core.checkpoint_open(json.loads(out.read_text()))
+    assert back["snapshot"]["session"]["id"] == "sess-f"
 
 
 def _fresh_snapshot(tmp_path: Path) -> dict[str, Any]:
