@@ -10,8 +10,11 @@ Behaviour of a3s-code-core 9.1.3 this relies on (read in its source, checked by 
 ``tests/*/*a3s_core*``):
 
 - a session built with ``session_async`` and a ``SessionQueueConfig`` whose Execute lane is
-  ``External`` has a queue (no bootstrap trick as in 3.1.0): bash, write and edit become
-  pending external tasks ``{task_id, session_id, lane, command_type, payload, timeout_ms}``;
+  ``External`` has a queue (no bootstrap trick as in 3.1.0): bash, write and edit the host
+  invokes (``AgentSession::tool``, :meth:`CoreSession.tool`) become pending external tasks
+  ``{task_id, session_id, lane, command_type, payload, timeout_ms}``. The tools of the
+  session's own agent runs (``send``, ``resume_run``) do not: 9.1.3 executes them in-process
+  through its fact spine, whatever the lane configuration;
 - ``complete_external_task`` with ``success=false`` fails the tool call (the model sees the
   error); a task not completed within ``timeout_ms`` fails with a lane timeout. 9.x does not run
   the tool locally after either, unlike 3.1.0, but Berth's bridge keeps the same rule for both
