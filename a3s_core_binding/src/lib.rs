@@ -18,7 +18,11 @@
 //!
 //! Every blocking call runs on one process-wide Tokio runtime with the GIL released.
 
+mod sandbox;
+
 use std::sync::{Arc, OnceLock};
+
+use sandbox::HostSandbox;
 
 use a3s_code_core::permissions::{PermissionDecision, PermissionPolicy};
 use a3s_code_core::queue::{
@@ -163,13 +167,15 @@ struct Agent {
     inner: Arc<a3s_code_core::Agent>,
 }
 
-/// Options of a session: allow every tool, no planning; the store, external Execute lane and
-/// checkpoint export sink when given.
+/// Options of a session: allow every tool, no planning; the store, external Execute lane (and
+/// the host-served bash sandbox that puts the agent runs' bash calls there too) and checkpoint
+/// export sink when given.
 fn options(
     session_id: Option<String>,
     store: Option<&Store>,
     external_timeout_ms: Option<u64>,
     export_dir: Option<String>,
+    sandbox: Option<Arc<HostSandbox>>,
 ) -> SessionOptions {
     let mut o = SessionOptions::new()
         .with_permission_policy(PermissionPolicy {
@@ -187,6 +193,10 @@ fn options(
     if let Some(dir) = export_dir {
         let sink = DirExportSink { dir: dir.into(), seq: std::sync::atomic::AtomicU64::new(0) };
         o = o.with_session_checkpoint_export_sink(Arc::new(sink));
+    }
+    if let Some(sb) = sandbox {
+        let handle: Arc<dyn a3s_code_core::sandbox::BashSandbox> = sb;
+        o = o.with_sandbox_handle(handle);
     }
     if let Some(timeout_ms) = external_timeout_ms {
         let mut qc = SessionQueueConfig::default();
@@ -220,10 +230,11 @@ impl Agent {
         external_timeout_ms: Option<u64>,
         export_dir: Option<String>,
     ) -> PyResult<Session> {
-        let o = options(session_id, store.as_deref(), external_timeout_ms, export_dir);
+        let sb = host_sandbox(external_timeout_ms);
+        let o = options(session_id, store.as_deref(), external_timeout_ms, export_dir, sb.clone());
         let a = Arc::clone(&self.inner);
         let s = block(py, async move { a.session_async(workspace, Some(o)).await }).map_err(err)?;
-        Ok(Session { inner: Arc::new(s) })
+        Ok(Session { inner: Arc::new(s), sandbox: sb })
     }
 
     /// Resume the session `session_id` persisted in `store`.
@@ -235,17 +246,23 @@ impl Agent {
         store: PyRef<'_, Store>,
         external_timeout_ms: Option<u64>,
     ) -> PyResult<Session> {
-        let o = options(None, Some(&store), external_timeout_ms, None);
+        let sb = host_sandbox(external_timeout_ms);
+        let o = options(None, Some(&store), external_timeout_ms, None, sb.clone());
         let a = Arc::clone(&self.inner);
         let s = block(py, async move { a.resume_session_async(&session_id, o).await });
-        Ok(Session { inner: Arc::new(s.map_err(err)?) })
+        Ok(Session { inner: Arc::new(s.map_err(err)?), sandbox: sb })
     }
 }
 
-/// An a3s-code-core `AgentSession`.
+fn host_sandbox(timeout_ms: Option<u64>) -> Option<Arc<HostSandbox>> {
+    timeout_ms.map(|t| Arc::new(HostSandbox::new(t)))
+}
+
+/// An a3s-code-core `AgentSession` (and its host-served bash sandbox, if its lane is external).
 #[pyclass(frozen)]
 struct Session {
     inner: Arc<a3s_code_core::AgentSession>,
+    sandbox: Option<Arc<HostSandbox>>,
 }
 
 fn result_json(r: &AgentResult) -> PyResult<String> {
@@ -289,11 +306,17 @@ impl Session {
         to_json(&serde_json::json!({"name": r.name, "output": r.output, "exit_code": r.exit_code}))
     }
 
-    /// JSON list of `{task_id, session_id, lane, command_type, payload, timeout_ms}`.
+    /// JSON list of `{task_id, session_id, lane, command_type, payload, timeout_ms}`: the lane
+    /// queue's external tasks and the agent runs' bash calls waiting in the host sandbox.
     fn pending_external_tasks(&self, py: Python<'_>) -> PyResult<String> {
         let s = Arc::clone(&self.inner);
         let tasks = block(py, async move { s.pending_external_tasks().await });
-        to_json(&tasks)
+        let mut all: Vec<serde_json::Value> =
+            tasks.iter().map(serde_json::to_value).collect::<Result<_, _>>().map_err(err)?;
+        if let Some(sb) = &self.sandbox {
+            all.extend(sb.pending(self.inner.id()));
+        }
+        to_json(&all)
     }
 
     /// Complete one external task; `result_json` is `{output, exit_code}`. True if it was open.
@@ -306,7 +329,13 @@ impl Session {
         result_json: &str,
         error: Option<String>,
     ) -> PyResult<bool> {
-        let result = serde_json::from_str(result_json).map_err(|e| bad_json("result", e))?;
+        let result: serde_json::Value =
+            serde_json::from_str(result_json).map_err(|e| bad_json("result", e))?;
+        if let Some(sb) = &self.sandbox {
+            if sb.complete(&task_id, &result) {
+                return Ok(true);
+            }
+        }
         let r = ExternalTaskResult { success, result, error };
         let s = Arc::clone(&self.inner);
         Ok(block(py, async move { s.complete_external_task(&task_id, r).await }))

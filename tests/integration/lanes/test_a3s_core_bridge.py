@@ -5,10 +5,11 @@ in the worker's confined workspace, and the session gets the worker's outputs. W
 the bridge answers ``success=True`` with an unknown-outcome error before the task's timeout and
 the tool never runs in the session's process.
 
-a3s-code-core 9.1.3 creates external tasks only for tools the host invokes
+a3s-code-core 9.1.3 creates lane-queue external tasks only for tools the host invokes
 (``AgentSession::tool``); the tools of its own agent runs (``send``) execute in-process through
-its fact spine whatever the lane configuration. The last test pins that, so a release that
-routes run tools through the lane queue shows up here (docs/a3s-compatibility.md)."""
+its fact spine. Berth's binding gives such a session a host-served bash sandbox (9.x's
+``with_sandbox_handle``), so a run's bash calls become external tasks too; its write and edit
+stay in-process on the shared workspace. The last test pins both (docs/a3s-compatibility.md)."""
 
 from __future__ import annotations
 
@@ -33,16 +34,31 @@ NS, NAME, UID, POOL = "team-a3s9", "bridged9", "uid-a3s9", "exec"
 T = TypeVar("T")
 
 
+#: An agent run: write, edit, then a bash call that also checks the edited file (a3s-code-core
+#: 9.x ends a run that changed files only once such a check passed: its "completion gate").
+CHECKED_BASH = "test -f notes.txt && echo once >> side.txt && cat notes.txt"
+RUN_SCRIPT = [
+    {"tool_calls": [{"name": "write", "arguments": {"file_path": "notes.txt", "content": "v1\n"}}]},
+    {
+        "tool_calls": [
+            {
+                "name": "edit",
+                "arguments": {"file_path": "notes.txt", "old_string": "v1", "new_string": "v2"},
+            }
+        ]
+    },
+    {"tool_calls": [{"name": "bash", "arguments": {"command": CHECKED_BASH}}]},
+    {"text": "not asked: a3s-code-core ends a verified run itself"},
+]
+
+
 @pytest.fixture
 def model() -> Iterator[ScriptedServer]:
-    """A scripted model: one write, then a final text."""
     binding()
-    write = {"name": "write", "arguments": {"file_path": "notes.txt", "content": "v1\n"}}
-    script = {"turns": [{"tool_calls": [write]}, {"text": "done"}], "on_exhausted": "repeat_last"}
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    srv = ScriptedServer(script)
+    srv = ScriptedServer({"turns": RUN_SCRIPT, "on_exhausted": "repeat_last"})
     asyncio.run_coroutine_threadsafe(srv.start(), loop).result(10)
     yield srv
     asyncio.run_coroutine_threadsafe(srv.stop(), loop).result(10)
@@ -131,7 +147,7 @@ async def test_without_a_worker_a_task_is_answered_in_time_and_never_run_locally
     assert not (workspace / "side.txt").exists()  # neither a3s-code-core nor anyone ran it
 
 
-async def test_a_9x_agent_run_does_not_use_the_external_lane(
+async def test_a_9x_agent_run_runs_its_bash_on_the_worker_and_its_file_edits_in_process(
     redis_url: str, shared_root: Path, workers_factory: Any, model: ScriptedServer
 ) -> None:
     workers_factory(NS, POOL).start("worker-1")
@@ -140,16 +156,14 @@ async def test_a_9x_agent_run_does_not_use_the_external_lane(
         str(workspace), external_timeout_ms=30_000
     )
 
-    def run() -> str:
-        try:
-            return session.send("go").text
-        except RuntimeError as exc:  # 9.x refuses to end an unverified mutating run
-            return str(exc)
+    result, bridge = await bridged(session, redis_url, workspace, POOL, lambda: session.send("go"))
 
-    outcome, bridge = await bridged(session, redis_url, workspace, POOL, run)
-
-    assert "completion gate" in outcome
-    assert (bridge.forwarded, bridge.completed) == (0, 0)  # no task reached the lane
-    assert (workspace / "notes.txt").read_text() == "v1\n"  # written in-process by 9.x
-    tool_text = str(model.requests[-1]["messages"][-1].get("content"))
-    assert tool_text.startswith("Wrote 3 bytes")  # a3s-code-core's own write tool's output
+    # The check passed on the worker, so a3s-code-core closed the run itself ("completed")
+    # without asking the model again: its completion gate accepted the worker's bash run.
+    assert result.text == "completed"
+    assert (bridge.forwarded, bridge.completed) == (1, 1)  # the bash call, via the host sandbox
+    assert (workspace / "side.txt").read_text() == "once\n"  # ran once, by the worker
+    assert (workspace / "notes.txt").read_text() == "v2\n"
+    results = [b for m in result.messages for b in m["content"] if b["type"] == "tool_result"]
+    assert str(results[0]["content"]).startswith("Wrote 3 bytes")  # a3s-code-core's own write
+    assert str(results[2]["content"]).startswith("v2")  # the worker's bash output, in the run
