@@ -5,8 +5,10 @@
 //!
 //! - `Agent(config)`: an agent from an ACL config (a path or inline text);
 //! - `Agent.session(...)` / `Agent.resume_session(...)`: an `AgentSession` bound to a workspace,
-//!   optionally with a `Store` (a3s-code-core's `FileSessionStore`) and an external Execute lane;
-//! - `Session.pending_external_tasks()`, `Session.complete_external_task(...)`, `send`,
+//!   optionally with a `Store` (a3s-code-core's `FileSessionStore`) and an external Execute lane
+//!   (the lane queue for host tool calls, plus a host-served bash sandbox, `sandbox.rs`, for the
+//!   bash calls of the session's own agent runs);
+//! - `Session.pending_external_tasks()`, `Session.complete_external_task(...)`, `tool`, `send`,
 //!   `resume_run`, `save`, `close`;
 //! - `Store.acquire_writer_lease(holder)`, `Store.writer_lease()`, snapshot and loop-checkpoint
 //!   load/save (the store's own JSON shapes);
@@ -35,7 +37,8 @@ use a3s_code_core::{SessionCheckpointExportV1, SessionOptions};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
-/// The `a3s-code-core` version this binding was built against (kept equal to Cargo.toml's pin).
+/// The `a3s-code-core` version this binding was built against: Cargo.toml's pin (held equal
+/// by tests/unit/test_a3s_core_binding.py).
 const CORE_VERSION: &str = "9.1.3";
 
 fn runtime() -> &'static tokio::runtime::Runtime {
