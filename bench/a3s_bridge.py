@@ -10,12 +10,13 @@ process over a private ``redis-server`` and completes it with the reply. Reporte
 task (run time / N, which includes the model round trips both modes share), best of 3, and the
 ratio.
 
-a3s-code-core 9.1.3 puts only host-invoked tool calls on its external lane (its agent runs
-execute tools in-process), so its rows time N ``session.tool("bash", ...)`` calls, no model in
-the loop; the per-task overhead of the bridge (bridge minus in-process) is comparable across the
-two. Also printed: the installed binding's wheel size.
+For a3s-code-core 9.x (Berth's binding): the same N-round run, its bash calls reaching the
+bridge through the binding's host-served sandbox (plus one last ``test -f`` round so 9.x's
+completion gate lets the run end), and N host ``session.tool("bash", ...)`` calls with no
+model, through 9.x's lane queue. The bridge's per-task overhead (bridge minus in-process) of the
+two agent runs is compared. Also printed: the installed binding's wheel size.
 
-Run: ``.venv/bin/python bench/a3s_bridge.py [--tasks 50]`` (needs the extra ``a3s``, the
+Run: ``.venv/bin/python bench/a3s_bridge.py [--tasks 40]`` (needs the extra ``a3s``, the
 binding (``make a3s-core-binding``) and ``redis-server`` on PATH; a part whose SDK is missing
 is skipped, saying so).
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import shutil
 import subprocess
@@ -50,9 +52,9 @@ NS, NAME, POOL = "bench", "a3s", "exec"
 MASTER = os.urandom(32)
 
 
-def script(n: int) -> dict[str, Any]:
+def script(n: int, name: str = "side.txt") -> dict[str, Any]:
     turns: list[dict[str, Any]] = [
-        {"tool_calls": [{"name": "bash", "arguments": {"command": f"echo {i} >> side.txt"}}]}
+        {"tool_calls": [{"name": "bash", "arguments": {"command": f"echo {i} >> {name}"}}]}
         for i in range(n)
     ]
     return {"turns": [*turns, {"text": "done"}], "on_exhausted": "repeat_last"}
@@ -95,12 +97,12 @@ def transport_for(redis: Any, workspace: Path) -> RedisTaskTransport:
     return RedisTaskTransport(
         redis,
         namespace=NS,
-        session_name=NAME,
+        session_name=workspace.name,
         session_uid="bench-uid",
         epoch=1,
         lane_workers={"execute": POOL},
         shared_root=str(workspace),
-        task_key=derive_session_key(MASTER, NS, NAME),
+        task_key=derive_session_key(MASTER, NS, workspace.name),
     )
 
 
@@ -126,8 +128,9 @@ async def served(
     return result, elapsed
 
 
-def side_effects(workspace: Path) -> int:
-    return len((workspace / "side.txt").read_text().splitlines())
+def side_effects(workspace: Path, name: str = "side.txt") -> int:
+    path = workspace / name
+    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 async def one_run(mode: str, n: int, base_url: str, redis_url: str, root: Path) -> float:
@@ -144,16 +147,61 @@ async def one_core_run(mode: str, n: int, redis_url: str, root: Path) -> float:
     """Seconds per task of N host bash calls of an a3s-code-core 9.x session in ``mode``."""
     from session_runtime.a3s_core.binding import CoreAgent
 
-    workspace = fresh_workspace(root)
+    workspace = core_workspace(root)
     session = CoreAgent(CORE_ACL).session(str(workspace), external_timeout_ms=60_000)
 
+    name = "side.txt"
+
     def calls() -> list[Any]:
-        return [session.tool("bash", {"command": f"echo {i} >> side.txt"}) for i in range(n)]
+        return [session.tool("bash", {"command": f"echo {i} >> {name}"}) for i in range(n)]
 
     results, elapsed = await served(mode, session, workspace, redis_url, calls)
-    if any(r["exit_code"] != 0 for r in results) or side_effects(workspace) != n:
+    session.close()
+    if any(r["exit_code"] != 0 for r in results) or side_effects(workspace, name) != n:
         raise SystemExit(f"9.x {mode}: run failed ({side_effects(workspace)} side effects)")
     return elapsed / n
+
+
+async def one_core_agent_run(
+    mode: str, n: int, name: str, base_url: str, redis_url: str, root: Path
+) -> float:
+    """Seconds per task of an N-round a3s-code-core 9.x agent run whose bash calls go through
+    the binding's host-served sandbox; a last ``test -f`` round lets 9.x close the run."""
+    from session_runtime.a3s_core.binding import CoreAgent
+
+    workspace = core_workspace(root)
+    session = CoreAgent(core_acl(base_url)).session(str(workspace), external_timeout_ms=60_000)
+    result, elapsed = await served(mode, session, workspace, redis_url, lambda: session.send("go"))
+    session.close()  # 9.x keeps a session's file ownership until it closes
+    if result.text != "completed" or side_effects(workspace, name) != n:
+        raise SystemExit(f"9.x run {mode}: failed ({result.text!r}, {result.messages[-3:]})")
+    return elapsed / (n + 1)
+
+
+#: a3s-code-core remembers, for the life of the process, which session changed a path and
+#: refuses a later session's run that sees it ("concurrent write ... already owned", even after
+#: the first session closed): each 9.x run gets a workspace (and Berth session name) of its own.
+CORE_RUNS = itertools.count()
+
+
+def core_workspace(root: Path) -> Path:
+    workspace = root / "workspaces" / NS / f"a3s9-{next(CORE_RUNS)}"
+    workspace.mkdir(parents=True)
+    return workspace
+
+
+def core_script(n: int, name: str) -> dict[str, Any]:
+    """``script(n)`` on ``name``, closed by a checking bash round (9.x's completion gate)."""
+    check = {"name": "bash", "arguments": {"command": f"test -f {name} && wc -l {name}"}}
+    turns = script(n, name)["turns"][:-1]
+    return {"turns": [*turns, {"tool_calls": [check]}, {"text": "done"}], "on_exhausted": "error"}
+
+
+def core_acl(base_url: str) -> str:
+    return (
+        f'default_model = "openai/gpt-4o-mini"\nproviders "openai" {{\n  api_key = "k"\n'
+        f'  base_url = "{base_url}"\n  models "gpt-4o-mini" {{\n  }}\n}}\n'
+    )
 
 
 CORE_ACL = (
@@ -198,7 +246,8 @@ def report(best: dict[str, float], n: int) -> None:
     """Print the per-task times, ratios and bridge overheads (ms/task)."""
     for sdk, what in (
         ("3.1", "a3s-code 3.1.0 session, bash tasks, one per model turn"),
-        ("9", "a3s-code-core 9.x session, host bash calls (session.tool)"),
+        ("9run", "a3s-code-core 9.x session, bash tasks, one per model turn (host sandbox)"),
+        ("9", "a3s-code-core 9.x session, host bash calls (session.tool), no model"),
     ):
         if f"{sdk}/bridge" not in best:
             continue
@@ -209,10 +258,10 @@ def report(best: dict[str, float], n: int) -> None:
         print(
             f"  ratio {bridge / local:.2f}x, bridge overhead {(bridge - local) * 1000:.2f} ms/task"
         )
-    if "3.1/bridge" in best and "9/bridge" in best:
-        over9 = best["9/bridge"] - best["9/in-process"]
+    if "3.1/bridge" in best and "9run/bridge" in best:
+        over9 = best["9run/bridge"] - best["9run/in-process"]
         over3 = best["3.1/bridge"] - best["3.1/in-process"]
-        print(f"bridge overhead per task, 9.x / 3.1.0: {over9 / over3:.2f}")
+        print(f"bridge overhead per task of an agent run, 9.x / 3.1.0: {over9 / over3:.2f}")
 
 
 async def measure(a: argparse.Namespace, redis_url: str, root: Path) -> dict[str, float]:
@@ -229,6 +278,13 @@ async def measure(a: argparse.Namespace, redis_url: str, root: Path) -> dict[str
                 asyncio.run_coroutine_threadsafe(srv.stop(), loop).result(10)
                 best[f"3.1/{mode}"] = min(best.get(f"3.1/{mode}", per_task), per_task)
             if has9:
+                name = "side.txt"
+                srv = ScriptedServer(core_script(a.tasks, name))
+                asyncio.run_coroutine_threadsafe(srv.start(), loop).result(10)
+                url = srv.base_url
+                per_task = await one_core_agent_run(mode, a.tasks, name, url, redis_url, root)
+                asyncio.run_coroutine_threadsafe(srv.stop(), loop).result(10)
+                best[f"9run/{mode}"] = min(best.get(f"9run/{mode}", per_task), per_task)
                 per_task = await one_core_run(mode, a.tasks, redis_url, root)
                 best[f"9/{mode}"] = min(best.get(f"9/{mode}", per_task), per_task)
     return best
@@ -236,7 +292,7 @@ async def measure(a: argparse.Namespace, redis_url: str, root: Path) -> dict[str
 
 async def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--tasks", type=int, default=50)
+    p.add_argument("--tasks", type=int, default=40)  # 3.1.0 stops at 50 tool rounds
     a = p.parse_args(argv)
     redis_proc, redis_url, redis_dir = start_redis()
     root = Path(tempfile.mkdtemp(prefix="berth-a3s-bench-"))

@@ -4,7 +4,7 @@
 //! a3s-code-core 9.1.3 runs the tools of an agent run in-process through its fact spine, past
 //! the lane queue; `SessionOptions::with_sandbox_handle` is its documented hook for a host that
 //! owns the isolation boundary of bash. Each `exec` registers a task
-//! `{task_id "sbx-<n>", session_id, lane "Execute", command_type "bash", payload {command},
+//! `{task_id "sbx-<random>-<n>", session_id, lane "Execute", command_type "bash", payload {command},
 //! timeout_ms}` and waits for `complete` (or the request's timeout, or cancellation: the task is
 //! then withdrawn). Task ids are unique per session (`sbx-` never starts a queue task's id).
 
@@ -25,6 +25,9 @@ struct Waiting {
 /// The host-served sandbox of one session.
 pub struct HostSandbox {
     default_timeout_ms: u64,
+    /// Random per sandbox: task ids must be unique beyond this session (a LaneWorker's
+    /// at-most-once claim drops a task whose id it has seen).
+    token: u64,
     seq: AtomicU64,
     waiting: Mutex<HashMap<String, Waiting>>,
 }
@@ -40,7 +43,9 @@ impl Drop for Withdraw<'_> {
 
 impl HostSandbox {
     pub fn new(default_timeout_ms: u64) -> Self {
-        Self { default_timeout_ms, seq: AtomicU64::new(1), waiting: Mutex::default() }
+        use std::hash::{BuildHasher, Hasher};
+        let token = std::collections::hash_map::RandomState::new().build_hasher().finish();
+        Self { default_timeout_ms, token, seq: AtomicU64::new(1), waiting: Mutex::default() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiting>> {
@@ -73,7 +78,8 @@ impl HostSandbox {
     }
 
     async fn wait(&self, command: &str, timeout_ms: u64) -> SandboxExecutionOutput {
-        let task_id = format!("sbx-{}", self.seq.fetch_add(1, Ordering::SeqCst));
+        let n = self.seq.fetch_add(1, Ordering::SeqCst);
+        let task_id = format!("sbx-{:016x}-{n}", self.token);
         let (tx, rx) = oneshot::channel();
         let task = serde_json::json!({
             "task_id": task_id, "lane": "Execute",
