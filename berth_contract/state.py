@@ -156,7 +156,6 @@ def state_body(
     pod_name: str | None = None,
     node_name: str | None = None,
     passivation: Passivation | None = None,
-    ignoring_passivation: bool = False,
     resumed_from: str | None = None,
     result_text: str | None = None,
     idle_since_ms: int | None = None,
@@ -179,16 +178,12 @@ def state_body(
          "idleSinceMs": int | null,   # when the pod became idle (keepAlive), else null
          "runStartedMs": int | null,  # when the pod started its latest run, else null
          "passivation": {"reason", "deadlineMs", "requestedMs"} | null}
-
-    With the test-only ignore switch on, ``passivation`` also carries ``"ignored": true``.
     """
     rt = runtime or {}
     turn = rt.get("turn")
     calls = rt.get("tool_calls_count")
     last_error = rt.get("last_error")
     passivation_json = passivation.to_json() if passivation else None
-    if passivation_json is not None and ignoring_passivation:
-        passivation_json["ignored"] = True
     return {
         "state": phase,
         "runtimeState": rt.get("state"),

@@ -69,10 +69,6 @@ run, the process probes Landlock (:func:`tool_sandbox_refusal`). Without it and 
 (the default) it ends at once with outcome ``failed``, code ``ToolSandboxUnavailable`` and a reason
 naming the node (exit 1), so the operator reports it instead of a bash call failing mid-run. A
 warm pod probes it before it serves at all: it can never confine an adopted session without it.
-
-TEST ONLY: ``BERTH_TEST_IGNORE_PASSIVATION=1`` makes the server accept passivation requests (202,
-counted, shown in ``/v1/state`` with ``"ignored": true``) and SIGTERM without passivating, so drain
-tests can exercise the operator's deadline path. Never set it in production.
 """
 
 from __future__ import annotations

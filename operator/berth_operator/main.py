@@ -128,7 +128,9 @@ def _context(settings: OperatorSettings) -> OperatorContext:
     ctx.lanes = LaneClients.create(settings, kube)
     ctx.lanes.netpol = ctx.netpol
     if settings.budget.enabled:
-        ctx.budget = BudgetClients.create(settings, ctx.tokens, _budgetpolicy.token_loader(ctx))
+        ctx.budget = BudgetClients.create(
+            settings, ctx.memory.token, _budgetpolicy.token_loader(ctx)
+        )
     if settings.gateway.enabled:
         ctx.gateway = GatewayClients.create(
             settings,

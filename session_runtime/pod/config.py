@@ -49,8 +49,6 @@ variable                   required meaning
 ``BERTH_BUDGET_TIMEOUT_MS`` no      how long a budget request may take, default 2000
 ``BERTH_BUDGET_FAILURE_POLICY`` no  ``Closed`` (default) or ``Open``: what an unreachable budget
                                     service means until it has answered once
-``BERTH_TEST_IGNORE_PASSIVATION`` no TEST ONLY: ``1`` makes ``POST /v1/passivate`` answer 202 and
-                                    do nothing (drain-deadline tests); never set in production
 ========================== ======== ===========================================================
 """
 
@@ -73,7 +71,6 @@ DEFAULT_BIND_HOST = "0.0.0.0"
 # DNS-1123 label (namespace) and subdomain (object name), as Kubernetes validates them.
 _NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-_TRUE = frozenset({"1", "true", "yes", "on"})
 
 
 class PodConfigError(ValueError):
@@ -111,7 +108,6 @@ class PodConfig:
     node_name: str | None = None
     http_port: int = DEFAULT_HTTP_PORT
     openai_base_url: str | None = None
-    test_ignore_passivation: bool = False
     budget_url: str | None = None
     budget_timeout_ms: int = 2000
     budget_failure_policy: str = "Closed"
@@ -216,9 +212,6 @@ def parse_env(env: Mapping[str, str]) -> PodConfig:
         node_name=_opt(env, envvars.NODE_NAME),
         http_port=port,
         openai_base_url=_opt(env, "OPENAI_BASE_URL"),
-        test_ignore_passivation=(
-            env.get("BERTH_TEST_IGNORE_PASSIVATION", "").strip().lower() in _TRUE
-        ),
         budget_url=_opt(env, envvars.BUDGET_URL),
         budget_timeout_ms=budget_timeout,
         budget_failure_policy=budget_failure,

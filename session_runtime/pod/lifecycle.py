@@ -321,7 +321,7 @@ class SessionPod:
     def start(self) -> None:
         """Carry out :attr:`plan` (see :mod:`session_runtime.pod.start`), or end passivated at
         once if passivation was asked for while the session was being built."""
-        if self.passivation is not None and not self.cfg.test_ignore_passivation:
+        if self.passivation is not None:
             self._set_phase("passivating")
             self.finish(self._message("passivated", reason=self.passivation.reason))
             return
@@ -370,7 +370,7 @@ class SessionPod:
             self.finish(self._message("fenced", reason=str(self.fenced)))
         elif not self.opts.keep_alive:
             self.finish(self._message("completed"))
-        elif self.passivation is not None and not self.cfg.test_ignore_passivation:
+        elif self.passivation is not None:
             self._set_phase("passivating")  # the passivation task finishes
         else:
             self._set_phase("idle")
@@ -386,11 +386,6 @@ class SessionPod:
             deadline_ms = now + self.opts.passivation.deadline_seconds * 1000
         self.passivation = Passivation(reason, deadline_ms, now)
         self.metrics.observe_passivation(reason)
-        if self.cfg.test_ignore_passivation:
-            log.warning(
-                "passivation (%s) accepted and IGNORED (BERTH_TEST_IGNORE_PASSIVATION)", reason
-            )
-            return self.passivation
         log.info("passivation requested: reason=%s deadline_ms=%d", reason, deadline_ms)
         if self.phase in ("running", "idle"):
             self._set_phase("passivating")
@@ -515,7 +510,6 @@ class SessionPod:
             pod_name=self.cfg.pod_name,
             node_name=self.cfg.node_name,
             passivation=self.passivation,
-            ignoring_passivation=self.cfg.test_ignore_passivation,
             resumed_from=self._resumed_from(rt.get("run_id") if rt else None),
             result_text=self._result_text,
             idle_since_ms=self.idle_since_ms,

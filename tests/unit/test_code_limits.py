@@ -38,8 +38,6 @@ FUNCTION_CEILINGS = {
     "operator/berth_operator/reconcile/budget_status.py::budget_status": 65,
     "operator/berth_operator/reconcile/observe.py::observe_pod": 65,
     "operator/berth_operator/budget/service.py::BudgetService.check": 65,
-    "berth_contract/state.py::state_body": 63,
-    "session_runtime/pod/config.py::parse_env": 61,
     "session_runtime/pod/http.py::make_app": 99,
 }
 

@@ -3,7 +3,7 @@
 - Every BudgetPolicy event puts the parsed policy into the directory (or drops it on deletion),
   so an edit applies to running sessions from their next LLM call.
 - Every AgentSession event records the session's identity and model (its API token stays in the
-  operator's token cache, ``OperatorContext.tokens``); deletion forgets it.
+  operator's token cache, ``SessionMemory.token``); deletion forgets it.
 - :func:`prime` fills the directory from a LIST of the watched policies and sessions before a new
   leader's budget service opens (its watches have not shown them yet: every call would be
   refused, and a ``Closed`` policy turns that into a denied LLM call); :func:`token_loader` reads

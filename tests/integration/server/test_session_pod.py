@@ -329,22 +329,6 @@ def test_keep_alive_messages_and_metrics(tmp_path: Path) -> None:
         assert back.termination()["resultText"] == "second answer"
 
 
-def test_ignore_passivation_test_hook(tmp_path: Path) -> None:
-    script = {"turns": [{"tool_calls": [blocking_bash("c1.txt")]}, {"text": "ignored it"}]}
-    with pod_world(tmp_path, script) as world:
-        pod = world.start(epoch=1, BERTH_TEST_IGNORE_PASSIVATION="1")
-        pod.wait_ready()
-        wait_for("the tool to start", lambda: world.lines("c1.txt"))
-        status, body = pod.request("POST", "/v1/passivate", {"reason": "node_drain"})
-        assert status == 202 and body["state"] == "running"
-        state = pod.state()
-        assert state["state"] == "running" and state["passivation"]["ignored"] is True
-        pod.signal(signal.SIGTERM)  # ignored as well
-        world.touch("go")
-        assert pod.wait_exit() == 0, pod.stderr()
-        assert pod.termination()["outcome"] == "completed"
-
-
 def test_bad_input_fails_cleanly(tmp_path: Path) -> None:
     """The real process on an unreadable options file (more cases run in-process in
     tests/unit/server/test_main_bad_input.py)."""

@@ -24,7 +24,7 @@ def _session(uid: str, name: str, tenant: str) -> dict[str, Any]:
 
 async def test_listed_policies_and_sessions_fill_the_directory() -> None:
     tokens = {"uid-a": "token-a"}
-    budget = BudgetClients.create(OperatorSettings(), tokens)
+    budget = BudgetClients.create(OperatorSettings(), tokens.get)
     try:
         fill(
             budget,

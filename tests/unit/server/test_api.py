@@ -127,7 +127,6 @@ def test_state_body_maps_the_runtime_state() -> None:
         identity=IdentityOptions(),
         pod_name="p",
         passivation=Passivation("node_drain", 200, 100),
-        ignoring_passivation=True,
         resumed_from="run-0",
     )
     assert body["runtimeState"] == "running"
@@ -144,7 +143,6 @@ def test_state_body_maps_the_runtime_state() -> None:
         "reason": "node_drain",
         "deadlineMs": 200,
         "requestedMs": 100,
-        "ignored": True,
     }
 
 
