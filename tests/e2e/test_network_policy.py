@@ -262,7 +262,8 @@ def test_policies_hold_by_packets(
     hook["BERTH_WEBHOOK_LISTEN_HOST"] = host
     env = {
         "BERTH_NETWORK_POLICY_TEMPLATES": templates,
-        "BERTH_NETWORK_POLICY_OWNER_CLUSTER_ROLE": "berth-operator",
+        # the tests' operator runs with config/rbac's ClusterRole as rbac_for_tests names it
+        "BERTH_NETWORK_POLICY_OWNER_CLUSTER_ROLE": "berth-tests:operator",
         **hook,
     }
     rows: list[Row] = []

@@ -113,15 +113,17 @@ def test_pods_reach_each_other_the_host_and_the_api_server(
     assert a["spec"]["nodeName"] != b["spec"]["nodeName"]
     redis = urllib.parse.urlsplit(dc.env["BERTH_REDIS_URL"])
     redis_host, redis_port = redis.hostname, redis.port
+    redis_tls = redis.scheme == "rediss"  # the dev Redis speaks TLS only, as managed ones do
     script = f"""
 import socket, ssl, sys, urllib.request
-def tcp(host, port, send=b""):
-    with socket.create_connection((host, int(port)), timeout=5) as s:
+def tcp(host, port, send=b"", tls=False):
+    with socket.create_connection((host, int(port)), timeout=5) as raw:
+        s = ssl._create_unverified_context().wrap_socket(raw) if tls else raw
         if send:
             s.sendall(send)
             return s.recv(64)
         return b"connected"
-print("redis", tcp("{redis_host}", {redis_port}, b"PING\\r\\n"))
+print("redis", tcp("{redis_host}", {redis_port}, b"PING\\r\\n", tls={redis_tls}))
 host = __import__("os").environ["KUBERNETES_SERVICE_HOST"]
 with urllib.request.urlopen(f"https://{{host}}/version", context=ssl._create_unverified_context(),
                             timeout=5) as r:

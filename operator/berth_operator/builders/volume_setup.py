@@ -124,6 +124,9 @@ def build_setup_job(namespace: str, claim: str, settings: OperatorSettings) -> d
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
+        # The pod is bounded as well as the Job: a run-to-completion pod, which a ResourceQuota
+        # scoped NotTerminating (long-running pods, such as session pods) does not count.
+        "activeDeadlineSeconds": SETUP_DEADLINE_SECONDS,
         # In the group it hands the root to: Linux clears S_ISGID on a chmod by a caller outside
         # the file's group without CAP_FSETID, and the setgid bit is what gives the kubelet's
         # subPath directories the pods' group.

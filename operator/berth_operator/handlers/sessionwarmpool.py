@@ -47,6 +47,7 @@ from berth_operator.api.sessionwarmpool import (
     template_hash,
     template_mismatch,
 )
+from berth_operator.builders.claim import build_shared_claim
 from berth_operator.builders.names import pod_name
 from berth_operator.builders.redis_ca import redis_ca_path
 from berth_operator.builders.secrets import decode_data, needs_task_master, session_data
@@ -60,6 +61,7 @@ from berth_operator.builders.warm_pod import (
 )
 from berth_operator.errors import AlreadyExists, KubeError, NotFound, RuntimeUnreachable
 from berth_operator.handlers.context import OperatorContext
+from berth_operator.handlers.volume_setup import claim_setup_status
 from berth_operator.handlers.warm_state import PoolKey, PoolView
 from berth_operator.k8s.warmpool import WarmPoolApi
 from berth_operator.reconcile.passivation import Trigger
@@ -83,6 +85,8 @@ log = logging.getLogger("berth.operator.warm")
 WARM_POD_LABELS = {LABEL_WARM_POOL: kopf.PRESENT}
 POOL_REQUEUE_SECONDS = 10.0
 ERROR_RETRY_SECONDS = 5.0
+SETUP_RETRY_SECONDS = 2.0
+"""How soon a pool waiting for its namespace's claim set-up looks again (seconds)."""
 MAX_ADOPTION_TRIES = 3
 """Warm pods tried by one adoption before the session's pod is created instead."""
 
@@ -171,6 +175,28 @@ async def _ensure_token(ctx: OperatorContext, key: PoolKey, uid: str) -> None:
     ctx.warm.tokens[key] = token.decode()
 
 
+async def _namespace_ready(ctx: OperatorContext, ns: str, spec: SessionWarmPoolSpec) -> bool:
+    """Make the namespace objects warm pods need, as a session's first pod does: the managed
+    shared claim (created when missing) and its one-shot set-up (``handlers.volume_setup``:
+    warm pods mount ``store/<ns>`` and ``workspaces/<ns>`` below its root, so they wait for it),
+    and the namespace's NetworkPolicies (warm pods are session pods to them). False while the
+    set-up runs or failed (no warm pod is created yet). Raises KubeError."""
+    if ctx.netpol is not None and ns not in ctx.netpol.done:
+        await ctx.netpol.ensure(ns)
+    if not ctx.settings.claims.managed:
+        return True
+    store = spec.template.store
+    claim = (store.claim_name if store else None) or ctx.settings.claims.default_name
+    body = await ctx.kube.get_pvc(ns, claim)
+    if body is None:
+        body = build_shared_claim(ns, claim, ctx.settings)
+        await ctx.kube.create_pvc(body)
+    status = await claim_setup_status(ctx.kube, ctx.settings, ns, claim, body)
+    if status is not None:
+        log.info("warm pool in %s: waiting for the shared claim: %s", ns, status[2])
+    return status is None
+
+
 async def reconcile_pool(
     ctx: OperatorContext,
     key: PoolKey,
@@ -212,6 +238,8 @@ async def _reconcile_pool(
     thash = template_hash(spec.template, ctx.settings.images.session)
     ctx.warm.pools[key] = PoolView(uid=uid, template=spec.template, template_hash=thash)
     await _ensure_token(ctx, key, uid)
+    if not await _namespace_ready(ctx, ns, spec):
+        return SETUP_RETRY_SECONDS
     names = [p.name for p in cached]
     held, due = ctx.warm.refills_held(key, ctx.settings.placement.warm_refill_delay_seconds)
     inp = PoolInput(

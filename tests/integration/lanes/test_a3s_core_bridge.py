@@ -22,11 +22,11 @@ from typing import Any, TypeVar
 import pytest
 from redis.asyncio import Redis
 
+from berth_contract.taskauth import derive_session_key
 from session_runtime.a3s_bridge import A3sBridge
 from session_runtime.a3s_core.binding import CoreAgent, CoreSession
 from session_runtime.llm.scripted import ScriptedServer
 from session_runtime.transport import RedisTaskTransport
-from berth_contract.taskauth import derive_session_key
 from tests.a3s_core_support import acl_config, binding
 from tests.integration.lanes.conftest import MASTER
 

@@ -48,8 +48,9 @@ def install_crds(dc: DevCluster) -> None:
 def rbac_for_tests(directory: str) -> list[dict[str, Any]]:
     """The objects of config/rbac/``directory`` (its kustomization's resources) renamed so that
     no user install takes their names: ClusterRoles and their bindings ``berth-tests:<name
-    without berth->``, the ServiceAccount ``operator`` and the Roles in ``OPERATOR_NS``. The rules
-    stay config/rbac's, which the apiserver then enforces on the tests' operator."""
+    without berth->`` (also where a rule names a ClusterRole), the ServiceAccount ``operator`` and
+    the Roles in ``OPERATOR_NS``. The rules stay config/rbac's, which the apiserver then enforces
+    on the tests' operator."""
     base = ROOT / "config" / "rbac" / directory
     kustomization = yaml.safe_load((base / "kustomization.yaml").read_text())
     docs = [
@@ -73,6 +74,9 @@ def rbac_for_tests(directory: str) -> list[dict[str, Any]]:
         ref = doc.get("roleRef")
         if ref is not None and ref["kind"] == "ClusterRole":
             ref["name"] = cluster_name(ref["name"])
+        for rule in doc.get("rules") or []:  # the ClusterRole it reads (the policies' owner)
+            if "clusterroles" in rule.get("resources", ()) and rule.get("resourceNames"):
+                rule["resourceNames"] = [cluster_name(n) for n in rule["resourceNames"]]
         for subject in doc.get("subjects") or []:
             if subject["kind"] == "ServiceAccount":
                 subject.update(name=OPERATOR_SA, namespace=OPERATOR_NS)

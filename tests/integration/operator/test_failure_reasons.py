@@ -129,16 +129,17 @@ def test_a_missing_llm_secret_is_named_before_any_pod_is_placed(dev_cluster: Dev
 def test_a_refused_pod_create_is_named_and_retried_at_the_same_epoch(
     dev_cluster: DevCluster,
 ) -> None:
-    """A ResourceQuota allowing no pods: the apiserver refuses the session's pod. The session
-    says so (Ready's reason ``PodCreateFailed`` with the apiserver's words, a Warning Event)
-    and keeps its epoch while the operator retries with backoff; once the quota goes, the same
-    epoch's pod is created."""
+    """A ResourceQuota allowing no long-running pods: the apiserver refuses the session's pod.
+    The session says so (Ready's reason ``PodCreateFailed`` with the apiserver's words, a Warning
+    Event) and keeps its epoch while the operator retries with backoff; once the quota goes, the
+    same epoch's pod is created. (Scoped ``NotTerminating``: the claim's set-up pod, bounded by
+    ``activeDeadlineSeconds``, still runs, as it would under a quota for long-running pods.)"""
     dc = dev_cluster
     quota = {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
         "metadata": {"name": "no-pods"},
-        "spec": {"hard": {"pods": "0"}},
+        "spec": {"hard": {"pods": "0"}, "scopes": ["NotTerminating"]},
     }
     with dc.namespace("quota") as ns, operator(dc, ns) as op:
         apply_in(dc, ns, [quota])

@@ -268,7 +268,9 @@ def test_sigkilled_session_is_resumed_on_a_new_epoch_without_rerunning_tools(
         assert st["result"]["text"] == "recovered"
         assert lines(workspace / "a.txt") == ["a"]
         assert lines(workspace / "b.txt") == ["ran"]
-        assert [p["metadata"]["name"] for p in klist(dc, ns, "pods")] == ["crash-e2"]
+        # the session's pods (the claim's set-up Job leaves its own, labelled volume-setup)
+        session_pods = klist(dc, ns, "pods", "berth.dev/session=crash")
+        assert [p["metadata"]["name"] for p in session_pods] == ["crash-e2"]
 
 
 def test_session_on_a_lost_node_resumes_on_the_other_node(
