@@ -1,7 +1,7 @@
-"""Kubernetes calls of the ``kubectl-berth`` plugin (``berth_operator.plugin``).
+"""Kubernetes calls of the ``kubectl-berth`` plugin (:mod:`kubectl_berth.cli`).
 
 The plugin is a short-lived CLI, so this makes synchronous requests by path
-(:mod:`berth_operator.k8s.sync_rest`) over the ``kubernetes`` client's ``ApiClient``, with the
+(:mod:`kubectl_berth.rest`) over the ``kubernetes`` client's ``ApiClient``, with the
 caller's kubeconfig (``KUBECONFIG`` or ``~/.kube/config``; in-cluster config as a fallback), not
 the operator's credentials. For users it reads the AgentSession object (spec and status) and the
 session's API token from its Secret ``<name>-berth``; everything the plugin changes on a session
@@ -13,7 +13,7 @@ credentials to the apiserver). So the caller needs ``get`` on ``secrets`` and ``
 The chart's post-delete hook (``kubectl-berth cleanup-lease``) also lists
 the operator's pods and deletes its leader-election Lease.
 
-API errors are translated to :mod:`berth_operator.errors` by ``sync_rest.call_sync``, so the
+API errors are translated to :mod:`berth_operator.errors` by ``rest.call_sync``, so the
 plugin never sees ``kubernetes.client.ApiException``.
 """
 
@@ -24,18 +24,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
-from urllib3.exceptions import HTTPError
-
 from berth_operator.api.constants import (
     API_TOKEN_HEADER,
     SECRET_API_TOKEN_KEY,
 )
 from berth_operator.errors import KubeError, NotFound
-from berth_operator.k8s import paths, sync_rest
+from berth_operator.k8s import paths
 from berth_operator.k8s.paths import lease_path, session_path
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+from urllib3.exceptions import HTTPError
+
+from kubectl_berth import rest as sync_rest
 
 # The config loaders are untyped in the kubernetes package; give them a typed seam.
 _new_client_from_config: Callable[..., Any] = config.new_client_from_config
