@@ -331,6 +331,38 @@ def version() -> None:
     typer.echo(f"kubectl-berth {__version__}")
 
 
+@app.command()
+def ui(
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Local port (0: a free one).")
+    ] = 8765,
+    namespace: NamespaceOpt = None,
+    all_namespaces: Annotated[
+        bool, typer.Option("--all-namespaces", "-A", help="Show every namespace's sessions.")
+    ] = False,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Serve a web view of sessions, runs and workers on 127.0.0.1.
+
+    It reads the cluster with your kubeconfig, so RBAC applies as for kubectl; actions show
+    only where you may take them, each behind a confirmation.
+    """
+    try:
+        from kubectl_berth.ui.serve import run
+    except ImportError as exc:
+        raise _fail(
+            f"the ui needs aiohttp, jinja2 and pygal (install kubectl-berth): {exc}"
+        ) from exc
+    if all_namespaces and namespace:
+        raise _fail("give either --namespace or --all-namespaces")
+    try:
+        api = _client(kubeconfig, context, namespace)
+        run(api, None if all_namespaces else api.namespace, port)
+    except (BerthOperatorError, OSError) as exc:
+        raise _fail(str(exc)) from exc
+
+
 @app.command("cleanup-lease", hidden=True)
 def cleanup_lease(
     lease: Annotated[str, typer.Option("--lease", help="Name of the leader-election Lease.")],
