@@ -206,6 +206,15 @@ def record_event(dc: DevCluster, namespace: str, name: str, reason: str) -> None
     dc.kubectl("-n", namespace, "create", "-f", "-", input=json.dumps(event))
 
 
+def runs_on_page(driver: Any) -> list[tuple[str, str]]:
+    """(node, reason) of each run row of the open session page, oldest first."""
+    rows: list[list[str]] = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#runs-table tr[data-run]'))"
+        ".map(function (r) { return [r.dataset.node, r.dataset.reason]; });"
+    )
+    return [(node, reason) for node, reason in rows]
+
+
 def page_weight(driver: Any) -> int:
     """Bytes the browser transferred for the open page (navigation and resources)."""
     total: int = driver.execute_script(
@@ -232,10 +241,11 @@ def test_ui_shows_a_drained_session_live_and_guards_its_actions(
         dc.namespace("pz-ui") as ns,
         scripted_model(step_script(ROUNDS)) as srv,
         operator(dc, ns, **operator_env(**webhook_env(dc, ns, tmp_path / "certs"))),
-        ui(dc, ns, dc.proc_env.get("KUBECONFIG", "")) as (admin_host, started),
         browser() as driver,
+        ui(dc, ns, dc.proc_env.get("KUBECONFIG", "")) as (admin_host, started),
     ):
-        apply(dc, ns, [SECRET, yaml.safe_load((ROOT / "examples/laneworker.yaml").read_text())])
+        worker = next(yaml.safe_load_all((ROOT / "examples/laneworker.yaml").read_text()))
+        apply(dc, ns, [SECRET, worker])
         driver.get(f"http://{admin_host}/sessions")
         wait("the sessions page", lambda: driver.find_elements("id", "sessions"), cap=30)
         print(f"\nkubectl berth ui to the first page rendered: {time.monotonic() - started:.2f}s")
@@ -263,10 +273,12 @@ def test_ui_shows_a_drained_session_live_and_guards_its_actions(
         print(f"kubectl drain {nodes.a}: {seconds:.1f}s")
 
         def drained_on_page() -> bool:
-            runs = html_of(driver, "runs")
+            rows = runs_on_page(driver)
             return (
-                f'data-run="1" data-node="{nodes.a}" data-reason="node_drain"' in runs
-                and f'data-run="2" data-node="{nodes.b}"' in runs
+                len(rows) >= 2
+                and rows[0][0] == nodes.a
+                and "node_drain" in rows[0][1]
+                and rows[1][0] == nodes.b
             )
 
         wait("run 1 on A (node_drain) and run 2 on B, live", drained_on_page, cap=240)

@@ -82,6 +82,7 @@ async def session_page(request: web.Request) -> web.Response:
         ctx = await pages.session(request.app[SOURCE], ns, name)
     except BerthOperatorError as exc:
         return page(request, "error.html", status=_status(exc), message=str(exc))
+    ctx["said"] = request.query.get("said", "")
     return page(request, "session.html", **ctx)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from markupsafe import Markup
 
@@ -53,7 +54,7 @@ async def sessions(source: Source, query: dict[str, str]) -> dict[str, Any]:
         "namespaces": namespaces,
         "phases": PHASES,
         "query": query,
-        "live": "/live/sessions?" + "&".join(f"{k}={v}" for k, v in sorted(query.items())),
+        "live": "/live/sessions?" + urlencode(sorted(query.items())),
     }
 
 

@@ -109,6 +109,9 @@ async def test_an_action_is_confirmed_then_posted_same_origin(view: tuple[str, W
         ) as resp,
     ):
         assert resp.status == 303, await resp.text()
+        assert resp.headers["Location"].startswith(f"/sessions/{NS}/demo?said=")
+    code, html = await get(base + "/sessions/team-a/demo?said=demo%3A+suspend+requested")
+    assert '<p class="said">demo: suspend requested</p>' in html
     assert world.patches == [{"spec": {"suspend": True}}]
 
 

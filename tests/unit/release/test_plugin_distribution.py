@@ -78,3 +78,13 @@ def test_the_plugin_wheel_installs_alone_and_reports_the_release_version(tmp_pat
         check=True,
     )
     assert imported.stdout.split() == [], "the plugin imports the operator's dependencies"
+    probe = (
+        "from kubectl_berth.ui import app; from importlib.resources import files; "
+        "env = app.environment(); [env.get_template(t) for t in env.list_templates()]; "
+        "print(len(env.list_templates()), "
+        "files('kubectl_berth.ui').joinpath('static', 'live.js').is_file())"
+    )
+    ui = subprocess.run(
+        [str(venv / "bin/python"), "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert ui.stdout.split()[1] == "True" and int(ui.stdout.split()[0]) >= 10, ui.stdout
