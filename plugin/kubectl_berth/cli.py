@@ -352,7 +352,7 @@ def ui(
         from kubectl_berth.ui.serve import run
     except ImportError as exc:
         raise _fail(
-            f"the ui needs aiohttp, jinja2 and pygal (install kubectl-berth): {exc}"
+            f"the ui needs aiohttp, jinja2 and leather (install kubectl-berth): {exc}"
         ) from exc
     if all_namespaces and namespace:
         raise _fail("give either --namespace or --all-namespaces")

@@ -1,72 +1,86 @@
-"""The pages' plots, drawn by pygal as inline SVG (no script: pygal's tooltip script would be
-fetched from the network, so ``js`` is empty and the page stays self-contained).
+"""The pages' plots, drawn by leather (a small pure-Python charting library) as inline SVG: no
+script, nothing fetched, so a page stays self-contained and light.
 
-Each function returns SVG text (``<svg ...>``) for a ``Markup`` in a template; an empty series
-gives a chart that says "no data" (pygal's ``no_data_text``).
+Each function returns SVG text (``<svg ...>``) for a ``Markup`` in a template, or ``""`` when
+there is nothing to plot yet (the template says so instead).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pygal
-from pygal.style import Style
+import leather
 
 from kubectl_berth.ui.model import RunView
 
-STYLE = Style(
-    background="transparent",
-    plot_background="transparent",
-    font_family="system-ui, sans-serif",
-    colors=("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2"),
-)
+WIDTH, HEIGHT = 900, 260
+"""Size of a chart in SVG user units (the page scales it to its column)."""
+COLORS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2")
 
 
-def _chart(kind: Any, title: str, height: int = 260) -> Any:
-    return kind(
-        title=title,
-        style=STYLE,
-        js=[],
-        disable_xml_declaration=True,
-        height=height,
-        width=900,
-        show_dots=True,
-        dots_size=2,
-        x_label_rotation=20,
-        truncate_legend=-1,
-        no_data_text="no samples yet",
-        x_value_formatter=lambda dt: dt.strftime("%H:%M:%S"),
-    )
+def _utc(at: datetime) -> datetime:
+    """``at`` as a naive UTC time (leather's time scale compares naive datetimes)."""
+    return at.astimezone(UTC).replace(tzinfo=None) if at.tzinfo else at
+
+
+def _svg(chart: Any, height: int = HEIGHT) -> str:
+    return str(chart.to_svg(width=WIDTH, height=height))
+
+
+def _spread(times: list[datetime]) -> tuple[datetime, datetime]:
+    """The x range of ``times``, at least a minute wide (leather needs a range, not a point)."""
+    start, end = min(times), max(times)
+    return start, max(end, start + timedelta(minutes=1))
 
 
 def token_chart(samples: list[tuple[datetime, int]], budget: int | None) -> str:
-    """Total tokens over time (as sampled while the view runs) against the budget, if any."""
-    chart = _chart(pygal.DateTimeLine, "Tokens used (total) against the budget")
-    chart.add("tokens", [(at, total) for at, total in samples])
-    if budget is not None and samples:
-        chart.add("budget", [(samples[0][0], budget), (samples[-1][0], budget)], show_dots=False)
-    return str(chart.render(is_unicode=True))
+    """Total tokens over time (sampled while the view runs) against the budget, if any."""
+    if not samples:
+        return ""
+    chart = leather.Chart("Tokens used (total) against the budget")
+    samples = [(_utc(at), total) for at, total in samples]
+    start, end = _spread([at for at, _ in samples])
+    chart.add_x_scale(start, end)
+    top = max(max(total for _, total in samples), budget or 0, 1)
+    chart.add_y_scale(0, top)
+    chart.add_line(samples, name="tokens", stroke_color=COLORS[0])
+    if budget is not None:
+        chart.add_line([(start, budget), (end, budget)], name="budget", stroke_color=COLORS[1])
+    return _svg(chart)
 
 
 def runs_chart(runs: list[RunView], now: datetime) -> str:
-    """The runs as bars across time, one line per run labelled ``run on node`` (a Gantt
-    drawn as a pygal DateTimeLine: each run a two-point series at its own height)."""
-    chart = _chart(pygal.DateTimeLine, "Runs across pods and nodes", height=80 + 40 * len(runs))
-    chart.show_y_labels = False
-    chart.range = (0, len(runs) + 1)
-    for i, run in enumerate(runs):
-        start = run.started or now
-        end = run.ended or now
+    """The runs as bars across time, one line per run at its own height, named ``run on node``
+    (a Gantt chart made of thick lines)."""
+    if not runs:
+        return ""
+    chart = leather.Chart("Runs across pods and nodes")
+    spans = [(_utc(run.started or now), _utc(run.ended or now)) for run in runs]
+    start, end = _spread([t for span in spans for t in span])
+    chart.add_x_scale(start, end)
+    chart.add_y_scale(0, len(runs) + 1)
+    for i, (run, (begin, finish)) in enumerate(zip(runs, spans, strict=True)):
         label = f"{run.run_id} on {run.node or '?'} ({run.outcome})"
-        chart.add(label, [(start, i + 1), (end, i + 1)], stroke_style={"width": 10})
-    return str(chart.render(is_unicode=True))
+        color = COLORS[i % len(COLORS)]
+        chart.add_line(
+            [(begin, len(runs) - i), (finish, len(runs) - i)],
+            name=label,
+            stroke_color=color,
+            width=10,
+        )
+    return _svg(chart, 110 + 40 * len(runs))
 
 
 def worker_chart(samples: list[tuple[datetime, int, int, int]]) -> str:
     """A LaneWorker's backlog, in-flight tasks and replicas over time."""
-    chart = _chart(pygal.DateTimeLine, "Backlog, in flight and replicas")
-    chart.add("backlog", [(at, b) for at, b, _, _ in samples])
-    chart.add("in flight", [(at, f) for at, _, f, _ in samples])
-    chart.add("replicas", [(at, r) for at, _, _, r in samples])
-    return str(chart.render(is_unicode=True))
+    if not samples:
+        return ""
+    chart = leather.Chart("Backlog, in flight and replicas")
+    samples = [(_utc(at), b, f, r) for at, b, f, r in samples]
+    chart.add_x_scale(*_spread([at for at, *_ in samples]))
+    chart.add_y_scale(0, max(1, *(max(b, f, r) for _, b, f, r in samples)))
+    for i, label in enumerate(("backlog", "in flight", "replicas")):
+        points = [(s[0], s[i + 1]) for s in samples]
+        chart.add_line(points, name=label, stroke_color=COLORS[i])
+    return _svg(chart)
