@@ -18,6 +18,7 @@ import pytest
 from berth_operator.errors import NotFound
 from kubectl_berth import cli, session_api, views
 from kubectl_berth.errors import PluginError
+from rich.console import Console
 from typer.testing import CliRunner
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
@@ -376,3 +377,21 @@ def test_plugin_does_not_import_kopf() -> None:
     code = "import sys, kubectl_berth.cli; print('kopf' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_events_at_80_columns_keep_reasons_whole_and_wrap_messages() -> None:
+    items = [
+        {
+            "type": "Normal",
+            "reason": "PassivationRequested",
+            "count": 1,
+            "lastTimestamp": "2026-11-21T11:59:00Z",
+            "message": "node_drain: node worker-pool-a-large-node-0001 is draining; the session "
+            "checkpoints run-0193d7a1-22aa-7f00-8a10-77b3c0ffee01 and exits",
+        }
+    ]
+    console = Console(width=80, record=True)
+    console.print(views.events_table(items, NOW))
+    text = console.export_text()
+    assert "PassivationRequested" in text and "…" not in text
+    assert "run-0193d7a1-22aa-7f00-8a10-77b3c0ffee01" in text.replace("\n", "").replace(" ", "")
