@@ -15,24 +15,10 @@ It shares with the operator only the vocabulary of the API (``berth_operator.api
 models and constants), its errors (``berth_operator.errors``) and the API paths and error
 translation (``berth_operator.k8s.paths``, ``.calls``); an import contract in pyproject.toml keeps
 the operator from importing this package and this package from the operator's other modules.
+``__version__`` is the installed distribution's: ``kubectl-berth`` (the plugin alone) or
+``berth-operator`` (the image, whose chart's cleanup hook runs ``kubectl-berth cleanup-lease``).
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from berth_operator import __version__
 
-DISTRIBUTIONS = ("kubectl-berth", "berth-operator")
-"""The plugin alone (plugin/pyproject.toml), or the operator's distribution that ships it too
-(the image: the chart's cleanup hook runs ``kubectl-berth cleanup-lease``)."""
-
-
-def _installed_version() -> str:
-    """The version of whichever distribution installed this package; ``0.0.0+unknown`` for a
-    source tree that was never installed."""
-    for name in DISTRIBUTIONS:
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            continue
-    return "0.0.0+unknown"
-
-
-__version__ = _installed_version()
+__all__ = ["__version__"]
