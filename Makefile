@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: release host-packages image lock venv lint format typecheck test test-unit test-integration test-e2e binaries cluster-up cluster-down crds bench demo demo-down chaos chaos-ci chaos-cluster
+.PHONY: release host-packages image lock venv a3s-core-binding lint format typecheck test test-unit test-integration test-e2e binaries cluster-up cluster-down crds bench demo demo-down chaos chaos-ci chaos-cluster
 
 $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv .venv
@@ -16,6 +16,12 @@ $(VENV_STAMP): pyproject.toml
 	@touch $@
 
 venv: $(VENV_STAMP)
+
+## Berth's PyO3 binding over a3s-code-core 9.x (a3s_core_binding/), built with maturin from the
+## crate registry, cached under ~/.cache/berth/a3s-core-binding/ by version and content hash,
+## installed into .venv (the tests in modules named *a3s_core* use it).
+a3s-core-binding: $(VENV_STAMP)
+	bash hack/a3s-core-binding.sh
 
 ## Debian packages the dev cluster and the image build need (installed when missing; needs root).
 host-packages:
@@ -59,13 +65,13 @@ binaries:
 ## Lint, types, then unit, integration (real control plane) and e2e tests. The cluster tests start
 ## the dev cluster themselves (or reuse one that is up, or use $$KUBECONFIG if
 ## BERTH_EXTERNAL_CLUSTER=1).
-test: $(VENV_STAMP) host-packages binaries lint typecheck
+test: $(VENV_STAMP) host-packages binaries a3s-core-binding lint typecheck
 	$(PY) -m pytest -q -rfE --durations=20 tests
 
-test-unit: $(VENV_STAMP)
+test-unit: $(VENV_STAMP) a3s-core-binding
 	$(PY) -m pytest -q tests/unit
 
-test-integration: $(VENV_STAMP) host-packages binaries
+test-integration: $(VENV_STAMP) host-packages binaries a3s-core-binding
 	$(PY) -m pytest -q tests/integration
 
 test-e2e: $(VENV_STAMP) host-packages binaries

@@ -1,6 +1,6 @@
 """Benchmark: latency a BudgetPolicy adds to each LLM call, against no guard, in the same run.
 
-Starts a private ``redis-server``, the budget service (``session_runtime.budget.service``, the
+Starts a private ``redis-server``, the budget service (``berth_operator.budget.service``, the
 code the operator serves) in a separate process on loopback, and the scripted OpenAI-compatible
 server (``python -m session_runtime.llm.scripted``) in another. Then, interleaving the two
 variants call by call:
@@ -33,13 +33,13 @@ sys.path.insert(0, str(ROOT))
 
 import openai  # noqa: E402
 from aiohttp import web  # noqa: E402
+from berth_operator.budget.directory import BudgetDirectory  # noqa: E402
+from berth_operator.budget.ledger import Ledger  # noqa: E402
+from berth_operator.budget.policy import Identity, Policy  # noqa: E402
+from berth_operator.budget.service import BudgetService  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 
-from session_runtime.budget.directory import BudgetDirectory  # noqa: E402
 from session_runtime.budget.guard import ClusterBudgetGuard  # noqa: E402
-from session_runtime.budget.ledger import Ledger  # noqa: E402
-from session_runtime.budget.policy import Identity, Policy  # noqa: E402
-from session_runtime.budget.service import BudgetService  # noqa: E402
 
 TOKEN = "bench-token-0123456789"
 UID = "bench-uid"

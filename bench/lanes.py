@@ -36,11 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from redis.asyncio import Redis
 
+from berth_contract.taskauth import derive_session_key
 from session_runtime.lanes import LaneQueue, SessionQueueConfig
 from session_runtime.lanes.metrics import percentile
 from session_runtime.tools import ResultCallback, ToolCall, ToolContext, ToolResult
 from session_runtime.transport import GROUP, RedisTaskTransport
-from session_runtime.transport.auth import derive_session_key
 from session_runtime.worker.lane import LaneWorker
 from session_runtime.worker.metrics import WorkerMetrics
 from session_runtime.worker.settings import WorkerSettings

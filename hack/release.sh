@@ -41,7 +41,6 @@ trap 'rm -rf "$tmp"' EXIT
 SHARED_MODULES=(
   __init__.py py.typed errors.py
   api/__init__.py api/agentsession.py api/common.py api/constants.py api/laneworker.py
-  api/options.py
   k8s/__init__.py k8s/calls.py k8s/paths.py
 )
 
@@ -93,6 +92,8 @@ build_plugin() {
     mkdir -p "$stage/berth_operator/$(dirname "$m")"
     cp "$ROOT/operator/berth_operator/$m" "$stage/berth_operator/$m"
   done
+  cp -r "$ROOT/berth_contract" "$stage/berth_contract"
+  find "$stage/berth_contract" -name __pycache__ -prune -exec rm -rf {} +
   python_build "$stage" kubectl_berth
 }
 

@@ -5,7 +5,9 @@ its tool calls in ``pending_external_tasks()`` and waits for ``complete_external
 bridge polls that list, publishes each new task on the Redis task stream of a Berth LaneWorker
 through the same transport Berth's own sessions use (``transport.RedisTaskTransport``: signed
 tasks, the session's reply stream, the worker's at-most-once claim and workspace confinement),
-and completes the A3S task with the worker's reply.
+and completes the A3S task with the worker's reply. It serves an a3s-code-core 9.x session
+(``session_runtime.a3s_core.binding.CoreSession``, Berth's own binding) the same way; there,
+9.1.3 makes external tasks of the host's tool calls only (docs/a3s-compatibility.md).
 
 Quirks of the SDK this module guards against (measured with a3s-code 3.1.0):
 
@@ -219,8 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from a3s_code import Agent, PermissionPolicy, SessionOptions
     from redis.asyncio import Redis
 
+    from berth_contract.taskauth import read_key_file
     from session_runtime.transport import RedisTaskTransport
-    from session_runtime.transport.auth import read_key_file
 
     a = _parse(argv)
     logging.basicConfig(level=os.environ.get("BERTH_LOG_LEVEL", "INFO"), stream=sys.stderr)

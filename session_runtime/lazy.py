@@ -2,8 +2,8 @@
 
 A package re-exports its public names so callers write ``from session_runtime.lanes import
 LaneQueue``; importing every submodule eagerly would load the lane queue and the built-in tools
-into every process that needs one constant of the package (the operator reads stream names, lane
-names and ``stream_pressure``: ≈1.4 MiB of resident memory for code it never runs). With
+into every process that needs one constant of the package (the worker reads stream names and
+lane names: ≈1.4 MiB of resident memory for code it never runs). With
 :func:`exports` the package imports a heavy submodule the first time one of its names is read.
 """
 

@@ -3,11 +3,11 @@ passivation).
 
 Owned by the session-pod entrypoint; started by the kubelet (or the dev cluster's process node
 agent) in the pod the operator creates. It reads its environment and the options file
-(:mod:`session_runtime.pod.config`, :mod:`session_runtime.pod.options`), builds the agent session
+(:mod:`session_runtime.pod.config`, :mod:`berth_contract.options`), builds the agent session
 on the shared-volume store with the pod's epoch, starts the task (``send(prompt)``) or resumes the
 interrupted run (``resume_session`` + ``resume_run(BERTH_RESUME_RUN_ID)``), serves the pod API, and
 when it ends writes exactly one JSON object to ``BERTH_TERMINATION_LOG``
-(:mod:`session_runtime.pod.termination`) and exits with the outcome's code.
+(:mod:`berth_contract.termination`) and exits with the outcome's code.
 
 HTTP (aiohttp, on ``POD_IP:BERTH_HTTP_PORT``, default port 8080). Every endpoint except
 ``/healthz``, ``/readyz`` and ``/metrics`` demands the session's API token (the file
@@ -21,7 +21,7 @@ proxy passes through): no token → 401 ``{"error": "unauthenticated"}``, a wron
     GET  /readyz           200 {"ready": true, "state"} once the session is built and the
                            process is not exiting; else 503 {"ready": false, "state"}
     GET  /metrics          Prometheus text, berth_session_* (session_runtime.metrics)
-    GET  /v1/state         200 session_runtime.pod.api.state_body(...)
+    GET  /v1/state         200 berth_contract.state.state_body(...)
     POST /v1/passivate     {"reason": str, "deadlineMs": int?}  (deadline in epoch ms; default
                            now + passivation.deadlineSeconds)
                            202 {"accepted": true, "state", "passivation"}; idempotent: later calls
@@ -69,10 +69,6 @@ run, the process probes Landlock (:func:`tool_sandbox_refusal`). Without it and 
 (the default) it ends at once with outcome ``failed``, code ``ToolSandboxUnavailable`` and a reason
 naming the node (exit 1), so the operator reports it instead of a bash call failing mid-run. A
 warm pod probes it before it serves at all: it can never confine an adopted session without it.
-
-TEST ONLY: ``BERTH_TEST_IGNORE_PASSIVATION=1`` makes the server accept passivation requests (202,
-counted, shown in ``/v1/state`` with ``"ignored": true``) and SIGTERM without passivating, so drain
-tests can exercise the operator's deadline path. Never set it in production.
 """
 
 from __future__ import annotations
@@ -89,6 +85,9 @@ from typing import NoReturn, TypeVar
 from aiohttp import web
 from pydantic import BaseModel
 
+from berth_contract import envvars
+from berth_contract.options import OptionsError, SessionPodOptions, load_options
+from berth_contract.termination import TerminationMessage, render
 from session_runtime import early_signals
 from session_runtime.errors import (
     SessionRuntimeError,
@@ -104,8 +103,6 @@ from session_runtime.pod.config import (
 )
 from session_runtime.pod.http import make_app
 from session_runtime.pod.lifecycle import SessionPod, now_ms
-from session_runtime.pod.options import OptionsError, PodOptions, load_options
-from session_runtime.pod.termination import TerminationMessage
 from session_runtime.tools import sandbox
 
 log = logging.getLogger("berth.session")
@@ -114,7 +111,7 @@ BodyT = TypeVar("BodyT", bound=BaseModel)
 
 
 async def run(
-    cfg: PodConfig, opts: PodOptions, token: bytes, listener: socket.socket | None = None
+    cfg: PodConfig, opts: SessionPodOptions, token: bytes, listener: socket.socket | None = None
 ) -> TerminationMessage:
     """Serve the pod until the session ends; return its termination message. ``token`` guards
     the API (see the module docstring). ``listener``: the listening socket to serve on (an
@@ -135,7 +132,7 @@ async def run(
             await site.start()
         except OSError as exc:
             return TerminationMessage(
-                "failed", reason=f"cannot listen on {cfg.pod_ip}:{cfg.http_port}: {exc}"
+                outcome="failed", reason=f"cannot listen on {cfg.pod_ip}:{cfg.http_port}: {exc}"
             )
         log.info("serving on %s:%d", cfg.pod_ip, cfg.http_port)
         loop = asyncio.get_running_loop()
@@ -162,7 +159,7 @@ async def run(
         if pod.settled():
             # Done with the session: nothing touches its store any more. ``GET /v1/outcome``
             # answers now; the runner's cleanup lets those answers go out before it closes.
-            outcome.set_result(termination.render(message))
+            outcome.set_result(render(message))
         else:  # the operator waits for the kubelet's report of the container's end instead
             log.warning("a run outlived its cancellation: the end is not reported early")
         return message
@@ -173,7 +170,7 @@ async def run(
             await runner.cleanup()
 
 
-def load(env: Mapping[str, str]) -> tuple[PodConfig, PodOptions, bytes]:
+def load(env: Mapping[str, str]) -> tuple[PodConfig, SessionPodOptions, bytes]:
     """Parse the environment, read the API token file and the options file: (config, options,
     token). Raises PodConfigError or OptionsError (never showing the token)."""
     cfg = parse_env(env)
@@ -191,7 +188,7 @@ def load(env: Mapping[str, str]) -> tuple[PodConfig, PodOptions, bytes]:
     return cfg, opts, token
 
 
-def tool_sandbox_refusal(cfg: PodConfig, opts: PodOptions) -> str | None:
+def tool_sandbox_refusal(cfg: PodConfig, opts: SessionPodOptions) -> str | None:
     """The start-up probe of Landlock (:func:`session_runtime.tools.sandbox.startup_refusal`):
     why this pod must not start its session, or None. Bash runs in this pod unless the execute
     lane is all external (then the LaneWorker's own probe covers it). Raises SandboxError for a
@@ -214,7 +211,7 @@ def main() -> None:
     env = os.environ
     listener = None
     try:
-        if env.get(warm.WARM_POOL_ENV):
+        if env.get(envvars.WARM_POOL):
             try:
                 adopted = warm.wait_for_adoption(env)  # a warm pod: wait to be given one
             except warm.WarmStopped:
@@ -227,13 +224,15 @@ def main() -> None:
     except (PodConfigError, OptionsError, warm.WarmError, sandbox.SandboxError) as exc:
         log.error("%s", exc)
         code = sandbox.TOOL_SANDBOX_UNAVAILABLE if isinstance(exc, warm.WarmUnconfinable) else None
-        message = TerminationMessage("failed", reason=str(exc), bad_input=code is None, code=code)
+        message = TerminationMessage(
+            outcome="failed", reason=str(exc), bad_input=code is None, code=code
+        )
         termination.write(termination_log_from_env(env), message)
         sys.exit(message.exit_code)
     if refusal is not None:
         log.error("%s", refusal)
         message = TerminationMessage(
-            "failed", reason=refusal, code=sandbox.TOOL_SANDBOX_UNAVAILABLE
+            outcome="failed", reason=refusal, code=sandbox.TOOL_SANDBOX_UNAVAILABLE
         )
         termination.write(cfg.termination_log, message)
         exit_now(message.exit_code)
@@ -242,7 +241,7 @@ def main() -> None:
     except Exception as exc:  # a bug: still leave a termination message behind
         log.exception("berth-session crashed")
         message = TerminationMessage(
-            "failed", reason=f"internal error: {type(exc).__name__}: {exc}"
+            outcome="failed", reason=f"internal error: {type(exc).__name__}: {exc}"
         )
     termination.write(cfg.termination_log, message)
     exit_now(message.exit_code)

@@ -2,7 +2,7 @@
 
 Labels ``namespace`` / ``policy`` are bounded by the user's own BudgetPolicy objects and removed
 when a policy's status loop ends; ``resource`` is one of the four resource names. The decision
-counters and request latency live with the service (``session_runtime.budget.service``).
+counters and request latency live with the service (``berth_operator.budget.service``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import contextlib
 from prometheus_client import Gauge
 
 from berth_operator.api.budgetpolicy import BudgetPolicyStatus
-from session_runtime.budget.policy import RESOURCES
+from berth_operator.budget.policy import RESOURCES
 
 USED_RATIO = Gauge(
     "berth_operator_budget_used_ratio",

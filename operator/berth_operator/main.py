@@ -128,7 +128,9 @@ def _context(settings: OperatorSettings) -> OperatorContext:
     ctx.lanes = LaneClients.create(settings, kube)
     ctx.lanes.netpol = ctx.netpol
     if settings.budget.enabled:
-        ctx.budget = BudgetClients.create(settings, ctx.tokens, _budgetpolicy.token_loader(ctx))
+        ctx.budget = BudgetClients.create(
+            settings, ctx.memory.token, _budgetpolicy.token_loader(ctx)
+        )
     if settings.gateway.enabled:
         ctx.gateway = GatewayClients.create(
             settings,
@@ -142,7 +144,7 @@ def _context(settings: OperatorSettings) -> OperatorContext:
 
 
 async def _serve_budget(settings: OperatorSettings, budget: BudgetClients) -> web.AppRunner:
-    """The budget service (session_runtime.budget.service) on its own port, started only once
+    """The budget service (berth_operator.budget.service) on its own port, started only once
     this replica leads: the directory is filled by the leader's watches, and the Service that
     sessions call selects the leader."""
     app = web.Application()

@@ -4,8 +4,8 @@ I/O only; the decisions live in :mod:`berth_operator.reconcile.scaling`. Called 
 ``berth_operator.handlers.laneworker`` once per polling interval.
 
 - ``broker``: :func:`broker_pressure` asks Redis for the task stream's consumer group ``workers``
-  (``XINFO GROUPS`` / ``XINFO CONSUMERS`` through the transport's own
-  :func:`session_runtime.transport.stream_pressure`): backlog = group ``lag`` (entries not yet
+  (``XINFO GROUPS`` / ``XINFO CONSUMERS`` through
+  :func:`berth_operator.stream_pressure.stream_pressure`): backlog = group ``lag`` (entries not yet
   delivered), in-flight = group ``pending`` (delivered, not acknowledged), and the pending count
   of every consumer (= worker pod), which the deletion-cost plan needs. A stream or group that
   does not exist yet reads as zero. :func:`task_arrival` waits for the next task to land, so a
@@ -32,9 +32,9 @@ import aiohttp
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from berth_operator.api.laneworker import task_stream
+from berth_contract.names import GROUP, task_stream
 from berth_operator.errors import BerthOperatorError
-from session_runtime.transport import GROUP, await_new_entries, last_entry_id, stream_pressure
+from berth_operator.stream_pressure import await_new_entries, last_entry_id, stream_pressure
 
 
 class PressureUnavailable(BerthOperatorError):
@@ -85,7 +85,7 @@ async def task_arrival(
 ) -> bool:
     """Wait up to ``timeout_seconds`` for the pool's task stream to hold a task newer than
     ``after`` (``BrokerPressure.last_entry_id`` of the last reading; ``$``: added from now on);
-    True when it does (``session_runtime.transport.await_new_entries``: a plain ``XREAD
+    True when it does (``berth_operator.stream_pressure.await_new_entries``: a plain ``XREAD
     BLOCK`` that consumes nothing). Raises PressureUnavailable when Redis cannot be reached or
     refuses."""
     try:

@@ -21,8 +21,8 @@ from typing import Any
 import aiohttp
 from pydantic import ValidationError
 
-from berth_operator.api.constants import MAX_STATE_BODY_BYTES, SESSION_PORT
-from berth_operator.api.options import RuntimeState
+from berth_contract.state import HTTP_PORT, RuntimeState
+from berth_operator.api.constants import MAX_STATE_BODY_BYTES
 from berth_operator.errors import RuntimeUnauthorized, RuntimeUnreachable
 
 MAX_OUTCOME_BYTES = 4096
@@ -39,7 +39,7 @@ class RuntimeClient:
     """One aiohttp session shared by all requests of the operator; idle connections to a pod
     close after ``KEEPALIVE_SECONDS``."""
 
-    def __init__(self, timeout_seconds: float, session_port: int = SESSION_PORT) -> None:
+    def __init__(self, timeout_seconds: float, session_port: int = HTTP_PORT) -> None:
         """``session_port``: the port of the session pod API (8080 in every pod; a test that
         runs ``berth-session`` as a local process gives its own)."""
         self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
@@ -55,7 +55,7 @@ class RuntimeClient:
         return self._session
 
     @staticmethod
-    def base_url(pod_ip: str, port: int = SESSION_PORT) -> str:
+    def base_url(pod_ip: str, port: int = HTTP_PORT) -> str:
         """``http://<ip>:<port>`` (IPv6 addresses bracketed)."""
         host = f"[{pod_ip}]" if ":" in pod_ip else pod_ip
         return f"http://{host}:{port}"

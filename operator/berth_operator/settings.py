@@ -374,7 +374,7 @@ class ServerSettings(SettingsGroup):
 
 
 class BudgetSettings(SettingsGroup):
-    """The budget service that enforces BudgetPolicies (session_runtime.budget)."""
+    """The budget service that enforces BudgetPolicies (berth_operator.budget)."""
 
     model_config = SettingsConfigDict(env_prefix="BERTH_BUDGET_")
 

@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from berth_operator.api.constants import (
-    API_TOKEN_HEADER,
     GROUP,
     LANEWORKER_PLURAL,
     SECRET_API_TOKEN_KEY,
@@ -39,6 +38,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
+from berth_contract.state import API_TOKEN_HEADER
 from kubectl_berth import rest as sync_rest
 
 # The config loaders are untyped in the kubernetes package; give them a typed seam.

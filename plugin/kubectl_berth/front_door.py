@@ -14,9 +14,9 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
-from berth_operator.api.constants import API_TOKEN_HEADER
 from berth_operator.errors import RuntimeUnreachable
 
+from berth_contract.state import API_TOKEN_HEADER
 from kubectl_berth.client import PluginClient
 from kubectl_berth.errors import PluginError
 from kubectl_berth.session_api import describe, post_json

@@ -22,13 +22,12 @@ from typing import Any
 from berth_operator.api.agentsession import AgentSessionStatus
 from berth_operator.api.constants import (
     ANNOTATION_WAKE_REQUESTED_AT,
-    API_TOKEN_HEADER,
     SESSION_CONTAINER,
-    SESSION_PORT,
 )
 from berth_operator.errors import BerthOperatorError, RuntimeUnreachable
 from pydantic import ValidationError
 
+from berth_contract.state import API_TOKEN_HEADER, HTTP_PORT
 from kubectl_berth.client import PluginClient
 from kubectl_berth.errors import PluginError
 
@@ -62,7 +61,7 @@ def session_endpoint(body: dict[str, Any], override: str | None) -> str:
             f"session {name} has no running pod (phase {st.phase or 'unknown'}); nothing to talk to"
         )
     host = f"[{st.pod_ip}]" if ":" in st.pod_ip else st.pod_ip
-    return f"http://{host}:{SESSION_PORT}"
+    return f"http://{host}:{HTTP_PORT}"
 
 
 def pod_proxy_path(body: dict[str, Any], path: str) -> str:
@@ -76,7 +75,7 @@ def pod_proxy_path(body: dict[str, Any], path: str) -> str:
             f"{st.phase or 'unknown'}); nothing to talk to"
         )
     ns = meta.get("namespace", "")
-    return f"/api/v1/namespaces/{ns}/pods/{st.pod_name}:{SESSION_PORT}/proxy{path}"
+    return f"/api/v1/namespaces/{ns}/pods/{st.pod_name}:{HTTP_PORT}/proxy{path}"
 
 
 def passivate_body(

@@ -39,7 +39,7 @@ from session_runtime.errors import (
 from session_runtime.events import Event
 from session_runtime.hostenv import HostEnv
 from session_runtime.llm.client import LlmClient, LlmResponse, RawToolCall
-from session_runtime.store.base import LoopCheckpoint
+from session_runtime.store.base import LoopCheckpoint, SessionStore
 from session_runtime.tools.base import ToolCall, ToolContext, ToolExecutor, ToolResult
 
 Emit = Callable[..., Awaitable[Event]]
@@ -168,7 +168,7 @@ class AgentLoop:
     # ---- persistence helpers -------------------------------------------------------------
 
     @property
-    def store(self) -> Any:
+    def store(self) -> SessionStore | None:
         """The session store (``SessionOptions.session_store``) or None."""
         return self.options.session_store
 
@@ -203,7 +203,7 @@ class AgentLoop:
             "tool_calls_count": state.tool_calls_count,
             "at_ms": now,
         }
-        if self.store is not None:
+        if (store := self.store) is not None:
             cp = LoopCheckpoint(
                 run_id=state.run_id,
                 session_id=self.session_id,
@@ -216,7 +216,7 @@ class AgentLoop:
             )
 
             def write() -> None:
-                self.store.commit_round(cp)
+                store.commit_round(cp)
                 state.synced = mark[1]
 
             await self.persist("commit_round", write)
@@ -368,10 +368,10 @@ class AgentLoop:
             raise MaxToolRoundsError(self.options.max_tool_rounds)
         state.turn += 1
         turn = state.turn
-        if self.store is not None:
+        if (store := self.store) is not None:
             await self.persist(
                 "begin_round",
-                lambda: self.store.begin_round(self.session_id, state.run_id, turn, amsg),
+                lambda: store.begin_round(self.session_id, state.run_id, turn, amsg),
                 fatal=True,
             )
         results = await self.execute_calls(state, control, calls)
@@ -398,11 +398,11 @@ class AgentLoop:
 
         async def on_result(res: ToolResult) -> None:
             results[res.tool_call_id] = res
-            if self.store is not None:
+            if (store := self.store) is not None:
                 record = result_record(res)
                 await self.persist(
                     "record_tool_result",
-                    lambda: self.store.record_tool_result(
+                    lambda: store.record_tool_result(
                         self.session_id, state.run_id, turn, res.tool_call_id, record
                     ),
                 )

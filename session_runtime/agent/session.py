@@ -48,6 +48,7 @@ from session_runtime.tools.schemas import tool_definitions
 
 if TYPE_CHECKING:
     from session_runtime.agent.bridge import LoopThread
+    from session_runtime.lanes.queue import LaneQueue
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -100,12 +101,10 @@ class Session(QueueApi):
         if options.budget_guard is not None:
             self.set_budget_guard(options.budget_guard)
         self._direct = DirectExecutor()
-        self._executor: ToolExecutor = executor or self._build_executor()
-        bind = getattr(executor, "bind", None)
-        if callable(bind):
-            # An injected lane queue (built by the session pod with its Redis transport before
-            # the session existed) gets the session's event sink now.
-            bind(emit=self._emit_event)
+        self._queue = self._lane_queue(executor)
+        self._executor: ToolExecutor = executor or self._queue or self._direct
+        if executor is not None and self._queue is not None:  # the pod's, built before us
+            self._queue.bind(emit=self._emit_event)
         if options.host_tools:
             self._executor = HostToolExecutor(self._executor, options.host_tools)
         system = options.system_prompt or DEFAULT_SYSTEM_PROMPT
@@ -145,20 +144,24 @@ class Session(QueueApi):
             executor=lambda: self._executor,
         )
 
-    def _build_executor(self) -> ToolExecutor:
+    def _lane_queue(self, executor: ToolExecutor | None) -> LaneQueue | None:
+        """``executor`` if a lane queue (the pod's), else one from ``queue_config``, or None."""
+        if executor is not None:
+            from session_runtime.lanes.queue import LaneQueue  # loaded already if injected
+
+            return executor if isinstance(executor, LaneQueue) else None
         if self.options.queue_config is None:
-            return self._direct
+            return None
         from session_runtime.lanes import LaneQueue  # lazy: lanes are optional
 
         env = self._env
-        lane_queue: ToolExecutor = LaneQueue(
+        return LaneQueue(
             self.options.queue_config,
             emit=self._emit_event,
             runner=self._direct,
             clock=env.now_ms,  # ids and time through HostEnv (replay)
             task_ids=lambda: f"task-{env.new_id()}",
         )
-        return lane_queue
 
     # ---- identity ----------------------------------------------------------------------
 
@@ -571,12 +574,9 @@ class Session(QueueApi):
             self._slot.cancel("close")
             with contextlib.suppress(Exception):
                 await wait_task(task, loop, 10.0)
-        closer = getattr(self._executor, "aclose", None) or getattr(self._executor, "close", None)
-        if closer is not None and self._executor is not self._direct:
+        if self._queue is not None:
             with contextlib.suppress(Exception):
-                value = closer()
-                if inspect.isawaitable(value):
-                    await value
+                await self._queue.aclose()
         llm_closer = getattr(self._llm, "aclose", None) if self._owns_llm else None
         if llm_closer is not None:
             with contextlib.suppress(Exception):

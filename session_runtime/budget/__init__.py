@@ -1,10 +1,5 @@
-"""Tenant budgets shared by many sessions (the cluster's side of the A3S budget-guard seam).
-
-- :mod:`.policy`: what a BudgetPolicy says, which sessions it selects, its period windows, the
-  cost of a call (pure).
-- :mod:`.ledger`: atomic reserve / settle / release counters in Redis (one Lua script each).
-- :mod:`.service`: the budget service's HTTP API (aiohttp), authenticating each session by its
-  own API token and taking its tenant from the cluster, never from the request.
-- :mod:`.guard`: the session's guard (``check_before_llm`` reserves, ``record_after_llm``
-  settles) that consults the service under the policy's failure policy.
+"""The session's side of tenant budgets: :mod:`.guard`, the guard (``check_before_llm``
+reserves, ``record_after_llm`` settles) that consults the operator's budget service
+(``berth_operator.budget``, over HTTP: :mod:`berth_contract.services`) under the policy's
+failure policy.
 """

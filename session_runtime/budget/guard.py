@@ -22,8 +22,8 @@ from typing import Any
 
 import aiohttp
 
+from berth_contract.services import BUDGET_CHECK_PATH, BUDGET_RECORD_PATH, SESSION_UID_HEADER
 from session_runtime.agent.budget import BudgetGuard
-from session_runtime.budget.service import CHECK_PATH, RECORD_PATH, SESSION_UID_HEADER
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class ClusterBudgetGuard:
         if self._pending:
             await self._settle({})
         try:
-            reply = await self._post(CHECK_PATH, {"estimatedTokens": int(estimated_tokens)})
+            reply = await self._post(BUDGET_CHECK_PATH, {"estimatedTokens": int(estimated_tokens)})
         except ServiceUnavailable as exc:
             return self._unavailable(str(exc))
         if reply.get("failurePolicy") in ("Closed", "Open"):
@@ -126,7 +126,7 @@ class ClusterBudgetGuard:
         if not refs:
             return
         try:
-            await self._post(RECORD_PATH, {"reservations": refs, "usage": usage})
+            await self._post(BUDGET_RECORD_PATH, {"reservations": refs, "usage": usage})
         except ServiceUnavailable as exc:
             # The reservation stays held until its window's counters expire; the use is lost
             # to the ledger. Logged, never raised (A3S: record_after_llm failures are logged).

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import openai
 
+from berth_contract import envvars
 from session_runtime.errors import ConfigError, LlmError, LlmTransientError
 
 TextCallback = Callable[[str], Awaitable[None]]
@@ -108,7 +109,6 @@ def parse_model(model: str) -> tuple[str, str]:
 
 
 #: Environment variable naming the file that holds the LLM API key (the Berth pod contract).
-KEY_FILE_ENV = "BERTH_LLM_API_KEY_FILE"
 _MAX_KEY_FILE_BYTES = 4096
 
 
@@ -137,7 +137,7 @@ def resolve_endpoint(provider: ProviderConfig | None) -> tuple[str | None, str]:
             os.environ.get(provider.api_key_env) if provider.api_key_env else None
         )
     base_url = base_url or os.environ.get("OPENAI_BASE_URL")
-    key_file = os.environ.get(KEY_FILE_ENV, "").strip()
+    key_file = os.environ.get(envvars.LLM_API_KEY_FILE, "").strip()
     key = key or (read_key_file(key_file) if key_file else None)
     key = key or os.environ.get("OPENAI_API_KEY")
     # Local OpenAI-compatible servers often need no key; the openai package requires a value.

@@ -1,11 +1,11 @@
-"""Pure building blocks of the ``berth-session`` entrypoint (``session_runtime.server``).
-
-Owned by the session-pod entrypoint; nothing here does I/O beyond reading one file or env mapping
-it is handed, so each part is table-tested on its own:
+"""The ``berth-session`` entrypoint's parts (``session_runtime.server``); the documents it reads
+and writes (options, termination message, HTTP bodies) are :mod:`berth_contract`'s.
 
 - :mod:`session_runtime.pod.config`: environment (docs/architecture.md §5) → :class:`PodConfig`;
-- :mod:`session_runtime.pod.options`: the operator's options ConfigMap JSON → :class:`PodOptions`;
-- :mod:`session_runtime.pod.termination`: the one JSON object written to the termination log;
-- :mod:`session_runtime.pod.state`: runtime ``Session.state()`` → ``GET /v1/state`` body and the
-  server's lifecycle phases;
+- :mod:`session_runtime.pod.termination`: writing the termination message on exit;
+- :mod:`session_runtime.pod.http`: the HTTP API (aiohttp);
+- :mod:`session_runtime.pod.lifecycle`: the session's lifecycle in the pod (build, run, passivate);
+- :mod:`session_runtime.pod.warm`: warm mode (a SessionWarmPool's pod, until adopted);
+- :mod:`session_runtime.pod.start`, ``wiring``, ``budget``, ``metered``, ``peer``: start plan,
+  executor wiring, the budget guard, metered store and guard, the ``call_peer`` tool.
 """

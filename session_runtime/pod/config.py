@@ -49,8 +49,6 @@ variable                   required meaning
 ``BERTH_BUDGET_TIMEOUT_MS`` no      how long a budget request may take, default 2000
 ``BERTH_BUDGET_FAILURE_POLICY`` no  ``Closed`` (default) or ``Open``: what an unreachable budget
                                     service means until it has answered once
-``BERTH_TEST_IGNORE_PASSIVATION`` no TEST ONLY: ``1`` makes ``POST /v1/passivate`` answer 202 and
-                                    do nothing (drain-deadline tests); never set in production
 ========================== ======== ===========================================================
 """
 
@@ -61,8 +59,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-#: Default HTTP port of the session pod (docs/architecture.md §5).
-DEFAULT_HTTP_PORT = 8080
+from berth_contract import envvars
+from berth_contract.state import HTTP_PORT
+
+#: Default HTTP port of the session pod (docs/architecture.md §5): the contract's.
+DEFAULT_HTTP_PORT = HTTP_PORT
 
 #: Default bind address when ``POD_IP`` is not given (a real pod's own network namespace).
 DEFAULT_BIND_HOST = "0.0.0.0"
@@ -70,7 +71,6 @@ DEFAULT_BIND_HOST = "0.0.0.0"
 # DNS-1123 label (namespace) and subdomain (object name), as Kubernetes validates them.
 _NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-_TRUE = frozenset({"1", "true", "yes", "on"})
 
 
 class PodConfigError(ValueError):
@@ -108,7 +108,6 @@ class PodConfig:
     node_name: str | None = None
     http_port: int = DEFAULT_HTTP_PORT
     openai_base_url: str | None = None
-    test_ignore_passivation: bool = False
     budget_url: str | None = None
     budget_timeout_ms: int = 2000
     budget_failure_policy: str = "Closed"
@@ -126,7 +125,7 @@ def _opt(env: Mapping[str, str], key: str) -> str | None:
 
 def termination_log_from_env(env: Mapping[str, str]) -> Path | None:
     """``BERTH_TERMINATION_LOG`` alone, so even a config error can be reported to the operator."""
-    value = _opt(env, "BERTH_TERMINATION_LOG")
+    value = _opt(env, envvars.TERMINATION_LOG)
     return Path(value) if value else None
 
 
@@ -173,20 +172,20 @@ def parse_env(env: Mapping[str, str]) -> PodConfig:
             return ""
         return value
 
-    namespace, name = _session_name(required("BERTH_SESSION"), problems)
-    session_uid = required("BERTH_SESSION_UID")
-    epoch = _int_var("BERTH_EPOCH", required("BERTH_EPOCH") or None, 0, None, 0, problems)
-    store_dir = required("BERTH_STORE_DIR")
-    workspace = required("BERTH_WORKSPACE")
-    options_file = required("BERTH_OPTIONS_FILE")
-    token_file = required("BERTH_API_TOKEN_FILE")
+    namespace, name = _session_name(required(envvars.SESSION), problems)
+    session_uid = required(envvars.SESSION_UID)
+    epoch = _int_var(envvars.EPOCH, required(envvars.EPOCH) or None, 0, None, 0, problems)
+    store_dir = required(envvars.STORE_DIR)
+    workspace = required(envvars.WORKSPACE)
+    options_file = required(envvars.OPTIONS_FILE)
+    token_file = required(envvars.API_TOKEN_FILE)
     port = _int_var(
-        "BERTH_HTTP_PORT", _opt(env, "BERTH_HTTP_PORT"), 0, 65535, DEFAULT_HTTP_PORT, problems
+        envvars.HTTP_PORT, _opt(env, envvars.HTTP_PORT), 0, 65535, DEFAULT_HTTP_PORT, problems
     )
     budget_timeout = _int_var(
-        "BERTH_BUDGET_TIMEOUT_MS", _opt(env, "BERTH_BUDGET_TIMEOUT_MS"), 50, 60000, 2000, problems
+        envvars.BUDGET_TIMEOUT_MS, _opt(env, envvars.BUDGET_TIMEOUT_MS), 50, 60000, 2000, problems
     )
-    budget_failure = _opt(env, "BERTH_BUDGET_FAILURE_POLICY") or "Closed"
+    budget_failure = _opt(env, envvars.BUDGET_FAILURE_POLICY) or "Closed"
     if budget_failure not in ("Closed", "Open"):
         problems.append(
             f"BERTH_BUDGET_FAILURE_POLICY must be Closed or Open, got {budget_failure!r}"
@@ -201,22 +200,19 @@ def parse_env(env: Mapping[str, str]) -> PodConfig:
         store_dir=Path(store_dir),
         workspace=Path(workspace),
         options_file=Path(options_file),
-        resume_run_id=_opt(env, "BERTH_RESUME_RUN_ID"),
+        resume_run_id=_opt(env, envvars.RESUME_RUN_ID),
         termination_log=termination_log_from_env(env),
-        redis_url=_opt(env, "BERTH_REDIS_URL"),
+        redis_url=_opt(env, envvars.REDIS_URL),
         shared_root=Path(root) if (root := _opt(env, "BERTH_SHARED_ROOT")) else None,
-        workspace_root=Path(w) if (w := _opt(env, "BERTH_WORKSPACE_ROOT")) else None,
+        workspace_root=Path(w) if (w := _opt(env, envvars.WORKSPACE_ROOT)) else None,
         api_token_file=Path(token_file),
-        task_key_file=Path(k) if (k := _opt(env, "BERTH_TASK_KEY_FILE")) else None,
-        pod_name=_opt(env, "POD_NAME"),
-        pod_ip=_opt(env, "POD_IP") or DEFAULT_BIND_HOST,
-        node_name=_opt(env, "NODE_NAME"),
+        task_key_file=Path(k) if (k := _opt(env, envvars.TASK_KEY_FILE)) else None,
+        pod_name=_opt(env, envvars.POD_NAME),
+        pod_ip=_opt(env, envvars.POD_IP) or DEFAULT_BIND_HOST,
+        node_name=_opt(env, envvars.NODE_NAME),
         http_port=port,
         openai_base_url=_opt(env, "OPENAI_BASE_URL"),
-        test_ignore_passivation=(
-            env.get("BERTH_TEST_IGNORE_PASSIVATION", "").strip().lower() in _TRUE
-        ),
-        budget_url=_opt(env, "BERTH_BUDGET_URL"),
+        budget_url=_opt(env, envvars.BUDGET_URL),
         budget_timeout_ms=budget_timeout,
         budget_failure_policy=budget_failure,
     )

@@ -32,8 +32,8 @@ from aiohttp import web
 from prometheus_client import Counter
 from pydantic import BaseModel, ValidationError
 
-from session_runtime.metrics import CONTENT_TYPE, SessionMetrics
-from session_runtime.pod.api import (
+from berth_contract.state import (
+    API_TOKEN_HEADER,
     MESSAGE_ID_PATTERN,
     MessageRequest,
     PassivateRequest,
@@ -43,6 +43,7 @@ from session_runtime.pod.api import (
     message_body,
     outcome_of,
 )
+from session_runtime.metrics import CONTENT_TYPE, SessionMetrics
 
 BodyT = TypeVar("BodyT", bound=BaseModel)
 MESSAGE_ID_RE = re.compile(MESSAGE_ID_PATTERN)
@@ -55,7 +56,15 @@ class PodApi(Protocol):
 
     metrics: SessionMetrics
     phase: Phase
-    session: Any
+
+    @property
+    def built(self) -> bool:
+        """Whether the session exists (``/readyz`` answers 200 only then)."""
+        ...
+
+    def run_events(self, run_id: str) -> list[dict[str, Any]]:
+        """The retained events of run ``run_id`` ([] if none)."""
+        ...
 
     def state_json(self) -> dict[str, Any]:
         """The ``GET /v1/state`` body."""
@@ -79,7 +88,6 @@ class PodApi(Protocol):
 #: Paths served without the API token (probes and scraping carry no session data).
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 #: Header accepted besides ``Authorization: Bearer`` (kept by the apiserver's pod proxy).
-TOKEN_HEADER = "X-Berth-Token"
 
 
 def presented_token(request: web.Request) -> bytes | None:
@@ -89,7 +97,7 @@ def presented_token(request: web.Request) -> bytes | None:
     scheme, _, value = auth.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip().encode()
-    alt = request.headers.get(TOKEN_HEADER, "").strip()
+    alt = request.headers.get(API_TOKEN_HEADER, "").strip()
     return alt.encode() if alt else None
 
 
@@ -152,7 +160,7 @@ def make_app(  # noqa: C901, PLR0915
         return _json(200, {"ok": True})
 
     async def readyz(_: web.Request) -> web.Response:
-        ready = pod.session is not None and outcome_of(pod.phase) is None
+        ready = pod.built and outcome_of(pod.phase) is None
         return _json(200 if ready else 503, {"ready": ready, "state": pod.phase})
 
     async def metrics(_: web.Request) -> web.Response:
@@ -198,7 +206,7 @@ def make_app(  # noqa: C901, PLR0915
         if isinstance(found, web.Response):
             return found
         mid, runs = found
-        events = {str(r["id"]): list(pod.session.run_events(str(r["id"]))) for r in runs}
+        events = {str(r["id"]): pod.run_events(str(r["id"])) for r in runs}
         return _json(200, {"messageId": mid, "runs": events})
 
     async def outcome_of_session(request: web.Request) -> web.Response:

@@ -15,28 +15,29 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from session_runtime import Agent, SessionOptions, SessionRetentionLimits
-from session_runtime.errors import (
-    ConfigError,
-    FencedError,
-    ResumeError,
-    RunPassivatedError,
-    SessionRuntimeError,
-)
-from session_runtime.metrics import SessionMetrics
-from session_runtime.pod.api import (
+from berth_contract.options import SessionPodOptions
+from berth_contract.state import (
     Passivation,
     PeerInvocation,
     Phase,
     state_body,
 )
+from berth_contract.termination import Outcome, TerminationMessage, Usage
+from session_runtime import Agent, SessionOptions, SessionRetentionLimits
+from session_runtime.agent.session import Session
+from session_runtime.errors import (
+    ConfigError,
+    FencedError,
+    RunPassivatedError,
+    SessionRuntimeError,
+)
+from session_runtime.metrics import SessionMetrics
 from session_runtime.pod.budget import session_guard
 from session_runtime.pod.config import PodConfig, read_secret_file
 from session_runtime.pod.metered import MeteredBudgetGuard, MeteredStore
-from session_runtime.pod.options import PodOptions
 from session_runtime.pod.peer import peer_tool
+from session_runtime.pod.resume import resume_or_restart
 from session_runtime.pod.start import StartPlan, plan_start
-from session_runtime.pod.termination import Outcome, TerminationMessage, Usage
 from session_runtime.pod.wiring import build_executor
 from session_runtime.store.file import FileSessionStore
 from session_runtime.store.ids import check_id
@@ -69,7 +70,7 @@ class SessionPod:
     every method runs on it (no locks).
     """
 
-    def __init__(self, cfg: PodConfig, opts: PodOptions, metrics: SessionMetrics) -> None:
+    def __init__(self, cfg: PodConfig, opts: SessionPodOptions, metrics: SessionMetrics) -> None:
         self.cfg = cfg
         self.opts = opts
         self.metrics = metrics
@@ -79,8 +80,8 @@ class SessionPod:
         self.run_started_ms: int | None = None
         """When the pod started its latest run (epoch ms; ``runStartedMs``): the operator dates a
         resume by it rather than by when it next looked."""
-        self.session: Any = None
-        self.agent: Any = None
+        self.session: Session | None = None
+        self.agent: Agent | None = None
         self.passivation: Passivation | None = None
         self.fenced: FencedError | None = None
         self._result_text: str | None = None
@@ -88,6 +89,14 @@ class SessionPod:
         self._finished: asyncio.Future[TerminationMessage] | None = None
         self._run_task: asyncio.Task[None] | None = None
         self._passivate_task: asyncio.Task[None] | None = None
+
+    @property
+    def live(self) -> Session:
+        """The session :meth:`build` made. Raises RuntimeError before that: runs, passivation
+        and messages start only once it is built, so reaching this early is a bug."""
+        if self.session is None:
+            raise RuntimeError("the session is not built yet")
+        return self.session
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -132,7 +141,7 @@ class SessionPod:
         except Exception:
             log.debug("state() failed", exc_info=True)
             return None
-        return dict(state) if isinstance(state, Mapping) else None
+        return dict(state)
 
     def _resumed_from(self, run_id: str | None) -> str | None:
         """The run ``run_id`` continues (its run record's ``resumed_from``), or None."""
@@ -142,7 +151,7 @@ class SessionPod:
             snapshot = self.session.run_snapshot(run_id)
         except Exception:
             return None
-        value = snapshot.get("resumed_from") if isinstance(snapshot, Mapping) else None
+        value = snapshot.get("resumed_from") if snapshot is not None else None
         return str(value) if value else None
 
     def _message(
@@ -180,7 +189,7 @@ class SessionPod:
             self._on_fenced(exc)
             return self._message("fenced", reason=str(exc))
         if isinstance(exc, ConfigError | ValueError):
-            return TerminationMessage("failed", reason=str(exc), bad_input=True)
+            return TerminationMessage(outcome="failed", reason=str(exc), bad_input=True)
         return self._message("failed", reason=str(exc))
 
     def build(self) -> None:
@@ -312,7 +321,7 @@ class SessionPod:
     def start(self) -> None:
         """Carry out :attr:`plan` (see :mod:`session_runtime.pod.start`), or end passivated at
         once if passivation was asked for while the session was being built."""
-        if self.passivation is not None and not self.cfg.test_ignore_passivation:
+        if self.passivation is not None:
             self._set_phase("passivating")
             self.finish(self._message("passivated", reason=self.passivation.reason))
             return
@@ -323,31 +332,10 @@ class SessionPod:
             self.finish(self._message("completed", run_id=plan.run_id))
         elif plan.action == "resume" and plan.run_id:
             run_id = plan.run_id
-            self._start_run(lambda: self._resume(run_id))
+            self._start_run(lambda: resume_or_restart(self.live, run_id, self.opts.prompt))
         else:
             prompt = self.opts.prompt
-            self._start_run(lambda: self.session.send_async(prompt))
-
-    async def _resume(self, run_id: str) -> Any:
-        """``resume_run(run_id)``; without any checkpoint of that run the task starts afresh.
-        :func:`plan_start` only names such a run when no run of its resume lineage has a
-        checkpoint (the first pod died before the run's first commit, so no tool can have run).
-        A run a message started is started afresh from that message (same prompt and message
-        id), not from the session's first task."""
-        try:
-            return await self.session.resume_run_async(run_id)
-        except ResumeError as exc:
-            record = self.session.run_snapshot(run_id) or {}
-            message_id = record.get("message_id")
-            if message_id:
-                log.warning("%s: starting message %s afresh", exc, message_id)
-                return await self.session.send_async(
-                    str(record.get("prompt") or self.opts.prompt),
-                    message_id=str(message_id),
-                    invoked_by=record.get("invoked_by"),
-                )
-            log.warning("%s: starting the task afresh", exc)
-            return await self.session.send_async(self.opts.prompt)
+            self._start_run(lambda: self.live.send_async(prompt))
 
     def _start_run(self, factory: Callable[[], Awaitable[Any]]) -> None:
         self.run_started_ms = now_ms()
@@ -382,7 +370,7 @@ class SessionPod:
             self.finish(self._message("fenced", reason=str(self.fenced)))
         elif not self.opts.keep_alive:
             self.finish(self._message("completed"))
-        elif self.passivation is not None and not self.cfg.test_ignore_passivation:
+        elif self.passivation is not None:
             self._set_phase("passivating")  # the passivation task finishes
         else:
             self._set_phase("idle")
@@ -398,11 +386,6 @@ class SessionPod:
             deadline_ms = now + self.opts.passivation.deadline_seconds * 1000
         self.passivation = Passivation(reason, deadline_ms, now)
         self.metrics.observe_passivation(reason)
-        if self.cfg.test_ignore_passivation:
-            log.warning(
-                "passivation (%s) accepted and IGNORED (BERTH_TEST_IGNORE_PASSIVATION)", reason
-            )
-            return self.passivation
         log.info("passivation requested: reason=%s deadline_ms=%d", reason, deadline_ms)
         if self.phase in ("running", "idle"):
             self._set_phase("passivating")
@@ -417,7 +400,7 @@ class SessionPod:
         timeout = max(0, p.deadline_ms - now_ms() + PASSIVATION_SLACK_MS) / 1000
         try:
             answer = await asyncio.wait_for(
-                self.session.passivate_async(p.reason, p.deadline_ms), timeout
+                self.live.passivate_async(p.reason, p.deadline_ms), timeout
             )
         except TimeoutError:
             log.warning("passivation outlived its deadline; exiting on the last durable round")
@@ -434,7 +417,7 @@ class SessionPod:
         if self._run_task is not None:  # let the run end on its boundary so state() is final
             remaining = max(0, p.deadline_ms - now_ms() + PASSIVATION_SLACK_MS) / 1000
             await asyncio.wait({self._run_task}, timeout=remaining)
-        info = answer if isinstance(answer, Mapping) else {}
+        info = answer
         turn = info.get("turn")
         cut_off = info.get("outcome") == "timeout"  # the runtime cancelled tools at the deadline
         self.finish(
@@ -446,11 +429,18 @@ class SessionPod:
             )
         )
 
+    @property
+    def built(self) -> bool:
+        """Whether :meth:`build` made the session."""
+        return self.session is not None
+
     def message_runs(self, message_id: str) -> list[dict[str, Any]]:
         """The retained runs message ``message_id`` started (oldest first; [] if none)."""
-        if self.session is None:
-            return []
-        return list(self.session.runs_of_message(message_id))
+        return [] if self.session is None else list(self.session.runs_of_message(message_id))
+
+    def run_events(self, run_id: str) -> list[dict[str, Any]]:
+        """The retained events of run ``run_id`` ([] if none, or no session yet)."""
+        return [] if self.session is None else list(self.session.run_events(run_id))
 
     async def post_message(
         self,
@@ -481,9 +471,7 @@ class SessionPod:
         if self.phase == "idle":
             invoked_by = peer.event_fields() if peer is not None else None
             self._start_run(
-                lambda: self.session.send_async(
-                    prompt, message_id=message_id, invoked_by=invoked_by
-                )
+                lambda: self.live.send_async(prompt, message_id=message_id, invoked_by=invoked_by)
             )
             run_id = await self._recorded(message_id) if message_id is not None else None
             return 202, {
@@ -522,7 +510,6 @@ class SessionPod:
             pod_name=self.cfg.pod_name,
             node_name=self.cfg.node_name,
             passivation=self.passivation,
-            ignoring_passivation=self.cfg.test_ignore_passivation,
             resumed_from=self._resumed_from(rt.get("run_id") if rt else None),
             result_text=self._result_text,
             idle_since_ms=self.idle_since_ms,

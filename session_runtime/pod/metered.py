@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from berth_contract.options import BudgetOptions
 from session_runtime.agent.budget import TokenBudgetGuard
 from session_runtime.errors import FencedError
 from session_runtime.metrics import SessionMetrics
-from session_runtime.pod.options import BudgetOptions
 from session_runtime.store.base import (
     LoopCheckpoint,
     PendingRound,

@@ -20,12 +20,12 @@ from typing import Any
 
 import aiohttp
 
+from berth_contract.services import SESSION_UID_HEADER
 from session_runtime.tools.base import ToolCall, ToolContext, ToolResult
 from session_runtime.tools.host import HostTool
 
 TOOL_NAME = "call_peer"
 #: Header carrying the calling session's uid (with its token in ``Authorization: Bearer``).
-SESSION_UID_HEADER = "X-Berth-Session-Uid"
 #: Extra seconds the HTTP request may take beyond the wait it asked the front door for.
 HTTP_SLACK_SECONDS = 15
 

@@ -1,154 +1,14 @@
-"""The one JSON object a session pod leaves behind (docs/architecture.md §5, termination message).
+"""Writing the termination message on exit (the shape is :mod:`berth_contract.termination`).
 
-Owned by the ``berth-session`` entrypoint; the operator reads the object from the pod status
-(``state.terminated.message``) to record the run's outcome. Kubernetes keeps at most 4096 bytes of
-a termination message, so :func:`render` shrinks ``resultText`` (then ``reason``) until the encoded
-object fits; everything else is small and kept verbatim.
-
-Shape (camelCase, compact JSON, UTF-8)::
-
-    {"outcome": "completed" | "passivated" | "failed" | "fenced",
-     "runId": str | null,          # the run this process ended on (a resumed run's *new* id)
-     "turn": int,                  # completed tool rounds of that run (LoopCheckpoint.turn)
-     "usage": {"promptTokens": int, "completionTokens": int, "totalTokens": int},
-     "reason": str | null,         # why: passivation reason, error message, or null
-     "resultText": str | null,     # the agent's final text, truncated with a trailing "…"
-     "resumedFrom": str | null,    # the run ``runId`` resumed (lineage), null for a fresh run
-     "code": str}                  # only for a failure the operator reports by name:
-                                   # "ToolSandboxUnavailable" (no Landlock, toolSandbox Required)
-
-Exit codes (:data:`EXIT_CODES`): 0 for ``completed`` and ``passivated``, 1 for ``failed`` (2 when
-the failure is bad input: environment or options file), 3 for ``fenced``.
+Owned by the ``berth-session`` entrypoint; called once, as the process ends.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
 
-Outcome = Literal["completed", "passivated", "failed", "fenced"]
-
-#: Every outcome, for validation and tables.
-OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
-
-#: Kubernetes truncates termination messages to 4096 bytes (``TerminationMessagePath`` docs).
-TERMINATION_MESSAGE_LIMIT = 4096
-
-#: Process exit code per outcome (docs/architecture.md §5: 0 for completed and passivated).
-EXIT_CODES: Mapping[Outcome, int] = {"completed": 0, "passivated": 0, "failed": 1, "fenced": 3}
-
-#: Exit code for ``failed`` caused by unusable input (environment, options file).
-EXIT_BAD_INPUT = 2
-
-_ELLIPSIS = "…"
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Cumulative token usage of the run (carried forward across ``resume_run``)."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-
-    @classmethod
-    def from_mapping(cls, usage: Mapping[str, Any] | None) -> Usage:
-        """Accept the runtime's snake_case dict (``prompt_tokens``...) or camelCase; junk → 0."""
-        if not usage:
-            return cls()
-
-        def pick(*keys: str) -> int:
-            for key in keys:
-                value = usage.get(key)
-                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                    return value
-            return 0
-
-        prompt = pick("prompt_tokens", "promptTokens")
-        completion = pick("completion_tokens", "completionTokens")
-        total = pick("total_tokens", "totalTokens") or prompt + completion
-        return cls(prompt, completion, total)
-
-    def to_json(self) -> dict[str, int]:
-        """The camelCase shape used by the termination message and ``/v1/state``."""
-        return {
-            "promptTokens": self.prompt_tokens,
-            "completionTokens": self.completion_tokens,
-            "totalTokens": self.total_tokens,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class TerminationMessage:
-    """What the process reports when it ends. ``exit_code`` is derived, see :data:`EXIT_CODES`."""
-
-    outcome: Outcome
-    run_id: str | None = None
-    turn: int = 0
-    usage: Usage = Usage()
-    reason: str | None = None
-    result_text: str | None = None
-    resumed_from: str | None = None
-    bad_input: bool = False
-    code: str | None = None
-
-    @property
-    def exit_code(self) -> int:
-        """0 completed/passivated, 1 failed (2 if bad input), 3 fenced."""
-        if self.outcome == "failed" and self.bad_input:
-            return EXIT_BAD_INPUT
-        return EXIT_CODES[self.outcome]
-
-    def to_json(self) -> dict[str, Any]:
-        """The untruncated object (see the module docstring for the shape)."""
-        return {
-            "outcome": self.outcome,
-            "runId": self.run_id,
-            "turn": self.turn,
-            "usage": self.usage.to_json(),
-            "reason": self.reason,
-            "resultText": self.result_text,
-            "resumedFrom": self.resumed_from,
-        } | ({"code": self.code} if self.code else {})
-
-
-def _encode(obj: Mapping[str, Any]) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def _shrink(obj: dict[str, Any], key: str, limit: int) -> None:
-    """Cut ``obj[key]`` (a str) to the longest prefix + "…" whose encoding fits ``limit`` bytes."""
-    text = obj.get(key)
-    if not isinstance(text, str):
-        return
-    lo, hi = 0, len(text)  # invariant: text[:lo] + "…" fits, except possibly lo == 0
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        obj[key] = text[:mid] + _ELLIPSIS
-        if len(_encode(obj)) <= limit:
-            lo = mid
-        else:
-            hi = mid - 1
-    obj[key] = text[:lo] + _ELLIPSIS
-
-
-def render(message: TerminationMessage, limit: int = TERMINATION_MESSAGE_LIMIT) -> str:
-    """Encode ``message`` as compact JSON of at most ``limit`` UTF-8 bytes.
-
-    ``resultText`` is truncated first; if the rest alone is still too big (a huge error message),
-    ``reason`` is truncated too. A truncated string ends with "…". The result always parses.
-    """
-    obj = message.to_json()
-    if len(_encode(obj)) > limit:
-        _shrink(obj, "resultText", limit)
-    if len(_encode(obj)) > limit:
-        obj["resultText"] = None
-        _shrink(obj, "reason", limit)
-    return _encode(obj).decode("utf-8")
+from berth_contract.termination import TerminationMessage, render
 
 
 def write(path: Path | None, message: TerminationMessage) -> str:
@@ -165,23 +25,3 @@ def write(path: Path | None, message: TerminationMessage) -> str:
             print(f"berth-session: cannot write termination log {path}: {exc}", file=sys.stderr)
     print(f"berth-session: termination {text}", file=sys.stderr)
     return text
-
-
-def validate(obj: Mapping[str, Any]) -> list[str]:
-    """Problems with a parsed termination object (empty list = valid). Used by tests and tools."""
-    problems: list[str] = []
-    if obj.get("outcome") not in OUTCOMES:
-        problems.append(f"outcome {obj.get('outcome')!r} not in {OUTCOMES}")
-    if not isinstance(obj.get("turn"), int):
-        problems.append("turn is not an int")
-    usage = obj.get("usage")
-    if not isinstance(usage, dict) or set(usage) != {
-        "promptTokens",
-        "completionTokens",
-        "totalTokens",
-    }:
-        problems.append("usage must have exactly promptTokens, completionTokens, totalTokens")
-    for key in ("runId", "reason", "resultText"):
-        if key not in obj or not (obj[key] is None or isinstance(obj[key], str)):
-            problems.append(f"{key} must be present and a string or null")
-    return problems

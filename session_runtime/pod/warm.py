@@ -59,6 +59,8 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from berth_contract import envvars
+from berth_contract.options import OptionsError, SessionPodOptions, parse_options
 from session_runtime import early_signals, listen
 from session_runtime.pod.config import (
     DEFAULT_HTTP_PORT,
@@ -67,13 +69,11 @@ from session_runtime.pod.config import (
     read_secret_file,
     termination_log_from_env,
 )
-from session_runtime.pod.http import TOKEN_HEADER, presented_token
-from session_runtime.pod.options import OptionsError, PodOptions, parse_options
+from session_runtime.pod.http import presented_token
 from session_runtime.tools import sandbox
 
 log = logging.getLogger("berth.session.warm")
 
-WARM_POOL_ENV = "BERTH_WARM_POOL"
 #: Where the adopted session's secrets and options are written (0700, inside the pod's /tmp,
 #: which no tool process can read: tools get only their workspace and a private TMPDIR).
 ADOPTED_DIR = "berth-adopted"
@@ -123,15 +123,15 @@ def parse_warm_env(env: Mapping[str, str]) -> WarmConfig:
             problems.append(f"{key} is not set")
         return value
 
-    pool = need(WARM_POOL_ENV)
-    namespace = need("POD_NAMESPACE")
-    token = need("BERTH_WARM_TOKEN_FILE")
-    store = need("BERTH_STORE_DIR")
-    workspaces = need("BERTH_WORKSPACES_DIR")
+    pool = need(envvars.WARM_POOL)
+    namespace = need(envvars.POD_NAMESPACE)
+    token = need(envvars.WARM_TOKEN_FILE)
+    store = need(envvars.STORE_DIR)
+    workspaces = need(envvars.WORKSPACES_DIR)
     if namespace and not _NAME_RE.match(namespace):
         problems.append(f"POD_NAMESPACE is not a namespace name: {namespace!r}")
     try:
-        port = int(env.get("BERTH_HTTP_PORT", "") or DEFAULT_HTTP_PORT)
+        port = int(env.get(envvars.HTTP_PORT, "") or DEFAULT_HTTP_PORT)
     except ValueError:
         problems.append("BERTH_HTTP_PORT must be an integer")
         port = DEFAULT_HTTP_PORT
@@ -144,9 +144,9 @@ def parse_warm_env(env: Mapping[str, str]) -> WarmConfig:
         store_dir=Path(store),
         workspaces_dir=Path(workspaces),
         tmp_dir=Path(env.get("TMPDIR", "") or "/tmp"),
-        pod_name=env.get("POD_NAME") or None,
-        pod_ip=env.get("POD_IP") or "0.0.0.0",
-        node_name=env.get("NODE_NAME") or None,
+        pod_name=env.get(envvars.POD_NAME) or None,
+        pod_ip=env.get(envvars.POD_IP) or "0.0.0.0",
+        node_name=env.get(envvars.NODE_NAME) or None,
         http_port=port,
         termination_log=termination_log_from_env(env),
         openai_base_url=env.get("OPENAI_BASE_URL") or None,
@@ -199,7 +199,7 @@ def _write_private(path: Path, data: bytes) -> None:
         fh.write(data)
 
 
-def adopted_config(wc: WarmConfig, req: AdoptRequest) -> tuple[PodConfig, PodOptions, bytes]:
+def adopted_config(wc: WarmConfig, req: AdoptRequest) -> tuple[PodConfig, SessionPodOptions, bytes]:
     """The created-pod configuration of the session ``req`` gives: paths of its own directories
     below the namespace mounts (created here), its secrets written 0600 below ``/tmp``.
 
@@ -263,7 +263,7 @@ class WarmServer:
     def __init__(self, wc: WarmConfig, token: bytes) -> None:
         self.wc = wc
         self.token = token
-        self.result: tuple[PodConfig, PodOptions, bytes] | None = None
+        self.result: tuple[PodConfig, SessionPodOptions, bytes] | None = None
         self.key: tuple[str, int] | None = None
         self.adopted = asyncio.Event()
         self.site: web.BaseSite | None = None
@@ -348,7 +348,7 @@ class Adopted:
     socket of the pod's HTTP port, still open (the session API serves on it: module docstring)."""
 
     cfg: PodConfig
-    opts: PodOptions
+    opts: SessionPodOptions
     token: bytes
     listener: socket.socket
 
@@ -435,23 +435,21 @@ def wait_for_adoption(env: Mapping[str, str]) -> Adopted:
     (signalled before an adoption)."""
     wc = parse_warm_env(env)
     if sandbox.landlock_abi() < 1:
-        where = f"node {env['NODE_NAME']}" if env.get("NODE_NAME") else "this node"
+        where = f"node {env['NODE_NAME']}" if env.get(envvars.NODE_NAME) else "this node"
         raise WarmUnconfinable(
             f"{sandbox.TOOL_SANDBOX_UNAVAILABLE}: {where} gives pods no Landlock: a warm pod "
             "needs it to confine the adopted session (whatever its toolSandbox)"
         )
-    token = read_secret_file(wc.token_file, "BERTH_WARM_TOKEN_FILE")
+    token = read_secret_file(wc.token_file, envvars.WARM_TOKEN_FILE)
     warm_imports()
     adopted = asyncio.run(serve_until_adopted(wc, token))
-    key_file = env.get("BERTH_LLM_API_KEY_FILE")
+    key_file = env.get(envvars.LLM_API_KEY_FILE)
     llm = (*LLM_DIRS, str(Path(key_file).parent)) if key_file else LLM_DIRS
     confine(adopted.cfg, llm, str(wc.tmp_dir))
     return adopted
 
 
 __all__ = [
-    "TOKEN_HEADER",
-    "WARM_POOL_ENV",
     "AdoptRequest",
     "Adopted",
     "WarmConfig",

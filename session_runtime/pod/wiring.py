@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from berth_contract.options import SessionPodOptions
 from session_runtime.errors import ConfigError
 from session_runtime.lanes import LaneHandlerConfig, LaneQueue, SessionQueueConfig
 from session_runtime.pod.config import PodConfig
-from session_runtime.pod.options import PodOptions
 from session_runtime.tools.base import Lane
 from session_runtime.tools.executor import DirectExecutor
 
 
-def queue_settings(opts: PodOptions) -> tuple[SessionQueueConfig, dict[Lane, str]]:
+def queue_settings(opts: SessionPodOptions) -> tuple[SessionQueueConfig, dict[Lane, str]]:
     """The lane-queue config of ``opts.lanes`` (mode, timeout in ms, concurrency per lane) and the
     LaneWorker name of every external or hybrid lane. Raises ``ConfigError`` for bad values."""
     config = SessionQueueConfig()
@@ -40,7 +40,7 @@ def queue_settings(opts: PodOptions) -> tuple[SessionQueueConfig, dict[Lane, str
 
 
 def build_executor(
-    cfg: PodConfig, opts: PodOptions, on_rejected: Callable[[str], None] | None = None
+    cfg: PodConfig, opts: SessionPodOptions, on_rejected: Callable[[str], None] | None = None
 ) -> LaneQueue | None:
     """The session's tool executor: None (tools run directly) without ``lanes`` in the options;
     otherwise a ``LaneQueue`` (:func:`queue_settings`) with, when any lane is external or hybrid,
@@ -60,8 +60,8 @@ def build_executor(
             raise ConfigError(
                 f"lanes {sorted(workers)} are external but BERTH_REDIS_URL is not set"
             )
+        from berth_contract.taskauth import read_key_file
         from session_runtime.transport import RedisTaskTransport  # redis only when needed
-        from session_runtime.transport.auth import read_key_file
 
         if cfg.task_key_file is None:
             raise ConfigError(
@@ -79,7 +79,7 @@ def build_executor(
             session_uid=cfg.session_uid,
             epoch=cfg.epoch,
             # The stream names the operator rendered into options.json (one source of names:
-            # session_runtime.transport.names, which the operator's rendering matches).
+            # berth_contract.names, which the operator's rendering matches).
             task_streams={
                 lane: stream
                 for lane in workers

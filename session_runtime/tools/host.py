@@ -92,7 +92,3 @@ class HostToolExecutor:
         if call.name in self.tools:
             return None
         return await self.inner.recover(call, ctx)
-
-    def __getattr__(self, name: str) -> Any:
-        """Everything else (``bind``, ``close``, queue introspection) is the inner executor's."""
-        return getattr(self.inner, name)

@@ -51,6 +51,8 @@ DEVICES_RW = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urando
 #: Environment variables copied from the server into a tool process (all others are dropped).
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "TERM", "TZ")
 #: Environment variable choosing what happens without Landlock: ``required`` | ``best-effort``.
+#: It is ``berth_contract.envvars.TOOL_SANDBOX``, spelled out because this file also runs as a
+#: stdlib-only script (``-I -S``) that cannot import the contract; a unit test holds them equal.
 SANDBOX_MODE_ENV = "BERTH_TOOL_SANDBOX"
 #: Its values, in the order above.
 SANDBOX_MODES = ("required", "best-effort")

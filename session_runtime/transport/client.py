@@ -16,7 +16,7 @@ to :class:`~session_runtime.lanes.queue.LaneQueue` as its ``transport``. It impl
 When several replies exist for one tool call (a worker's reply and a "worker lost" answer racing
 it), the first one on the stream wins, which is the one the live queue used too.
 
-Authentication (:mod:`session_runtime.transport.auth`): with a ``task_key`` every task is signed
+Authentication (:mod:`berth_contract.taskauth`): with a ``task_key`` every task is signed
 with it and every reply must carry a valid MAC under it; a reply that does not (forged by anyone
 who can write the stream) is deleted from the stream, counted through ``on_rejected`` and never
 delivered. A reply must also answer a task of this session (its task id names this session's
@@ -40,10 +40,10 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from berth_contract import names
+from berth_contract.taskauth import sign_fields, verify_fields
 from session_runtime.lanes.external import ExternalReply, ExternalTask, ReplySink
 from session_runtime.tools.base import Lane, ToolContext
-from session_runtime.transport import names
-from session_runtime.transport.auth import sign_fields, verify_fields
 from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage, as_text
 
 log = logging.getLogger(__name__)

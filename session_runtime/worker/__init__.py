@@ -22,7 +22,7 @@ Rules:
   A tool that ran and failed is ``success=true`` with the failure in ``output``.
 - Bound to its session (docs/architecture.md §11): a task must carry a MAC under the key of the
   session it names (derived from the namespace master in ``BERTH_TASK_MASTER_KEY_FILE``; see
-  :mod:`session_runtime.transport.auth`), name a session of this worker's namespace and reply to
+  :mod:`berth_contract.taskauth`), name a session of this worker's namespace and reply to
   that session's own stream. Anything else — forged, unsigned, oversized — is dead-lettered,
   acknowledged and counted in ``berth_worker_tasks_rejected_total{reason}``; it is never run and
   never answered. The workspace is built, never taken from the message:

@@ -15,10 +15,10 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError, WatchError
 
+from berth_contract import names
+from berth_contract.taskauth import derive_session_key, read_key_file, sign_fields
+from berth_contract.taskauth import verify_fields as mac_ok
 from session_runtime.tools import ToolResult, run_tool
-from session_runtime.transport import names
-from session_runtime.transport.auth import derive_session_key, read_key_file, sign_fields
-from session_runtime.transport.auth import verify_fields as mac_ok
 from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage, as_text
 from session_runtime.worker.metrics import WorkerMetrics
 from session_runtime.worker.settings import WorkerSettings

@@ -12,8 +12,8 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticUndefined
 
-from session_runtime.transport import names
-from session_runtime.transport.auth import read_key_file
+from berth_contract import envvars, names
+from berth_contract.taskauth import read_key_file
 
 
 def _env(name: str, default: Any = PydanticUndefined, **bounds: Any) -> Any:
@@ -29,16 +29,16 @@ class WorkerSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
 
-    redis_url: str = _env("BERTH_REDIS_URL", min_length=1)
-    namespace: str = _env("BERTH_NAMESPACE", min_length=1)
-    laneworker: str = _env("BERTH_LANEWORKER", min_length=1)
-    pod_name: str = _env("POD_NAME", min_length=1)
-    workspaces_root: str = _env("BERTH_WORKSPACES_ROOT", min_length=1)
-    master_key_file: str = _env("BERTH_TASK_MASTER_KEY_FILE", min_length=1)
-    pod_ip: str = _env("POD_IP", "127.0.0.1")
-    concurrency: int = _env("BERTH_WORKER_CONCURRENCY", 1, ge=1)
-    task_timeout_seconds: float = _env("BERTH_TASK_TIMEOUT_SECONDS", 600.0, gt=0)
-    metrics_port: int = _env("BERTH_METRICS_PORT", 9090, ge=0, le=65535)
+    redis_url: str = _env(envvars.REDIS_URL, min_length=1)
+    namespace: str = _env(envvars.NAMESPACE, min_length=1)
+    laneworker: str = _env(envvars.LANEWORKER, min_length=1)
+    pod_name: str = _env(envvars.POD_NAME, min_length=1)
+    workspaces_root: str = _env(envvars.WORKSPACES_ROOT, min_length=1)
+    master_key_file: str = _env(envvars.TASK_MASTER_KEY_FILE, min_length=1)
+    pod_ip: str = _env(envvars.POD_IP, "127.0.0.1")
+    concurrency: int = _env(envvars.WORKER_CONCURRENCY, 1, ge=1)
+    task_timeout_seconds: float = _env(envvars.TASK_TIMEOUT_SECONDS, 600.0, gt=0)
+    metrics_port: int = _env(envvars.METRICS_PORT, 9090, ge=0, le=65535)
     heartbeat_seconds: float = _env("BERTH_WORKER_HEARTBEAT_SECONDS", 10.0, gt=0)
     reclaim_interval_seconds: float = _env("BERTH_RECLAIM_INTERVAL_SECONDS", 2.0, gt=0)
     reply_ttl_seconds: int = _env("BERTH_REPLY_TTL_SECONDS", 604_800, ge=1)
@@ -47,16 +47,16 @@ class WorkerSettings(BaseModel):
 
     @property
     def task_stream(self) -> str:
-        """The LaneWorker's task stream (``transport.names``)."""
+        """The LaneWorker's task stream (``berth_contract.names``)."""
         return names.task_stream(self.namespace, self.laneworker)
 
     @property
     def dead_letter_stream(self) -> str:
-        """The LaneWorker's dead-letter stream (``transport.names``)."""
+        """The LaneWorker's dead-letter stream (``berth_contract.names``)."""
         return names.dead_letter_stream(self.namespace, self.laneworker)
 
     def alive_key(self, consumer: str) -> str:
-        """The liveness key of worker ``consumer`` (``transport.names``)."""
+        """The liveness key of worker ``consumer`` (``berth_contract.names``)."""
         return names.alive_key(self.namespace, self.laneworker, consumer)
 
     @classmethod

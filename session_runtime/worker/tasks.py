@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 
-from session_runtime.transport import names
+from berth_contract import names
 from session_runtime.transport.codec import ReplyMessage, TaskMessage
 
 OUTCOMES = ("ok", "tool_error", "timeout", "expired", "refused", "malformed", "lost", "error")

@@ -140,10 +140,10 @@ def _executor(job: dict[str, Any]) -> Any:
     lanes = job.get("lanes")
     if not lanes:
         return None
+    from berth_contract.taskauth import derive_session_key, read_key_file
     from session_runtime.lanes import LaneQueue, SessionQueueConfig
     from session_runtime.tools import DirectExecutor
     from session_runtime.transport import RedisTaskTransport
-    from session_runtime.transport.auth import derive_session_key, read_key_file
 
     config = SessionQueueConfig()
     config.set_lane_handler("execute", "external", int(lanes["timeout_ms"]))

@@ -92,7 +92,7 @@ async def _simulate() -> None:  # pragma: no cover - runs inside a pod
     gauge.set(0)
     start_http_server(int(env.get("SIM_METRICS_PORT", str(SIM_PORT))), env["POD_IP"], registry)
 
-    from session_runtime.transport.auth import derive_session_key, read_key_file
+    from berth_contract.taskauth import derive_session_key, read_key_file
 
     redis: Redis[Any] = Redis.from_url(env["BERTH_REDIS_URL"])
     uid = f"{pod}-{uuid.uuid4().hex[:6]}"

@@ -248,10 +248,10 @@ class TaskPublisher:
         """One task per ``(call id, bash command)``, in order."""
         from redis.asyncio import Redis
 
+        from berth_contract.taskauth import derive_session_key
         from session_runtime.lanes.external import ExternalTask
         from session_runtime.tools.base import ToolContext
         from session_runtime.transport import RedisTaskTransport
-        from session_runtime.transport.auth import derive_session_key
 
         ns = self.harness.namespace
         client: Redis[Any] = Redis.from_url(self.harness.redis_url)

@@ -33,8 +33,8 @@ import pytest
 import redis
 from berth_operator.builders.redis_ca import redis_ca_path
 
+from berth_contract.taskauth import derive_session_key, sign_fields
 from session_runtime.transport import TaskMessage, reply_stream, task_stream
-from session_runtime.transport.auth import derive_session_key, sign_fields
 from tests.cluster import DevCluster
 from tests.integration.operator.harness import (
     SECRET,

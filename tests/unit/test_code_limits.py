@@ -1,11 +1,11 @@
 """Size limits of the programs, kept by the project itself (run by ``make test``).
 
-A module of ``operator/berth_operator``, ``session_runtime`` or ``plugin/kubectl_berth`` has at
-most 500 lines; a function at most 60 (pod and manifest builders in ``builders/``: 100).
-Complexity is ruff's (C901, PLR0912, PLR0915 in pyproject.toml). The modules and functions that
-were already over when the limits came are listed with their size then, as ceilings: they may
-shrink, never grow, and leave the list once under the limit (the test says when an entry is
-stale).
+A module of ``operator/berth_operator``, ``session_runtime``, ``berth_contract`` or
+``plugin/kubectl_berth`` has at most 500 lines; a function at most 60 (pod and manifest builders
+in ``builders/``: 100). Complexity is ruff's (C901, PLR0912, PLR0915 in pyproject.toml). The
+modules and functions that were already over when the limits came are listed with their size
+then, as ceilings: they may shrink, never grow, and leave the list once under the limit (the test
+says when an entry is stale).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("operator/berth_operator", "session_runtime", "plugin/kubectl_berth")
+PACKAGES = ("operator/berth_operator", "session_runtime", "berth_contract", "plugin/kubectl_berth")
 MODULE_LINES = 500
 FUNCTION_LINES = 60
 BUILDER_LINES = 100
@@ -32,15 +32,12 @@ MODULE_CEILINGS = {
     "session_runtime/worker/lane.py": 501,
 }
 FUNCTION_CEILINGS = {
-    "operator/berth_operator/builders/warm_pod.py::build_warm_pod": 135,
     "operator/berth_operator/handlers/agentsession.py::_apply": 102,
     "operator/berth_operator/handlers/sessionwarmpool.py::_reconcile_pool": 62,
     "operator/berth_operator/handlers/sessionwarmpool.py::adopt_for_session": 83,
     "operator/berth_operator/reconcile/budget_status.py::budget_status": 65,
     "operator/berth_operator/reconcile/observe.py::observe_pod": 65,
-    "session_runtime/budget/service.py::BudgetService.check": 65,
-    "session_runtime/pod/api.py::state_body": 63,
-    "session_runtime/pod/config.py::parse_env": 61,
+    "operator/berth_operator/budget/service.py::BudgetService.check": 65,
     "session_runtime/pod/http.py::make_app": 99,
 }
 

@@ -1,18 +1,15 @@
-"""API of Berth: CRD models, pod-contract documents, names, conditions, CRD generator.
+"""API of Berth: CRD models, names, conditions, CRD generator (the pod-contract documents are
+:mod:`berth_contract`'s).
 
 Pure data; imported by every other layer. Neither kopf nor kubernetes is imported here.
 """
 
 from berth_operator.api.agentsession import AgentSessionSpec, AgentSessionStatus
 from berth_operator.api.laneworker import LaneWorkerSpec, LaneWorkerStatus
-from berth_operator.api.options import RuntimeState, SessionPodOptions, TerminationMessage
 
 __all__ = [
     "AgentSessionSpec",
     "AgentSessionStatus",
     "LaneWorkerSpec",
     "LaneWorkerStatus",
-    "RuntimeState",
-    "SessionPodOptions",
-    "TerminationMessage",
 ]

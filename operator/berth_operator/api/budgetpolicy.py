@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, JsonValue
 
 from berth_operator.api.common import LABEL_VALUE, Condition, Int64, K8sModel
-from session_runtime.budget.policy import Policy, Price
+from berth_operator.budget.policy import Policy, Price
 
 USD_DECIMAL = r"^[0-9]{1,6}(\.[0-9]{1,6})?$"
 

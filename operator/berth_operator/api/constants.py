@@ -72,15 +72,12 @@ LaneWorkers only (``berth_operator.persistence``)."""
 
 # Session pod contract (docs/architecture.md §5).
 SESSION_CONTAINER: Final = "session"
-SESSION_PORT: Final = 8080
 OPTIONS_KEY: Final = "options.json"
 OPTIONS_MOUNT_PATH: Final = "/etc/berth/session"
 SHARED_MOUNT_PATH: Final = "/var/lib/berth/shared"
-TOOL_SANDBOX_ENV: Final = "BERTH_TOOL_SANDBOX"
-"""Env of session, warm and worker pods: ``required`` (no Landlock → the pod refuses to start,
-reason ``ToolSandboxUnavailable``) or ``best-effort`` (tools run unconfined without it)."""
 TOOL_SANDBOX_VALUES: Final = {"Required": "required", "BestEffort": "best-effort"}
-"""``spec.toolSandbox`` (and the operator's default) → the value of ``TOOL_SANDBOX_ENV``."""
+"""``spec.toolSandbox`` (and the operator's default) → the value of the pods'
+``berth_contract.envvars.TOOL_SANDBOX``."""
 TERMINATION_MESSAGE_PATH: Final = "/dev/termination-log"
 STORE_SUBDIR: Final = "store"
 WORKSPACES_SUBDIR: Final = "workspaces"
@@ -121,13 +118,9 @@ TASK_MASTER_KEY: Final = "master"
 """Key of the 32 random master bytes in ``berth-task-key``."""
 LABEL_LLM_CREDENTIALS: Final = "berth.dev/llm-credentials"
 """Only Secrets with this label set to ``"true"`` may be named by spec.llm.apiKeySecretRef."""
-API_TOKEN_HEADER: Final = "X-Berth-Token"
-"""Alternative to ``Authorization: Bearer`` (the apiserver's pod proxy keeps this header)."""
 MAX_STATE_BODY_BYTES: Final = 1 << 20
 """Largest GET /v1/state body the operator reads (1 MiB); a larger answer is an error."""
 SESSION_COMMAND: Final = "berth-session"
-WORKER_TASK_STREAM: Final = "berth:{namespace}:lw:{name}:tasks"
-"""Redis stream of a LaneWorker pool (docs/architecture.md §7)."""
 
 MAX_SESSION_NAME_LENGTH: Final = 50
 """AgentSession names are capped so ``<name>-e<epoch>`` stays a valid label value (63 chars)."""

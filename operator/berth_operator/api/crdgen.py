@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from berth_contract.options import options_json_schema
 from berth_operator.api import agentsession, budgetpolicy, laneworker, sessionwarmpool
 from berth_operator.api.constants import (
     BUDGETPOLICY_KIND,
@@ -43,7 +44,6 @@ from berth_operator.api.constants import (
     SESSION_SINGULAR,
     VERSION,
 )
-from berth_operator.api.options import options_json_schema
 
 _DROP_KEYS = {"title", "additionalProperties", "propertyNames", "$defs", "examples"}
 _KEEP_FORMATS = {"int32", "int64", "date-time", "byte"}

@@ -1,8 +1,8 @@
 """LaneWorker v1alpha1: spec and status models (docs/architecture.md §4).
 
 A LaneWorker is a pool of ``berth-worker`` pods consuming the Redis task stream
-``berth:{ns}:lw:{name}:tasks``. This issue defines the API (CRD, ``/scale``) and the stream name
-sessions are given; scaling the Deployment is a later issue.
+``berth:{ns}:lw:{name}:tasks`` (:func:`berth_contract.names.task_stream`), scaled through its
+``/scale`` subresource on the stream's pressure.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from berth_operator.api.common import (
     ResourceRequirements,
     Toleration,
 )
-from berth_operator.api.constants import WORKER_TASK_STREAM
 
 
 class PrometheusSource(K8sModel):
@@ -235,8 +234,3 @@ class LaneWorkerStatus(K8sModel):
     """Conditions (Ready summary)."""
     observed_generation: Int64 | None = None
     """metadata.generation last acted on."""
-
-
-def task_stream(namespace: str, name: str) -> str:
-    """The Redis task stream of LaneWorker ``namespace/name`` (docs/architecture.md §7)."""
-    return WORKER_TASK_STREAM.format(namespace=namespace, name=name)

@@ -45,6 +45,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
+from berth_contract import envvars
 from berth_operator.api.constants import (
     API_VERSION,
     LABEL_COMPONENT,
@@ -156,25 +157,25 @@ def worker_env(
     and workspaces, and the operator's tool sandbox mode."""
     return [
         {
-            "name": "BERTH_REDIS_URL",
+            "name": envvars.REDIS_URL,
             "valueFrom": {
                 "secretKeyRef": {"name": WORKER_REDIS_SECRET, "key": WORKER_REDIS_URL_KEY}
             },
         },
-        _field_env("BERTH_NAMESPACE", "metadata.namespace"),
-        {"name": "BERTH_LANEWORKER", "value": ref.name},
-        _field_env("POD_NAME", "metadata.name"),
-        _field_env("POD_IP", "status.podIP"),
-        _field_env("NODE_NAME", "spec.nodeName"),
+        _field_env(envvars.NAMESPACE, "metadata.namespace"),
+        {"name": envvars.LANEWORKER, "value": ref.name},
+        _field_env(envvars.POD_NAME, "metadata.name"),
+        _field_env(envvars.POD_IP, "status.podIP"),
+        _field_env(envvars.NODE_NAME, "spec.nodeName"),
         tool_sandbox_env(settings.pods.default_tool_sandbox),
-        {"name": "BERTH_WORKER_CONCURRENCY", "value": str(spec.concurrency)},
-        {"name": "BERTH_WORKSPACES_ROOT", "value": WORKSPACES_MOUNT_PATH},
+        {"name": envvars.WORKER_CONCURRENCY, "value": str(spec.concurrency)},
+        {"name": envvars.WORKSPACES_ROOT, "value": WORKSPACES_MOUNT_PATH},
         {
-            "name": "BERTH_TASK_MASTER_KEY_FILE",
+            "name": envvars.TASK_MASTER_KEY_FILE,
             "value": f"{TASK_KEY_MOUNT_PATH}/{TASK_MASTER_KEY}",
         },
-        {"name": "BERTH_TASK_TIMEOUT_SECONDS", "value": str(spec.task_timeout_seconds)},
-        {"name": "BERTH_METRICS_PORT", "value": str(METRICS_PORT)},
+        {"name": envvars.TASK_TIMEOUT_SECONDS, "value": str(spec.task_timeout_seconds)},
+        {"name": envvars.METRICS_PORT, "value": str(METRICS_PORT)},
     ]
 
 

@@ -23,6 +23,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, Final
 
+from berth_contract.taskauth import derive_session_key
 from berth_operator.api.agentsession import AgentSessionSpec
 from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import (
@@ -39,7 +40,6 @@ from berth_operator.api.constants import (
     WORKER_REDIS_URL_KEY,
 )
 from berth_operator.builders.names import owner_reference, session_secret_name
-from session_runtime.transport.auth import derive_session_key
 
 MASTER_KEY_BYTES: Final = 32
 MASTER_MANAGED_BY: Final = "berth"

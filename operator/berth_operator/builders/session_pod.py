@@ -31,9 +31,21 @@ Contract given to ``berth-session`` (read by session_runtime.pod.config / .optio
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
+from pydantic import ValidationError
+
+from berth_contract import envvars, names
+from berth_contract.options import (
+    LaneOptions,
+    LaneWorkerTarget,
+    LlmOptions,
+    PassivationOptions,
+    PeerCallOptions,
+    SessionPodOptions,
+)
+from berth_contract.options import SessionRef as SessionRefOptions
+from berth_contract.state import HTTP_PORT
 from berth_operator.api.agentsession import AgentSessionSpec
 from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import (
@@ -51,23 +63,11 @@ from berth_operator.api.constants import (
     SECRET_TASK_KEY_KEY,
     SESSION_COMMAND,
     SESSION_CONTAINER,
-    SESSION_PORT,
     SESSION_SECRET_MOUNT_PATH,
     STORE_MOUNT_PATH,
     TERMINATION_MESSAGE_PATH,
-    TOOL_SANDBOX_ENV,
     TOOL_SANDBOX_VALUES,
     WORKSPACE_MOUNT_PATH,
-)
-from berth_operator.api.laneworker import task_stream
-from berth_operator.api.options import (
-    LaneOptions,
-    LaneWorkerTarget,
-    LLMOptions,
-    PassivationOptions,
-    PeerCallOptions,
-    SessionIdentity,
-    SessionPodOptions,
 )
 from berth_operator.builders.claim import claim_name
 from berth_operator.builders.names import (
@@ -87,56 +87,51 @@ from berth_operator.builders.security import (
     pull_secrets,
     with_default_resources,
 )
+from berth_operator.errors import SpecError
 from berth_operator.settings import OperatorSettings
 
 SHUTDOWN_MARGIN_SECONDS = 15
 """terminationGracePeriodSeconds = passivation deadline + this margin (seconds)."""
 
 
-def result_stream(ref: SessionRef) -> str:
-    """Reply stream of the session: ``berth:{ns}:s:{uid}:results`` (docs/architecture.md §7)."""
-    return f"berth:{ref.namespace}:s:{ref.uid}:results"
-
-
 def build_options(
     ref: SessionRef, spec: AgentSessionSpec, settings: OperatorSettings
 ) -> SessionPodOptions:
-    """Render options.json from the spec; external lanes get their LaneWorker's task stream."""
-    lanes: dict[str, LaneOptions] | None = None
-    if spec.lanes:
-        lanes = {}
-        for lane, cfg in spec.lanes.items():
-            target = None
-            if cfg.lane_worker_ref is not None:
-                target = LaneWorkerTarget(
-                    name=cfg.lane_worker_ref.name,
-                    task_stream=task_stream(ref.namespace, cfg.lane_worker_ref.name),
-                )
-            lanes[lane] = LaneOptions(
-                mode=cfg.mode,
-                timeout_seconds=cfg.timeout_seconds,
-                max_concurrency=cfg.max_concurrency,
-                lane_worker=target,
-            )
-    return SessionPodOptions(
-        session=SessionIdentity(namespace=ref.namespace, name=ref.name, uid=ref.uid),
-        prompt=spec.prompt,
-        model=spec.model,
-        llm=llm_options(spec),
-        identity=spec.identity,
-        limits=spec.limits,
-        retention=spec.retention,
-        budget=spec.budget,
-        lanes=lanes,
-        result_stream=result_stream(ref),
-        keep_alive=bool(spec.keep_alive),
-        passivation=PassivationOptions(
-            deadline_seconds=spec.passivation_deadline_seconds(
-                settings.passivation.deadline_seconds
-            )
-        ),
-        peer_calls=peer_call_options(spec, settings),
-    )
+    """Render options.json (:class:`berth_contract.options.SessionPodOptions`) from the spec;
+    external lanes get their LaneWorker's task stream. Raises SpecError when the spec holds a
+    value the runtime would refuse (the contract's validation), naming the field."""
+    lanes: dict[str, Any] = {}
+    for lane, cfg in (spec.lanes or {}).items():
+        target = None
+        if cfg.lane_worker_ref is not None:
+            name = cfg.lane_worker_ref.name
+            target = LaneWorkerTarget(name=name, task_stream=names.task_stream(ref.namespace, name))
+        lanes[lane] = LaneOptions(
+            mode=cfg.mode,
+            timeout_seconds=cfg.timeout_seconds,
+            max_concurrency=cfg.max_concurrency,
+            lane_worker=target,
+        )
+    deadline = spec.passivation_deadline_seconds(settings.passivation.deadline_seconds)
+    document = {
+        "session": SessionRefOptions(namespace=ref.namespace, name=ref.name, uid=ref.uid),
+        "prompt": spec.prompt,
+        "model": spec.model,
+        "llm": llm_options(spec),
+        "identity": spec.identity.wire() if spec.identity else {},
+        "limits": spec.limits.wire() if spec.limits else {},
+        "retention": spec.retention.wire() if spec.retention else {},
+        "budget": spec.budget.wire() if spec.budget else {},
+        "lanes": lanes,
+        "result_stream": names.reply_stream(ref.namespace, ref.uid),
+        "keep_alive": bool(spec.keep_alive),
+        "passivation": PassivationOptions(deadline_seconds=deadline),
+        "peer_calls": peer_call_options(spec, settings),
+    }
+    try:
+        return SessionPodOptions.model_validate(document)
+    except ValidationError as exc:
+        raise SpecError(f"spec cannot be rendered into options.json: {exc}") from None
 
 
 def peer_call_options(spec: AgentSessionSpec, settings: OperatorSettings) -> PeerCallOptions | None:
@@ -147,12 +142,6 @@ def peer_call_options(spec: AgentSessionSpec, settings: OperatorSettings) -> Pee
         return None
     wait = min(spec.peers.max_wait_seconds or gateway.max_wait_seconds, gateway.max_wait_seconds)
     return PeerCallOptions(gateway_url=gateway.url, max_wait_seconds=wait)
-
-
-def render_options(options: SessionPodOptions) -> bytes:
-    """options.json as the pod reads it (UTF-8 JSON, sorted keys, indented): the value of key
-    ``options.json`` in the session's ``<name>-berth`` Secret."""
-    return (json.dumps(options.wire(), indent=2, sort_keys=True) + "\n").encode()
 
 
 def _field_env(name: str, path: str) -> dict[str, Any]:
@@ -169,46 +158,46 @@ def session_env(
 ) -> list[dict[str, Any]]:
     """Environment of the session container (see the module docstring)."""
     env: list[dict[str, Any]] = [
-        {"name": "BERTH_SESSION", "value": ref.key},
-        {"name": "BERTH_SESSION_UID", "value": ref.uid},
-        {"name": "BERTH_EPOCH", "value": str(epoch)},
+        {"name": envvars.SESSION, "value": ref.key},
+        {"name": envvars.SESSION_UID, "value": ref.uid},
+        {"name": envvars.EPOCH, "value": str(epoch)},
     ]
     if resume_run_id:
-        env.append({"name": "BERTH_RESUME_RUN_ID", "value": resume_run_id})
+        env.append({"name": envvars.RESUME_RUN_ID, "value": resume_run_id})
     rel = relative_workspace(spec)
     env += [
-        {"name": "BERTH_STORE_DIR", "value": STORE_MOUNT_PATH},
+        {"name": envvars.STORE_DIR, "value": STORE_MOUNT_PATH},
         {
-            "name": "BERTH_WORKSPACE",
+            "name": envvars.WORKSPACE,
             "value": f"{WORKSPACE_MOUNT_PATH}/{rel}" if rel else WORKSPACE_MOUNT_PATH,
         },
-        {"name": "BERTH_WORKSPACE_ROOT", "value": WORKSPACE_MOUNT_PATH},
+        {"name": envvars.WORKSPACE_ROOT, "value": WORKSPACE_MOUNT_PATH},
         {
-            "name": "BERTH_REDIS_URL",
+            "name": envvars.REDIS_URL,
             "valueFrom": {
                 "secretKeyRef": {"name": session_secret_name(ref.name), "key": SECRET_REDIS_URL_KEY}
             },
         },
-        {"name": "BERTH_OPTIONS_FILE", "value": f"{OPTIONS_MOUNT_PATH}/{OPTIONS_KEY}"},
-        {"name": "BERTH_TERMINATION_LOG", "value": TERMINATION_MESSAGE_PATH},
-        {"name": "BERTH_HTTP_PORT", "value": str(SESSION_PORT)},
+        {"name": envvars.OPTIONS_FILE, "value": f"{OPTIONS_MOUNT_PATH}/{OPTIONS_KEY}"},
+        {"name": envvars.TERMINATION_LOG, "value": TERMINATION_MESSAGE_PATH},
+        {"name": envvars.HTTP_PORT, "value": str(HTTP_PORT)},
         {
-            "name": "BERTH_API_TOKEN_FILE",
+            "name": envvars.API_TOKEN_FILE,
             "value": f"{SESSION_SECRET_MOUNT_PATH}/{SECRET_API_TOKEN_KEY}",
         },
         {
-            "name": "BERTH_TASK_KEY_FILE",
+            "name": envvars.TASK_KEY_FILE,
             "value": f"{SESSION_SECRET_MOUNT_PATH}/{SECRET_TASK_KEY_KEY}",
         },
-        _field_env("POD_NAME", "metadata.name"),
-        _field_env("POD_NAMESPACE", "metadata.namespace"),
-        _field_env("POD_IP", "status.podIP"),
-        _field_env("NODE_NAME", "spec.nodeName"),
+        _field_env(envvars.POD_NAME, "metadata.name"),
+        _field_env(envvars.POD_NAMESPACE, "metadata.namespace"),
+        _field_env(envvars.POD_IP, "status.podIP"),
+        _field_env(envvars.NODE_NAME, "spec.nodeName"),
         tool_sandbox_env(spec.tool_sandbox or settings.pods.default_tool_sandbox),
     ]
     if spec.llm is not None and spec.llm.api_key_secret_ref is not None:
         env.append(
-            {"name": "BERTH_LLM_API_KEY_FILE", "value": f"{LLM_KEY_MOUNT_PATH}/{LLM_KEY_FILE}"}
+            {"name": envvars.LLM_API_KEY_FILE, "value": f"{LLM_KEY_MOUNT_PATH}/{LLM_KEY_FILE}"}
         )
     if spec.llm is not None and spec.llm.base_url:
         env.append({"name": "OPENAI_BASE_URL", "value": spec.llm.base_url})
@@ -218,7 +207,7 @@ def session_env(
 def tool_sandbox_env(mode: str) -> dict[str, Any]:
     """``BERTH_TOOL_SANDBOX`` for ``mode`` (``Required`` | ``BestEffort``, as ``spec.toolSandbox``
     spells it): what the pod's tool processes do without Landlock (docs/security.md)."""
-    return {"name": TOOL_SANDBOX_ENV, "value": TOOL_SANDBOX_VALUES[mode]}
+    return {"name": envvars.TOOL_SANDBOX, "value": TOOL_SANDBOX_VALUES[mode]}
 
 
 def budget_env(settings: OperatorSettings) -> list[dict[str, Any]]:
@@ -227,25 +216,28 @@ def budget_env(settings: OperatorSettings) -> list[dict[str, Any]]:
     if not budget.enabled or not budget.url:
         return []
     return [
-        {"name": "BERTH_BUDGET_URL", "value": budget.url},
-        {"name": "BERTH_BUDGET_TIMEOUT_MS", "value": str(budget.timeout_ms)},
-        {"name": "BERTH_BUDGET_FAILURE_POLICY", "value": budget.failure_policy},
+        {"name": envvars.BUDGET_URL, "value": budget.url},
+        {"name": envvars.BUDGET_TIMEOUT_MS, "value": str(budget.timeout_ms)},
+        {"name": envvars.BUDGET_FAILURE_POLICY, "value": budget.failure_policy},
     ]
 
+
+LLM_MAX_RETRIES = 2
+"""spec.llm.maxRetries when unset: the openai client's own default."""
 
 SECRET_FILE_MODE = 0o440
 """defaultMode of the Secret volumes: owner and group (fsGroup) read, nobody else."""
 
 
-def llm_options(spec: AgentSessionSpec) -> LLMOptions:
+def llm_options(spec: AgentSessionSpec) -> LlmOptions:
     """options.json ``llm`` from ``spec.llm`` (the key itself never: it is a mounted file)."""
     llm = spec.llm
     if llm is None:
-        return LLMOptions()
-    return LLMOptions(
+        return LlmOptions(max_retries=LLM_MAX_RETRIES)
+    return LlmOptions(
         base_url=llm.base_url,
         timeout_seconds=llm.timeout_seconds,
-        max_retries=2 if llm.max_retries is None else llm.max_retries,
+        max_retries=LLM_MAX_RETRIES if llm.max_retries is None else llm.max_retries,
         organization=llm.organization,
         project=llm.project,
         headers=dict(llm.headers) if llm.headers else None,
@@ -328,8 +320,22 @@ def session_container(
     epoch: int,
     resume_run_id: str | None,
 ) -> dict[str, Any]:
-    """The ``session`` container: ``berth-session`` with its env, probes, mounts, hardened
-    securityContext and resources (the spec's, else the operator's defaults)."""
+    """The ``session`` container of a session pod: :func:`runtime_container` with the session's
+    env and mounts."""
+    env = session_env(ref, spec, settings, epoch=epoch, resume_run_id=resume_run_id)
+    return runtime_container(spec, settings, env, session_mounts(ref, spec))
+
+
+def runtime_container(
+    spec: AgentSessionSpec,
+    settings: OperatorSettings,
+    env: list[dict[str, Any]],
+    mounts: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The ``session`` container of session and warm pods alike: ``berth-session`` with ``env``
+    and ``mounts``, its port, probes, termination message, hardened securityContext and
+    resources (the spec's, else the operator's defaults). A warm pod's differs only in the two
+    lists, so the two kinds of pod cannot drift apart."""
     placement = spec.placement
     user_resources = (
         placement.resources.wire() if placement is not None and placement.resources else None
@@ -339,8 +345,8 @@ def session_container(
         "image": spec.image or settings.images.session,
         "imagePullPolicy": settings.images.pull_policy,
         "command": [SESSION_COMMAND],
-        "env": session_env(ref, spec, settings, epoch=epoch, resume_run_id=resume_run_id),
-        "ports": [{"name": "http", "containerPort": SESSION_PORT, "protocol": "TCP"}],
+        "env": env,
+        "ports": [{"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"}],
         # 1 s: the first probe usually comes before the process serves, and the next one
         # decides when the pod counts as Ready (a warm pod, a Service endpoint).
         "readinessProbe": {
@@ -353,12 +359,45 @@ def session_container(
             "periodSeconds": 10,
             "failureThreshold": 6,
         },
-        "volumeMounts": session_mounts(ref, spec),
+        "volumeMounts": mounts,
         "terminationMessagePath": TERMINATION_MESSAGE_PATH,
         "terminationMessagePolicy": "File",
         "securityContext": hardened_container_security(),
         "resources": with_default_resources(user_resources, settings),
     }
+
+
+def runtime_pod_spec(
+    spec: AgentSessionSpec,
+    settings: OperatorSettings,
+    container: dict[str, Any],
+    volumes: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The pod spec around ``container`` for session and warm pods alike: never restarted, no
+    service account token or service links, the grace period the passivation deadline needs,
+    the pod securityContext, the Redis CA, pull secrets, service account, runtime class and
+    ``spec.placement``."""
+    grace = spec.passivation_deadline_seconds(settings.passivation.deadline_seconds)
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "shareProcessNamespace": SHARE_PROCESS_NAMESPACE,
+        "terminationGracePeriodSeconds": grace + SHUTDOWN_MARGIN_SECONDS,
+        "securityContext": pod_security_context(settings.pods.run_as_user),
+        "containers": [container],
+        "volumes": volumes,
+    }
+    add_redis_ca(pod_spec, container, settings.redis.for_sessions)  # the CA its URL names
+    pull = pull_secrets(spec.image_pull_secrets, settings)
+    if pull:
+        pod_spec["imagePullSecrets"] = pull
+    if settings.pods.session_service_account:
+        pod_spec["serviceAccountName"] = settings.pods.session_service_account
+    if settings.pods.session_runtime_class:
+        pod_spec["runtimeClassName"] = settings.pods.session_runtime_class
+    pod_spec.update(placement_fields(spec))
+    return pod_spec
 
 
 def placement_fields(spec: AgentSessionSpec) -> dict[str, Any]:
@@ -398,32 +437,10 @@ def build_session_pod(
     passivation moved the session away from) becomes a required node affinity ``metadata.name
     NotIn`` ANDed into every term of spec.placement.affinity (see ``with_avoided_nodes``).
     """
-    uid = settings.pods.run_as_user
-    claim = claim_name(spec, settings)
     labels = session_labels(ref, spec) | {LABEL_EPOCH: str(epoch)}
     container = session_container(ref, spec, settings, epoch, resume_run_id)
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "shareProcessNamespace": SHARE_PROCESS_NAMESPACE,
-        "terminationGracePeriodSeconds": spec.passivation_deadline_seconds(
-            settings.passivation.deadline_seconds
-        )
-        + SHUTDOWN_MARGIN_SECONDS,
-        "securityContext": pod_security_context(uid),
-        "containers": [container],
-        "volumes": session_volumes(ref, spec, claim),
-    }
-    add_redis_ca(pod_spec, container, settings.redis.for_sessions)  # the CA its URL names
-    pull = pull_secrets(spec.image_pull_secrets, settings)
-    if pull:
-        pod_spec["imagePullSecrets"] = pull
-    if settings.pods.session_service_account:
-        pod_spec["serviceAccountName"] = settings.pods.session_service_account
-    if settings.pods.session_runtime_class:
-        pod_spec["runtimeClassName"] = settings.pods.session_runtime_class
-    pod_spec.update(placement_fields(spec))
+    volumes = session_volumes(ref, spec, claim_name(spec, settings))
+    pod_spec = runtime_pod_spec(spec, settings, container, volumes)
     if avoid_nodes:
         pod_spec["affinity"] = with_avoided_nodes(pod_spec.get("affinity"), avoid_nodes)
     return {
@@ -437,7 +454,7 @@ def build_session_pod(
                 ANNOTATION_REPLACED_REASON: reason,
                 ANNOTATION_RESUME_RUN_ID: resume_run_id or "",
                 "prometheus.io/scrape": "true",
-                "prometheus.io/port": str(SESSION_PORT),
+                "prometheus.io/port": str(HTTP_PORT),
             },
             "ownerReferences": [owner_reference(ref)],
         },

@@ -18,6 +18,9 @@ import base64
 import secrets
 from typing import Any
 
+from berth_contract import envvars
+from berth_contract.options import SessionPodOptions
+from berth_contract.state import HTTP_PORT
 from berth_operator.api.agentsession import AgentSessionSpec
 from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import (
@@ -35,16 +38,12 @@ from berth_operator.api.constants import (
     SECRET_API_TOKEN_KEY,
     SECRET_REDIS_URL_KEY,
     SECRET_TASK_KEY_KEY,
-    SESSION_COMMAND,
-    SESSION_CONTAINER,
-    SESSION_PORT,
     STORE_MOUNT_PATH,
     STORE_SUBDIR,
     TERMINATION_MESSAGE_PATH,
     WORKSPACES_MOUNT_PATH,
     WORKSPACES_SUBDIR,
 )
-from berth_operator.api.options import SessionPodOptions
 from berth_operator.api.sessionwarmpool import (
     ANNOTATION_ADOPTED_FROM,
     LABEL_WARM_POOL,
@@ -56,25 +55,14 @@ from berth_operator.api.sessionwarmpool import (
     WarmPodTemplate,
 )
 from berth_operator.builders.names import owner_reference, relative_workspace, session_labels
-from berth_operator.builders.redis_ca import add_redis_ca
-from berth_operator.builders.security import (
-    SHARE_PROCESS_NAMESPACE,
-    hardened_container_security,
-    pod_security_context,
-    pull_secrets,
-    with_default_resources,
-)
 from berth_operator.builders.session_pod import (
     SECRET_FILE_MODE,
-    SHUTDOWN_MARGIN_SECONDS,
-    placement_fields,
+    runtime_container,
+    runtime_pod_spec,
     session_volumes,
     tool_sandbox_env,
 )
 from berth_operator.settings import OperatorSettings
-
-WARM_READINESS_PERIOD_SECONDS = 1
-"""Readiness probe period of a warm pod: it becomes adoptable within a second of serving."""
 
 
 def warm_secret_name(pool: str) -> str:
@@ -150,22 +138,22 @@ def build_warm_pod(
     spec = _as_spec(template)
     claim = (template.store.claim_name if template.store else None) or settings.claims.default_name
     env: list[dict[str, Any]] = [
-        {"name": "BERTH_WARM_POOL", "value": pool},
-        {"name": "BERTH_WARM_TOKEN_FILE", "value": f"{WARM_TOKEN_MOUNT_PATH}/{WARM_TOKEN_KEY}"},
-        {"name": "BERTH_STORE_DIR", "value": STORE_MOUNT_PATH},
-        {"name": "BERTH_WORKSPACES_DIR", "value": WORKSPACES_MOUNT_PATH},
-        {"name": "BERTH_TERMINATION_LOG", "value": TERMINATION_MESSAGE_PATH},
-        {"name": "BERTH_HTTP_PORT", "value": str(SESSION_PORT)},
-        _field_env("POD_NAME", "metadata.name"),
-        _field_env("POD_NAMESPACE", "metadata.namespace"),
-        _field_env("POD_IP", "status.podIP"),
-        _field_env("NODE_NAME", "spec.nodeName"),
+        {"name": envvars.WARM_POOL, "value": pool},
+        {"name": envvars.WARM_TOKEN_FILE, "value": f"{WARM_TOKEN_MOUNT_PATH}/{WARM_TOKEN_KEY}"},
+        {"name": envvars.STORE_DIR, "value": STORE_MOUNT_PATH},
+        {"name": envvars.WORKSPACES_DIR, "value": WORKSPACES_MOUNT_PATH},
+        {"name": envvars.TERMINATION_LOG, "value": TERMINATION_MESSAGE_PATH},
+        {"name": envvars.HTTP_PORT, "value": str(HTTP_PORT)},
+        _field_env(envvars.POD_NAME, "metadata.name"),
+        _field_env(envvars.POD_NAMESPACE, "metadata.namespace"),
+        _field_env(envvars.POD_IP, "status.podIP"),
+        _field_env(envvars.NODE_NAME, "spec.nodeName"),
         tool_sandbox_env(settings.pods.default_tool_sandbox),
     ]
     llm = template.llm
     if llm is not None and llm.api_key_secret_ref is not None:
         env.append(
-            {"name": "BERTH_LLM_API_KEY_FILE", "value": f"{LLM_KEY_MOUNT_PATH}/{LLM_KEY_FILE}"}
+            {"name": envvars.LLM_API_KEY_FILE, "value": f"{LLM_KEY_MOUNT_PATH}/{LLM_KEY_FILE}"}
         )
     if llm is not None and llm.base_url:
         env.append({"name": "OPENAI_BASE_URL", "value": llm.base_url})
@@ -200,54 +188,8 @@ def build_warm_pod(
         mounts.append({"name": "llm-key", "mountPath": LLM_KEY_MOUNT_PATH, "readOnly": True})
     if "llm-ca" in names:
         mounts.append({"name": "llm-ca", "mountPath": "/var/run/berth/llm-ca", "readOnly": True})
-    user_resources = (
-        template.placement.resources.wire()
-        if template.placement is not None and template.placement.resources
-        else None
-    )
-    container = {
-        "name": SESSION_CONTAINER,
-        "image": template.image or settings.images.session,
-        "imagePullPolicy": settings.images.pull_policy,
-        "command": [SESSION_COMMAND],
-        "env": env,
-        "ports": [{"name": "http", "containerPort": SESSION_PORT, "protocol": "TCP"}],
-        "readinessProbe": {
-            "httpGet": {"path": "/readyz", "port": "http"},
-            "periodSeconds": WARM_READINESS_PERIOD_SECONDS,
-            "failureThreshold": 3,
-        },
-        "livenessProbe": {
-            "httpGet": {"path": "/healthz", "port": "http"},
-            "periodSeconds": 10,
-            "failureThreshold": 6,
-        },
-        "volumeMounts": mounts,
-        "terminationMessagePath": TERMINATION_MESSAGE_PATH,
-        "terminationMessagePolicy": "File",
-        "securityContext": hardened_container_security(),
-        "resources": with_default_resources(user_resources, settings),
-    }
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "shareProcessNamespace": SHARE_PROCESS_NAMESPACE,
-        "terminationGracePeriodSeconds": settings.passivation.deadline_seconds
-        + SHUTDOWN_MARGIN_SECONDS,
-        "securityContext": pod_security_context(settings.pods.run_as_user),
-        "containers": [container],
-        "volumes": volumes,
-    }
-    add_redis_ca(pod_spec, container, settings.redis.for_sessions)  # the CA its URL names
-    pull = pull_secrets(template.image_pull_secrets, settings)
-    if pull:
-        pod_spec["imagePullSecrets"] = pull
-    if settings.pods.session_service_account:
-        pod_spec["serviceAccountName"] = settings.pods.session_service_account
-    if settings.pods.session_runtime_class:
-        pod_spec["runtimeClassName"] = settings.pods.session_runtime_class
-    pod_spec.update(placement_fields(spec))
+    container = runtime_container(spec, settings, env, mounts)
+    pod_spec = runtime_pod_spec(spec, settings, container, volumes)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -265,7 +207,7 @@ def build_warm_pod(
             },
             "annotations": {
                 "prometheus.io/scrape": "true",
-                "prometheus.io/port": str(SESSION_PORT),
+                "prometheus.io/port": str(HTTP_PORT),
             },
             "ownerReferences": [_pool_owner(namespace, pool, pool_uid)],
         },

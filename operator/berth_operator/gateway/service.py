@@ -41,12 +41,12 @@ from aiohttp import web
 from prometheus_client import Counter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from berth_contract.services import SESSION_UID_HEADER
+from berth_contract.state import API_TOKEN_HEADER, MESSAGE_ID_PATTERN
 from berth_operator.errors import BerthOperatorError, RuntimeUnreachable
 from berth_operator.gateway.delivery import Delivery
 from berth_operator.gateway.inbox import FINAL, Inbox, Message
 from berth_operator.gateway.routing import SessionView, refuse_message, refuse_peer
-from session_runtime.pod.api import MESSAGE_ID_PATTERN
-from session_runtime.pod.peer import SESSION_UID_HEADER
 
 REFUSED = Counter(
     "berth_operator_gateway_requests_refused_total",
@@ -59,7 +59,6 @@ PEER_CALLS = Counter(
     "Peer calls accepted by the front door.",
 )
 
-TOKEN_HEADER = "X-Berth-Token"
 MESSAGE_ID_RE = re.compile(MESSAGE_ID_PATTERN)
 
 Lookup = Callable[[str, str], SessionView | None]
@@ -103,7 +102,7 @@ def _presented(request: web.Request) -> str:
     scheme, _, value = auth.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
-    return request.headers.get(TOKEN_HEADER, "").strip()
+    return request.headers.get(API_TOKEN_HEADER, "").strip()
 
 
 def _wait_seconds(request: web.Request, cap: int) -> float:

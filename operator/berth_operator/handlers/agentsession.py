@@ -457,7 +457,7 @@ async def _apply(  # noqa: C901, PLR0912, PLR0915
     ready: list[dict[str, Any]] | BaseException | None = None
     placed: tuple[ObservedPod, ...] | BaseException = ()
     if create is not None and beside:
-        ctx.reservations.pop(obs.ref.uid, None)  # used now, whatever comes of it
+        ctx.memory(obs.ref.uid).reservation = None  # used now, whatever comes of it
         stored, placed = await asyncio.gather(
             status_write, prepare_and_create(ctx, obs, create, early), return_exceptions=True
         )
@@ -475,7 +475,7 @@ async def _apply(  # noqa: C901, PLR0912, PLR0915
     written, body = stored is not body, stored
     reserved = pv.reservation(obs.status.passivation, plan.status.passivation)
     if written and reserved is not None:
-        ctx.reservations[obs.ref.uid] = reserved
+        ctx.memory(obs.ref.uid).reservation = reserved
     ctx.phases.set(obs.ref.uid, plan.status.phase)
     if create is None and obs.state is not None:  # an adopted pod placed without them runs
         recheck_objects(ctx, obs.ref, obs.spec)

@@ -3,7 +3,7 @@
 - Every BudgetPolicy event puts the parsed policy into the directory (or drops it on deletion),
   so an edit applies to running sessions from their next LLM call.
 - Every AgentSession event records the session's identity and model (its API token stays in the
-  operator's token cache, ``OperatorContext.tokens``); deletion forgets it.
+  operator's token cache, ``SessionMemory.token``); deletion forgets it.
 - :func:`prime` fills the directory from a LIST of the watched policies and sessions before a new
   leader's budget service opens (its watches have not shown them yet: every call would be
   refused, and a ``Closed`` policy turns that into a denied LLM call); :func:`token_loader` reads
@@ -27,14 +27,14 @@ from pydantic import ValidationError
 from berth_operator import budget_metrics as metrics
 from berth_operator.api.budgetpolicy import BudgetPolicyStatus, parse_spec, to_policy
 from berth_operator.api.constants import BUDGETPOLICY_PLURAL, GROUP, SESSION_PLURAL, VERSION
+from berth_operator.budget.ledger import window_key
+from berth_operator.budget.policy import Identity
+from berth_operator.budget.service import LoadToken, TokenUnavailable
 from berth_operator.errors import BerthOperatorError
 from berth_operator.handlers.context import BudgetClients, OperatorContext
 from berth_operator.k8s.budgetpolicy import BudgetPolicyApi
 from berth_operator.k8s.calls import with_backoff
 from berth_operator.reconcile.budget_status import budget_status
-from session_runtime.budget.ledger import window_key
-from session_runtime.budget.policy import Identity
-from session_runtime.budget.service import LoadToken, TokenUnavailable
 
 STATUS_INTERVAL_SECONDS = 10.0
 """How often a policy's status, conditions and gauges are refreshed (seconds)."""

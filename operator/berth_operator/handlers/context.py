@@ -4,21 +4,13 @@
   (``handlers.session_workers``); pod, node, eviction and gateway events queue a session so it
   reconciles at once instead of at its next timer (:meth:`OperatorContext.wake_session`).
 - ``wakeups``: one asyncio.Event per SessionWarmPool key, set to wake that pool's daemon.
-- ``inflight``: pods this process created that the watch cache has not shown yet, with the
-  monotonic time of the create. ``decide`` treats such a pod as existing, so a lagging cache never
-  leads to a second create; entries expire after ``inflight_ttl_seconds`` (then the direct LIST
-  before a create is the guard: ``handlers.session_placement.create_pod``).
-- ``create_failures``: session uid → the last failed attempt to create the pod of its stored
-  epoch; ``decide`` tries that epoch again after a backoff instead of moving to the next one.
-- ``objects_ready``: session uid → the generation whose Secret this process wrote; a later pod
-  of it is placed without waiting for it; ``objects_recheck``: the uids of such pods, whose
-  Secret is written again after the placement.
-- ``evictions``: session uid → pod names whose eviction the webhook denied (handlers.webhook); the
-  session's next decision requests passivation with reason ``eviction`` and records it in status.
+- ``memory``: what this process keeps about each session between passes, one object per
+  session (``handlers.memory``): its API token, the pod it created and has not seen yet, refused
+  evictions, the end its pod reported, a reserved epoch, the last failed create, whether its
+  Secret is known written.
 - ``disruption``: the namespaces' session PodDisruptionBudgets (k8s.disruption), None when PDBs
   are disabled.
-- ``secrets``: Secret calls (k8s.secrets); ``tokens``: session uid → the API token of its
-  ``<name>-berth`` Secret, read once and cached (never logged, never in status or Events).
+- ``secrets``: Secret calls (k8s.secrets).
 - ``ready_claims``: (namespace, claim) → (monotonic time, ``StoreReady`` tuple) of a shared claim
   last read Bound.
 - ``llm_secrets``: (namespace, Secret) → (monotonic time, its labels and key names without
@@ -51,12 +43,16 @@ import aiohttp
 from redis.asyncio import Redis
 
 from berth_operator.api.common import SessionRef
+from berth_operator.budget.directory import BudgetDirectory
+from berth_operator.budget.ledger import Ledger
+from berth_operator.budget.service import BudgetService, LoadToken
 from berth_operator.errors import NotFound
 from berth_operator.gateway.delivery import Delivery
 from berth_operator.gateway.directory import GatewayDirectory
 from berth_operator.gateway.inbox import Inbox, Message
 from berth_operator.gateway.routing import SessionView
 from berth_operator.gateway.service import GatewayService
+from berth_operator.handlers.memory import SessionMemories
 from berth_operator.handlers.session_workers import SessionWorkers
 from berth_operator.handlers.warm_state import WarmPoolState
 from berth_operator.k8s.calls import with_backoff
@@ -65,16 +61,12 @@ from berth_operator.k8s.disruption import DisruptionClient
 from berth_operator.k8s.laneworker import LaneWorkerApi
 from berth_operator.k8s.netpol import NamespacePolicies
 from berth_operator.k8s.secrets import SecretApi
-from berth_operator.metrics import INFLIGHT, PhaseTracker
+from berth_operator.metrics import PhaseTracker
 from berth_operator.reconcile.migration import MigrationSlots
 from berth_operator.reconcile.observe import ObservedPod, ended_as_reported
-from berth_operator.reconcile.passivation import Reservation
 from berth_operator.reconcile.plan import CreateFailure, CreatePod
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
-from session_runtime.budget.directory import BudgetDirectory
-from session_runtime.budget.ledger import Ledger
-from session_runtime.budget.service import BudgetService, LoadToken
 
 
 @dataclass
@@ -114,7 +106,7 @@ class LaneClients:
 
 @dataclass
 class BudgetClients:
-    """The budget service (session_runtime.budget) as the operator runs it: its directory (filled
+    """The budget service (berth_operator.budget) as the operator runs it: its directory (filled
     by handlers.budgetpolicy from the watches; tokens from the session token cache), the ledger
     on the operator's Redis user, and the service. Built by :meth:`create`; :meth:`close`."""
 
@@ -125,12 +117,15 @@ class BudgetClients:
 
     @classmethod
     def create(
-        cls, settings: OperatorSettings, tokens: dict[str, str], load_token: LoadToken | None = None
+        cls,
+        settings: OperatorSettings,
+        tokens: Callable[[str], str | None],
+        load_token: LoadToken | None = None,
     ) -> BudgetClients:
         """Redis from ``settings.redis.for_operator``; tokens looked up in ``tokens``, filled by
         ``load_token(identity, uid)`` for a session whose token it does not hold yet."""
         redis: Redis[Any] = Redis.from_url(settings.redis.for_operator)
-        directory = BudgetDirectory(tokens.get)
+        directory = BudgetDirectory(tokens)
         ledger = Ledger(redis)
         service = BudgetService(ledger, directory, load_token=load_token)
         return cls(directory, ledger, service, redis)
@@ -224,13 +219,12 @@ class OperatorContext:
     runtime: RuntimeClient
     phases: PhaseTracker = field(default_factory=PhaseTracker)
     wakeups: dict[str, asyncio.Event] = field(default_factory=dict)
-    inflight: dict[str, tuple[str, float]] = field(default_factory=dict)
-    evictions: dict[str, set[str]] = field(default_factory=dict)
+    memory: SessionMemories = field(default_factory=SessionMemories)
+    """What this process keeps about each session between passes (``handlers.memory``)."""
     disruption: DisruptionClient | None = None
     netpol: NamespacePolicies | None = None
     """The namespaces' NetworkPolicies (None: none configured)."""
     secrets: SecretApi | None = None
-    tokens: dict[str, str] = field(default_factory=dict, repr=False)
     lanes: LaneClients | None = None
     ready_claims: dict[tuple[str, str], tuple[float, tuple[bool, str, str]]] = field(
         default_factory=dict
@@ -243,31 +237,12 @@ class OperatorContext:
     sessions: SessionWorkers = field(default_factory=SessionWorkers)
     background: set[asyncio.Task[None]] = field(default_factory=set)
     """Tasks started by :meth:`spawn` that have not ended."""
-    outcomes: dict[str, tuple[str, str, datetime]] = field(default_factory=dict)
-    """Session uid → (pod uid, termination message text, when it came) its passivating pod
-    reported itself over ``GET /v1/outcome``, ahead of the kubelet
-    (``reconcile.observe.ended_as_reported``)."""
     outcome_waits: set[str] = field(default_factory=set)
     """Pod uids whose ``GET /v1/outcome`` is being awaited (one waiter per pod)."""
-    reservations: dict[str, Reservation] = field(default_factory=dict)
-    """Session uid → the epoch a passivation request this process stored reserved for the
-    replacement (``reconcile.passivation.reservation``), until a create uses it."""
-    create_failures: dict[str, CreateFailure] = field(default_factory=dict)
-    """Session uid → the last failed attempt to create the pod of its stored epoch
-    (:meth:`create_failed`); dropped when a create of the session goes through."""
-    objects_ready: dict[str, int] = field(default_factory=dict)
-    """Session uid → the ``metadata.generation`` for which this process last wrote (or found)
-    the session's ``<name>-berth`` Secret; dropped when a write of it fails. A later pod of that
-    generation is placed without waiting for it again."""
-    objects_recheck: set[str] = field(default_factory=set)
-    """Session uids whose pod is placed without waiting for the Secret (``objects_ready``): it
-    is written again once that pod is created (it mounts the
-    Secret), or, for an adopted warm pod, by the first pass that finds its runtime answering,
-    so one deleted meanwhile comes back, after the placements of a burst."""
 
     def request_eviction(self, uid: str, pod_name: str) -> bool:
         """Remember an eviction request for ``pod_name``; True the first time."""
-        pods = self.evictions.setdefault(uid, set())
+        pods = self.memory(uid).evictions
         first = pod_name not in pods
         pods.add(pod_name)
         return first
@@ -276,11 +251,12 @@ class OperatorContext:
         """Session ``uid``'s API token from the cache, read from its ``<name>-berth`` Secret
         the first time (a new leader has not read it yet). None when it cannot be read; raises
         BerthOperatorError for API errors."""
-        if uid not in self.tokens and self.secrets is not None:
+        memory = self.memory(uid)
+        if memory.token is None and self.secrets is not None:
             token = await self.secrets.api_token(SessionRef(namespace, name, uid))
-            if token is not None:
-                self.tokens.setdefault(uid, token)
-        return self.tokens.get(uid)
+            if token is not None and memory.token is None:
+                memory.token = token
+        return memory.token
 
     def wakeup(self, key: str) -> asyncio.Event:
         """The wake-up event of ``key`` (a SessionWarmPool's; created on first use)."""
@@ -309,20 +285,17 @@ class OperatorContext:
 
     def mark_inflight(self, uid: str, pod_name: str) -> None:
         """Remember a create until the cache shows the pod (and forget failed attempts)."""
-        self.inflight[uid] = (pod_name, time.monotonic())
-        self.create_failures.pop(uid, None)
-        INFLIGHT.set(len(self.inflight))
+        self.memory.set_inflight(uid, pod_name)
 
     def clear_inflight(self, uid: str) -> None:
         """Forget session ``uid``'s create in flight: its pod will not show (it was given up)."""
-        self.inflight.pop(uid, None)
-        INFLIGHT.set(len(self.inflight))
+        self.memory.set_inflight(uid, None)
 
     def create_failed(self, uid: str, create: CreatePod, error: BaseException) -> CreateFailure:
         """Remember that placing ``create.epoch``'s pod of session ``uid`` failed with
         ``error`` after the epoch was stored; attempts count up while the epoch stays the
         same. ``decide`` reads it (``Observation.create_failure``) to try that epoch again."""
-        before = self.create_failures.get(uid)
+        before = self.memory(uid).create_failure
         same = before is not None and before.create.epoch == create.epoch
         failure = CreateFailure(
             create=create,
@@ -330,21 +303,20 @@ class OperatorContext:
             attempts=before.attempts + 1 if same and before is not None else 1,
             failed_at=datetime.now(UTC),
         )
-        self.create_failures[uid] = failure
+        self.memory(uid).create_failure = failure
         return failure
 
     def inflight_for(self, uid: str, cached_names: set[str]) -> str | None:
         """The in-flight pod name of ``uid``, dropping it once cached or expired."""
-        entry = self.inflight.get(uid)
-        if entry is None:
+        memory = self.memory.peek(uid)
+        if memory is None or memory.inflight is None:
             return None
-        name, since = entry
+        name, since = memory.inflight
         if (
             name in cached_names
             or time.monotonic() - since > self.settings.placement.inflight_ttl_seconds
         ):
-            del self.inflight[uid]
-            INFLIGHT.set(len(self.inflight))
+            self.memory.set_inflight(uid, None)
             return None
         return name
 
@@ -357,28 +329,21 @@ class OperatorContext:
 
     def reported_ends(self, uid: str, pods: Iterable[ObservedPod]) -> list[ObservedPod]:
         """Session ``uid``'s ``pods`` with the end its pod reported itself applied (see
-        :attr:`outcomes`); the report is dropped once the kubelet's shows or the pod is gone."""
+        ``SessionMemory.outcome``); the report is dropped once the kubelet's shows or the pod is
+        gone."""
         pods = list(pods)
-        entry = self.outcomes.get(uid)
-        if entry is None:
+        memory = self.memory.peek(uid)
+        if memory is None or memory.outcome is None:
             return pods
-        pod_uid, message, at = entry
+        pod_uid, message, at = memory.outcome
         reported = next((p for p in pods if p.uid == pod_uid), None)
         if reported is None or reported.terminated is not None:
-            del self.outcomes[uid]
+            memory.outcome = None
             return pods
         return [ended_as_reported(p, message, at) if p is reported else p for p in pods]
 
     def forget(self, uid: str) -> None:
         """Drop everything kept for a deleted session."""
-        self.inflight.pop(uid, None)
-        self.evictions.pop(uid, None)
-        self.tokens.pop(uid, None)
-        self.outcomes.pop(uid, None)
-        self.create_failures.pop(uid, None)
-        self.reservations.pop(uid, None)
-        self.objects_ready.pop(uid, None)
-        self.objects_recheck.discard(uid)
+        self.memory.forget(uid)
         self.migrations.forget(uid)
-        INFLIGHT.set(len(self.inflight))
         self.phases.set(uid, None)

@@ -2,8 +2,7 @@
 
 Thin: they read (spec, Deployment, pods, pressure), call the pure builders and decisions
 (:mod:`berth_operator.builders.laneworker`, :mod:`berth_operator.reconcile.scaling`) and apply the
-result through :mod:`berth_operator.k8s.laneworker`. Registered when ``berth_operator.main``
-imports this module (or with ``kopf run -m berth_operator.handlers.laneworker``).
+result through :mod:`berth_operator.k8s.laneworker`; ``berth_operator.main`` registers them.
 
 - ``laneworker_apply`` (create, update of ``spec``, resume): make the namespace's task master
   key Secret ``berth-task-key`` exist (the workers mount it) and the Deployment exist with the
@@ -39,10 +38,11 @@ from typing import Any, cast
 import kopf
 from pydantic import ValidationError
 
+from berth_contract.names import task_stream
 from berth_operator import metrics
 from berth_operator.api.common import Condition
 from berth_operator.api.constants import GROUP, LANEWORKER_PLURAL, VERSION
-from berth_operator.api.laneworker import LaneWorkerSpec, LaneWorkerStatus, task_stream
+from berth_operator.api.laneworker import LaneWorkerSpec, LaneWorkerStatus
 from berth_operator.builders.claim import build_shared_claim, claim_name
 from berth_operator.builders.laneworker import (
     ANNOTATION_TEMPLATE_HASH,

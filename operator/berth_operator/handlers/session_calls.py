@@ -2,7 +2,7 @@
 
 - ``passivate``       ``POST /v1/passivate``; before it, ``await_outcome`` is started once per pod.
 - ``await_outcome``   long polls ``GET /v1/outcome`` until the pod reports its end (its
-                      termination message), keeps it (``OperatorContext.outcomes``) and wakes the
+                      termination message), keeps it (``SessionMemory.outcome``) and wakes the
                       session, so its pass places the replacement before the kubelet reports it.
 """
 
@@ -52,8 +52,8 @@ async def await_outcome(
 ) -> None:
     """Ask the passivating pod ``GET /v1/outcome`` (long polls of at most
     ``OUTCOME_WAIT_SECONDS``) until it answers with its termination message or its deadline
-    (+ ``OUTCOME_SLACK_SECONDS``) passes. The answer is kept (``ctx.outcomes``) and the session
-    reconciled at once: its pass treats the pod as ended, as the kubelet will report it
+    (+ ``OUTCOME_SLACK_SECONDS``) passes. The answer is kept (``SessionMemory.outcome``) and the
+    session reconciled at once: its pass treats the pod as ended, as the kubelet will report it
     moments later, and places the replacement. A pod that cannot answer (its process already
     gone, a runtime without the route) is left to the kubelet's report."""
     try:
@@ -70,7 +70,7 @@ async def await_outcome(
             if parse_termination(message) is None:
                 log.warning("%s: pod %s reported an end that does not parse", ref.key, call.pod_ip)
                 return
-            ctx.outcomes[ref.uid] = (call.pod_uid, message, now_ms())
+            ctx.memory(ref.uid).outcome = (call.pod_uid, message, now_ms())
             ctx.wake_session(ref.uid)
             log.info("%s: pod %s reported its end before the kubelet", ref.key, call.pod_ip)
             return

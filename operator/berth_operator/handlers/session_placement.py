@@ -6,7 +6,7 @@
                       its session PodDisruptionBudget, NetworkPolicies and managed shared claim,
                       written concurrently; the Secrets are not waited for again when this
                       process wrote them for the generation already
-                      (``OperatorContext.objects_ready``), but written again after the
+                      (``SessionMemory.objects_ready``), but written again after the
                       placement (``recheck_objects``).
 - ``prepare``         ``prepare_pod`` and the guard's LIST of the session's pods.
 - ``create_pod``      the pod of an epoch, unless the apiserver (listed directly: the guard against
@@ -39,7 +39,6 @@ from berth_operator.builders.secrets import needs_task_master
 from berth_operator.builders.session_pod import (
     build_options,
     build_session_pod,
-    render_options,
 )
 from berth_operator.errors import AlreadyExists, KubeError
 from berth_operator.handlers.context import OperatorContext
@@ -61,12 +60,12 @@ async def ensure_secrets(ctx: OperatorContext, ref: SessionRef, spec: AgentSessi
         master = await ctx.secrets.ensure_task_master(ref.namespace)
     if redis_ca_path(ctx.settings.redis.for_sessions):  # the pod mounts the CA its URL names
         await ctx.secrets.ensure_redis_ca(ref.namespace, [ctx.settings.redis.for_sessions])
-    ctx.tokens[ref.uid] = await ctx.secrets.ensure_session_secret(
+    ctx.memory(ref.uid).token = await ctx.secrets.ensure_session_secret(
         ref,
         master,
         ctx.settings.redis.for_sessions,
-        options=render_options(build_options(ref, spec, ctx.settings)),
-        known=ref.uid in ctx.tokens,
+        options=build_options(ref, spec, ctx.settings).render(),
+        known=ctx.memory.token(ref.uid) is not None,
     )
 
 
@@ -83,7 +82,7 @@ def prepare_early(
     passes never write ahead (the status is written by then). None when not written ahead."""
     meta = body.get("metadata") or {}
     uid = str(meta.get("uid") or "")
-    if body.get("status") or cached or uid in ctx.inflight:
+    if body.get("status") or cached or ctx.memory(uid).inflight is not None:
         return None
     try:
         spec = AgentSessionSpec.model_validate(body.get("spec") or {})
@@ -157,9 +156,9 @@ async def prepare_pod(
     the epoch, so they are written concurrently): the Secrets (``prepare_objects``, or the task
     ``early`` already writing them), the namespace's PDB and NetworkPolicies (once per process)
     and a managed shared claim. When this process wrote the Secrets for the session's
-    generation already (``OperatorContext.objects_ready``: a resume, a restart after a crash),
+    generation already (``SessionMemory.objects_ready``: a resume, a restart after a crash),
     the pod does not wait for a round trip that finds them so (a Secret GET). They are
-    written again, so one deleted meanwhile comes back (``OperatorContext.objects_recheck``):
+    written again, so one deleted meanwhile comes back (``SessionMemory.objects_recheck``):
     for a created pod, which mounts the Secret, once it is created (``create_pod``); for an
     adopted warm pod, which is given the Secret's values in the adopt call, once its runtime
     answers (``_apply``), so a burst of resumes from a pool (a drain) does not send those
@@ -168,12 +167,12 @@ async def prepare_pod(
     needs: list[Awaitable[Any]] = []
     if early is not None:
         needs.append(early)
-    elif ctx.objects_ready.get(ref.uid) == ref.generation and (
-        ctx.secrets is None or ref.uid in ctx.tokens
+    elif ctx.memory(ref.uid).objects_ready == ref.generation and (
+        ctx.secrets is None or ctx.memory.token(ref.uid) is not None
     ):
         # Written for this generation by this process already (a resume): written again after
         # the placement, so a deleted Secret comes back, off the placement's path.
-        ctx.objects_recheck.add(ref.uid)
+        ctx.memory(ref.uid).objects_recheck = True
     else:
         needs.append(prepare_objects(ctx, ref, spec))
     if ctx.netpol is not None and ref.namespace not in ctx.netpol.done:
@@ -202,23 +201,24 @@ async def prepare_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSess
     try:
         await ensure_secrets(ctx, ref, spec)
     except BaseException:
-        ctx.objects_ready.pop(ref.uid, None)
+        ctx.memory(ref.uid).objects_ready = None
         raise
-    ctx.objects_ready[ref.uid] = ref.generation
+    ctx.memory(ref.uid).objects_ready = ref.generation
 
 
 def recheck_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
     """When the session's pod was placed without waiting for its Secret
-    (``OperatorContext.objects_recheck``), write them again now, in the background, once."""
-    if ref.uid in ctx.objects_recheck:
-        ctx.objects_recheck.discard(ref.uid)
+    (``SessionMemory.objects_recheck``), write them again now, in the background, once."""
+    memory = ctx.memory(ref.uid)
+    if memory.objects_recheck:
+        memory.objects_recheck = False
         ctx.spawn(rewrite_objects(ctx, ref, spec))
 
 
 async def rewrite_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> None:
     """``prepare_objects`` after a placement that did not wait for them
-    (``OperatorContext.objects_recheck``): a failure is logged, and the session's next pod
-    waits for them again (``OperatorContext.objects_ready`` forgets the generation)."""
+    (``SessionMemory.objects_recheck``): a failure is logged, and the session's next pod
+    waits for them again (``SessionMemory.objects_ready`` forgets the generation)."""
     try:
         await prepare_objects(ctx, ref, spec)
     except Exception as exc:

@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from berth_contract.state import RuntimeState
 from berth_operator.api.agentsession import AgentSessionSpec, AgentSessionStatus
 from berth_operator.api.common import SessionRef
-from berth_operator.api.options import RuntimeState
 from berth_operator.builders.claim import build_shared_claim, claim_name, claim_status
 from berth_operator.builders.secrets import (
     credentials_allowed,
@@ -153,11 +153,11 @@ async def shared_claim_status(
 
 async def api_token(ctx: OperatorContext, ref: SessionRef) -> str | None:
     """The session's API token (cached per uid; read from ``<name>-berth`` on first use)."""
-    token = ctx.tokens.get(ref.uid)
+    token = ctx.memory.token(ref.uid)
     if token is None and ctx.secrets is not None:
         token = await ctx.secrets.api_token(ref)
         if token is not None:
-            ctx.tokens[ref.uid] = token
+            ctx.memory(ref.uid).token = token
     return token
 
 
@@ -182,7 +182,8 @@ async def observe(
     nodes = await nodes_for(ctx, cached, status, live)
     current = next((p for p in cached if p.epoch == (status.epoch or 0)), None)
     state, state_error = await runtime_state(ctx, ref, current, nodes, live)
-    evictions = frozenset(ctx.evictions.get(uid, ()))
+    memory = ctx.memory(uid)
+    evictions = frozenset(memory.evictions)
     if current is not None and current.name in evictions:
         disruptions = await with_eviction_node(ctx, current, disruptions)
     missing: list[str] = []
@@ -216,8 +217,8 @@ async def observe(
         wake_requested_at=idle.parse_wake(
             (meta.get("annotations") or {}).get(idle.WAKE_ANNOTATION)
         ),
-        reserved_epoch=ctx.reservations.get(uid),
-        create_failure=ctx.create_failures.get(uid),
+        reserved_epoch=memory.reservation,
+        create_failure=memory.create_failure,
     )
 
 
@@ -242,7 +243,7 @@ async def runtime_state(
         return await ctx.runtime.state(current.pod_ip, await api_token(ctx, ref)), None
     except RuntimeUnreachable as exc:
         if isinstance(exc, RuntimeUnauthorized):
-            ctx.tokens.pop(ref.uid, None)
+            ctx.memory(ref.uid).token = None
         STATE_REFRESH_FAILURES.inc()
         if current.node_name and current.node_name not in nodes:
             nodes[current.node_name] = await read_node(ctx, current.node_name, live)

@@ -265,7 +265,7 @@ async def _secret_data(ctx: OperatorContext, obs: Observation) -> dict[str, byte
     """The values of the session's ``<name>-berth`` Secret as the created pod would mount them
     (the handler has just made sure the Secret exists and cached its token)."""
     ref = obs.ref
-    token = ctx.tokens.get(ref.uid)
+    token = ctx.memory.token(ref.uid)
     if token is None or ctx.secrets is None:
         return None
     master = None

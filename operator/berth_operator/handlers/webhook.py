@@ -4,10 +4,10 @@ An eviction request (``kubectl drain``, the cluster autoscaler, ``POST .../pods/
 for a session pod that has not finished is denied with HTTP 429 (Too Many Requests — what the
 Eviction API itself answers when a PodDisruptionBudget forbids it, so every evicting client already
 retries) and the session is asked to passivate with reason ``eviction``: the handler records the
-pod in ``OperatorContext.evictions`` and queues the session for a worker, which writes
-``status.passivation`` and POSTs ``/v1/passivate``. Once the pod has passivated the operator
-deletes it; the client's next retry finds the pod gone (404), which ``kubectl drain`` treats as
-done.
+pod in the session's memory (``SessionMemory.evictions``) and queues the session for a worker,
+which writes ``status.passivation`` and POSTs ``/v1/passivate``. Once the pod has passivated the
+operator deletes it; the client's next retry finds the pod gone (404), which ``kubectl drain``
+treats as done.
 
 Pods that are not session pods of this operator (another namespace, no session labels) and
 session pods that are done (terminal, their process reported its end, or being deleted already:
@@ -70,7 +70,7 @@ async def pod_eviction(
 
     Allowed: a pod that is no session pod, that has finished (terminal phase, or its container
     terminated), whose process reported its end to the operator ahead of the kubelet
-    (``OperatorContext.outcomes``: its run is checkpointed or over, the process exiting), or
+    (``SessionMemory.outcome``: its run is checkpointed or over, the process exiting), or
     that is being deleted already (the operator deletes a passivated pod itself; an eviction
     adds nothing, and a denial would keep ``kubectl drain`` waiting for its next retry, 5 s).
 
@@ -109,7 +109,8 @@ async def pod_eviction(
 
 def _done(ctx: OperatorContext, uid: str, pod: ObservedPod) -> bool:
     """Whether session ``uid``'s ``pod`` needs no passivation any more (``pod_eviction``)."""
-    reported = ctx.outcomes.get(uid)
+    memory = ctx.memory.peek(uid)
+    reported = None if memory is None else memory.outcome
     return (
         pod.phase in TERMINAL_PHASES
         or pod.terminated is not None

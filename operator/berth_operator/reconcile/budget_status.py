@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from berth_operator.api.budgetpolicy import BudgetPolicyStatus, ResourceUsage
 from berth_operator.api.conditions import ConditionSet
-from session_runtime.budget.policy import Policy, WindowState
+from berth_operator.budget.policy import Policy, WindowState
 
 READY = "Ready"
 SOFT = "SoftLimitReached"

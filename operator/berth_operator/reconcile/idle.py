@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
+from berth_contract.state import RuntimeState
 from berth_operator.api.agentsession import (
     IDLE_REAPER,
     AgentSessionSpec,
     PassivationStatus,
 )
 from berth_operator.api.constants import ANNOTATION_WAKE_REQUESTED_AT
-from berth_operator.api.options import RuntimeState
 from berth_operator.reconcile.observe import ObservedPod
 from berth_operator.reconcile.passivation import Trigger
 

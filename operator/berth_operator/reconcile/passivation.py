@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Final, Literal
 
+from berth_contract.state import RuntimeState
 from berth_operator.api.agentsession import (
     EVICTION,
     MANUAL,
@@ -56,7 +57,6 @@ from berth_operator.api.agentsession import (
     PassivationTrigger,
 )
 from berth_operator.api.conditions import PlacementReason
-from berth_operator.api.options import RuntimeState
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod
 from berth_operator.reconcile.replacement import Verdict
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
+from berth_contract.state import RuntimeState
 from berth_operator.api.agentsession import AgentSessionSpec, AgentSessionStatus, Phase
 from berth_operator.api.common import ConditionStatus, SessionRef
 from berth_operator.api.conditions import ConditionSet, CondType, Reason
-from berth_operator.api.options import RuntimeState
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod
 from berth_operator.reconcile.passivation import Reservation, Trigger
 from berth_operator.settings import OperatorSettings

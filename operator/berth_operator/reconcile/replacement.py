@@ -23,15 +23,12 @@ Every replacement resumes the last run from the store on a new epoch. Passivatio
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from pydantic import ValidationError
-
+from berth_contract.termination import TerminationMessage
 from berth_operator.api.conditions import PlacementReason, Reason
-from berth_operator.api.options import TerminationMessage
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod
 
 VerdictKind = Literal["alive", "completed", "budget_exhausted", "unconfinable", "replace"]
@@ -62,12 +59,7 @@ BUDGET_MARKERS = ("budget exhausted", "budgetexhausted")
 
 def parse_termination(message: str) -> TerminationMessage | None:
     """The runtime's termination JSON, or None when absent or not ours."""
-    if not message.strip():
-        return None
-    try:
-        return TerminationMessage.model_validate(json.loads(message))
-    except (ValueError, ValidationError):
-        return None
+    return TerminationMessage.parse(message.strip())
 
 
 def node_lost(node: ObservedNode | None, now: datetime, grace_seconds: float) -> bool:

@@ -251,8 +251,8 @@ def _completed(d: Decision, current: ObservedPod, verdict: Verdict) -> None:
     sp.notice_resume(d, current, reported, obs.state)
     st.runs = end_run(list(st.runs or []), current, st.run_id, "completed", verdict.detail, now)
     text = (
-        (verdict.termination.text if verdict.termination else None)
-        or (obs.state.text if obs.state else None)
+        (verdict.termination.result_text if verdict.termination else None)
+        or (obs.state.result_text if obs.state else None)
         or ""
     )
     text, truncated = truncate(text)

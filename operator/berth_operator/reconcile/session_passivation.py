@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from berth_contract.state import RuntimeState
 from berth_operator.api.agentsession import (
     MIGRATION,
     PassivationOutcome,
     PassivationStatus,
 )
 from berth_operator.api.conditions import CondType, Reason
-from berth_operator.api.options import RuntimeState
 from berth_operator.reconcile import idle, migration
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile.observe import REPORTED_BY_SESSION, ObservedPod

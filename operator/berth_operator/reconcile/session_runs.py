@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from berth_contract.state import RuntimeState
+from berth_contract.termination import TerminationMessage
+from berth_contract.termination import Usage as UsageView
 from berth_operator.api.agentsession import AgentSessionStatus, Checkpoint, RunRecord, Usage
 from berth_operator.api.constants import MAX_RESULT_TEXT, MAX_RUNS_IN_STATUS
-from berth_operator.api.options import RuntimeState, TerminationMessage, UsageView
 from berth_operator.reconcile.observe import ObservedPod
 
 

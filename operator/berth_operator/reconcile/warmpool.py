@@ -1,16 +1,16 @@
 """Decisions of a SessionWarmPool: which warm pods to create and delete, its status, and which
 warm pod a session adopts. Pure; the I/O is ``handlers.sessionwarmpool``.
 
-Counting (what keeps a stale cache from over-creating, the failure kubernetes-sigs/agent-sandbox
-#1215 had): a pool has ``live`` pods (seen in the watch cache, of the current template, not being
-deleted, not claimed by an adoption in flight) plus ``inflight`` creates (made by this operator,
-not yet seen). Only ``replicas - (live + inflight)`` are created, and the handler LISTs the
-pool's pods straight from the apiserver and decides again before it creates anything, so neither
+Counting (what keeps a stale watch cache from over-creating, a failure of warm-pool controllers that
+count only their cache): a pool has ``live`` pods (seen in the watch cache, of the current template,
+not being deleted, not claimed by an adoption in flight) plus ``inflight`` creates (made by this
+operator, not yet seen). Only ``replicas - (live + inflight)`` are created, and the handler LISTs
+the pool's pods straight from the apiserver and decides again before it creates anything, so neither
 a lagging cache nor a restarted operator makes extra pods. A pod claimed by an adoption in flight
-counts for neither the pool nor its refill until the cache shows it relabelled: the refill is
-then exactly one pod per adoption. That refill waits a moment (``refills_held``): a burst of
-adoptions (a drain) is a burst of sessions starting, and starting as many warm pods beside them
-would take the CPU they need.
+counts for neither the pool nor its refill until the cache shows it relabelled: the refill is then
+exactly one pod per adoption. That refill waits a moment (``refills_held``): a burst of adoptions (a
+drain) is a burst of sessions starting, and starting as many warm pods beside them would take the
+CPU they need.
 
 Pods that are never used and are deleted: a pod of another template (the template changed; pods
 already adopted left the pool and are untouched), a pod on a node being drained or cordoned, a pod

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from berth_operator.budget.directory import BudgetDirectory
+from berth_operator.budget.ledger import Ledger
+from berth_operator.budget.service import BudgetService, Crossing, LoadToken
 from redis.asyncio import Redis
 
-from session_runtime.budget.directory import BudgetDirectory
-from session_runtime.budget.ledger import Ledger
-from session_runtime.budget.service import BudgetService, Crossing, LoadToken
 from tests.integration.lanes.conftest import redis_url  # noqa: F401  (fixture)
 
 

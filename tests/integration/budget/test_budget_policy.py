@@ -14,18 +14,14 @@ from typing import Any
 
 import aiohttp
 import pytest
+from berth_operator.budget.directory import BudgetDirectory
+from berth_operator.budget.ledger import window_key
+from berth_operator.budget.policy import Identity, Policy, Price
+from berth_operator.budget.service import TokenUnavailable
 
+from berth_contract.services import BUDGET_CHECK_PATH, BUDGET_RECORD_PATH, SESSION_UID_HEADER
 from session_runtime import Agent, BudgetExhaustedError, SessionOptions
-from session_runtime.budget.directory import BudgetDirectory
 from session_runtime.budget.guard import ClusterBudgetGuard
-from session_runtime.budget.ledger import window_key
-from session_runtime.budget.policy import Identity, Policy, Price
-from session_runtime.budget.service import (
-    CHECK_PATH,
-    RECORD_PATH,
-    SESSION_UID_HEADER,
-    TokenUnavailable,
-)
 from session_runtime.llm.scripted import ScriptedServer
 from tests.integration.lanes.conftest import redis_url  # noqa: F401  (fixture)
 
@@ -209,18 +205,18 @@ async def test_budget_policy_requests_cannot_be_forged(
             async with http.post(svc.url + path, json=body, headers=headers) as resp:
                 return resp.status, await resp.json()
 
-        assert (await post(a, b["token"], CHECK_PATH, {"estimatedTokens": 1}))[0] == 401
-        assert (await post(a, "", CHECK_PATH, {"estimatedTokens": 1}))[0] == 401
+        assert (await post(a, b["token"], BUDGET_CHECK_PATH, {"estimatedTokens": 1}))[0] == 401
+        assert (await post(a, "", BUDGET_CHECK_PATH, {"estimatedTokens": 1}))[0] == 401
         bad = {"estimatedTokens": "many", "tenantId": "globex"}
-        assert (await post(a, a["token"], CHECK_PATH, bad))[0] == 400
-        status, reply = await post(a, a["token"], CHECK_PATH, {"estimatedTokens": 600})
+        assert (await post(a, a["token"], BUDGET_CHECK_PATH, bad))[0] == 400
+        status, reply = await post(a, a["token"], BUDGET_CHECK_PATH, {"estimatedTokens": 600})
         assert status == 200 and reply["decision"] == "allow"
         # b tries to release a's reservation: nothing settles, a's 600 stay reserved.
         status, out = await post(
-            b, b["token"], RECORD_PATH, {"reservations": reply["reservations"]}
+            b, b["token"], BUDGET_RECORD_PATH, {"reservations": reply["reservations"]}
         )
         assert status == 200 and out == {"settled": 0}
-        status, deny = await post(b, b["token"], CHECK_PATH, {"estimatedTokens": 600})
+        status, deny = await post(b, b["token"], BUDGET_CHECK_PATH, {"estimatedTokens": 600})
         assert deny["decision"] == "deny" and deny["consumed"] == 600
 
 
@@ -256,7 +252,9 @@ async def test_a_new_leader_reads_a_listed_sessions_token_on_its_first_call(
             async def check(uid: str, token: str) -> tuple[int, Any, str | None]:
                 headers = {"Authorization": f"Bearer {token}", SESSION_UID_HEADER: uid}
                 body = {"estimatedTokens": 10}
-                async with http.post(svc.url + CHECK_PATH, json=body, headers=headers) as resp:
+                async with http.post(
+                    svc.url + BUDGET_CHECK_PATH, json=body, headers=headers
+                ) as resp:
                     return resp.status, await resp.json(), resp.headers.get("Retry-After")
 
             status, reply, retry = await check("uid-a", "token-a")

@@ -2,7 +2,7 @@
 
 Real pieces: Debian's ``redis-server`` started from the redis.conf and ACL file the chart renders
 (``helm template``, persistence on by default: ``appendonly yes``), the budget ledger
-(session_runtime/budget/ledger.py, its Lua scripts) as the ``berth-operator`` ACL user. Redis is
+(berth_operator/budget/ledger.py, its Lua scripts) as the ``berth-operator`` ACL user. Redis is
 stopped as Kubernetes stops its pod (SIGTERM) and started again on the same data directory, as
 the pod is on its claim. Skipped without helm or redis-server.
 
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from session_runtime.budget.ledger import Ledger, window_key
+from berth_operator.budget.ledger import Ledger, window_key
+
 from tests.integration.chart_redis import ChartRedis
 from tests.unit.chart.test_redis_acl import chart_files
 

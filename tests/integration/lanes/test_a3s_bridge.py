@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from berth_contract.taskauth import derive_session_key
 from session_runtime.a3s_bridge import A3sBridge, open_external_session
 from session_runtime.llm.scripted import ScriptedServer
 from session_runtime.transport import RedisTaskTransport
-from session_runtime.transport.auth import derive_session_key
 from tests.integration.lanes.conftest import MASTER
 
 a3s_code = pytest.importorskip(

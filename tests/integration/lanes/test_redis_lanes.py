@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from berth_operator.stream_pressure import stream_pressure
 from redis.asyncio import Redis
 
+from berth_contract.taskauth import derive_session_key, sign_fields
 from session_runtime.lanes import LaneQueue, SessionQueueConfig
 from session_runtime.tools import DirectExecutor, ToolCall, ToolContext, ToolResult
 from session_runtime.transport import (
@@ -28,10 +30,8 @@ from session_runtime.transport import (
     TaskMessage,
     alive_key,
     dead_letter_stream,
-    stream_pressure,
     task_stream,
 )
-from session_runtime.transport.auth import derive_session_key, sign_fields
 from tests.unit.server.test_early_signals import wait_until_importing
 
 from .conftest import MASTER, Workers, free_port

@@ -12,15 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from berth_operator.stream_pressure import stream_pressure
 from redis.asyncio import Redis
 
+from berth_contract.taskauth import derive_session_key
 from session_runtime import Agent, SessionOptions
 from session_runtime.lanes import LaneQueue, SessionQueueConfig
 from session_runtime.llm.scripted import ScriptedServer
 from session_runtime.store import MemorySessionStore
 from session_runtime.tools import DirectExecutor
-from session_runtime.transport import GROUP, RedisTaskTransport, stream_pressure, task_stream
-from session_runtime.transport.auth import derive_session_key
+from session_runtime.transport import GROUP, RedisTaskTransport, task_stream
 
 from .conftest import MASTER, Workers
 from .test_redis_lanes import NS, consumers, until

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from berth_contract.taskauth import derive_session_key
 from session_runtime.llm.scripted import ScriptedServer
-from session_runtime.transport.auth import derive_session_key
 
 TEST_MASTER = b"test-master-key-of-32-bytes-xxxx"
 """The namespace master key of test workers (tests/integration/lanes/conftest.py MASTER)."""

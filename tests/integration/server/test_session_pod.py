@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from session_runtime.pod.termination import validate
+from berth_contract.termination import validate
 from tests.integration.server.harness import (
     bash,
     blocking_bash,
@@ -327,22 +327,6 @@ def test_keep_alive_messages_and_metrics(tmp_path: Path) -> None:
         assert back.request("POST", "/v1/passivate", {"reason": "manual"})[0] == 202
         assert back.wait_exit() == 0, back.stderr()
         assert back.termination()["resultText"] == "second answer"
-
-
-def test_ignore_passivation_test_hook(tmp_path: Path) -> None:
-    script = {"turns": [{"tool_calls": [blocking_bash("c1.txt")]}, {"text": "ignored it"}]}
-    with pod_world(tmp_path, script) as world:
-        pod = world.start(epoch=1, BERTH_TEST_IGNORE_PASSIVATION="1")
-        pod.wait_ready()
-        wait_for("the tool to start", lambda: world.lines("c1.txt"))
-        status, body = pod.request("POST", "/v1/passivate", {"reason": "node_drain"})
-        assert status == 202 and body["state"] == "running"
-        state = pod.state()
-        assert state["state"] == "running" and state["passivation"]["ignored"] is True
-        pod.signal(signal.SIGTERM)  # ignored as well
-        world.touch("go")
-        assert pod.wait_exit() == 0, pod.stderr()
-        assert pod.termination()["outcome"] == "completed"
 
 
 def test_bad_input_fails_cleanly(tmp_path: Path) -> None:

@@ -5,10 +5,10 @@ a namespace or policy is called (a real ``redis-server`` loads the ACL as the ch
 from __future__ import annotations
 
 import pytest
+from berth_operator.budget.ledger import Ledger, window_key
 from redis.asyncio import Redis
 from redis.exceptions import NoPermissionError
 
-from session_runtime.budget.ledger import Ledger, window_key
 from tests.unit.chart.test_redis_acl import Server, server  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.redis

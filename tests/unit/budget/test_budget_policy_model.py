@@ -6,15 +6,14 @@ from datetime import UTC, datetime
 
 import pytest
 from berth_operator.api.budgetpolicy import parse_spec, to_policy
-from pydantic import ValidationError
-
-from session_runtime.budget.policy import (
+from berth_operator.budget.policy import (
     Identity,
     Policy,
     Price,
     reserve_amounts,
     usage_amounts,
 )
+from pydantic import ValidationError
 
 
 def ts(text: str) -> float:

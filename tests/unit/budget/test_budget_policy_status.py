@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from berth_operator.api.budgetpolicy import BudgetPolicyStatus
+from berth_operator.budget.policy import Identity, Policy, WindowState
 from berth_operator.builders.session_pod import budget_env
 from berth_operator.handlers.budgetpolicy import session_identity
 from berth_operator.reconcile.budget_status import budget_status
 from berth_operator.settings import BudgetSettings, OperatorSettings
-
-from session_runtime.budget.policy import Identity, Policy, WindowState
 
 POLICY = Policy("team", "p", "acme", {"totalTokens": 1000}, soft_limit_percent=80)
 NOW = 1_764_000_000.0

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from berth_operator.budget.policy import Identity
 from berth_operator.handlers.budgetpolicy import fill
 from berth_operator.handlers.context import BudgetClients
 from berth_operator.settings import OperatorSettings
-
-from session_runtime.budget.policy import Identity
 
 
 def _policy(name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -25,7 +24,7 @@ def _session(uid: str, name: str, tenant: str) -> dict[str, Any]:
 
 async def test_listed_policies_and_sessions_fill_the_directory() -> None:
     tokens = {"uid-a": "token-a"}
-    budget = BudgetClients.create(OperatorSettings(), tokens)
+    budget = BudgetClients.create(OperatorSettings(), tokens.get)
     try:
         fill(
             budget,

@@ -46,11 +46,11 @@ TSC_FLAGS = [
 
 def berth_metric_names() -> set[str]:
     """Names the three programs export, from their real registries."""
+    import berth_operator.budget.service
     import berth_operator.budget_metrics
     import berth_operator.metrics  # noqa: F401  (registers berth_operator_* in the default registry)
     import prometheus_client
 
-    import session_runtime.budget.service  # noqa: F401  (budget decisions, served by the operator)
     from session_runtime.metrics import SessionMetrics
     from session_runtime.worker.metrics import WorkerMetrics
 

@@ -14,10 +14,11 @@ from typing import Any
 
 from berth_operator.api.agentsession import AgentSessionSpec
 from berth_operator.api.common import SessionRef
-from berth_operator.api.constants import LABEL_MANAGED_BY, MANAGED_BY, SESSION_PORT
+from berth_operator.api.constants import LABEL_MANAGED_BY, MANAGED_BY
 from berth_operator.builders import laneworker
 from berth_operator.builders.names import session_labels
 
+from berth_contract.state import HTTP_PORT
 from tests.unit.chart.helm import by_kind, documents, one, render
 from tests.unit.chart.netpol import Endpoint, allowed, selects
 
@@ -102,13 +103,13 @@ def test_policies_are_rendered_per_session_namespace_and_select_berths_pods() ->
 
 def test_only_the_operator_reaches_the_session_api() -> None:
     w = World()
-    assert w.ok(w.operator, w.session, SESSION_PORT)
-    assert w.ok(w.operator, w.other_session, SESSION_PORT)
+    assert w.ok(w.operator, w.session, HTTP_PORT)
+    assert w.ok(w.operator, w.other_session, HTTP_PORT)
     for intruder in (w.attacker, w.outsider, w.other_session, w.worker, w.redis):
-        assert not w.ok(intruder, w.session, SESSION_PORT), intruder
+        assert not w.ok(intruder, w.session, HTTP_PORT), intruder
     assert not w.ok(w.operator, w.session, 22)
     # Prometheus scrapes /metrics on the same port (the API itself needs the session's token).
-    assert w.ok(w.prometheus, w.session, SESSION_PORT)
+    assert w.ok(w.prometheus, w.session, HTTP_PORT)
 
 
 def test_session_egress_is_llm_redis_and_dns_only() -> None:
@@ -118,7 +119,7 @@ def test_session_egress_is_llm_redis_and_dns_only() -> None:
     assert w.ok(w.session, w.redis, 6379)
     assert w.ok(w.session, w.dns, 53, "UDP") and w.ok(w.session, w.dns, 53, "TCP")
     for target, port in (
-        (w.other_session, SESSION_PORT),
+        (w.other_session, HTTP_PORT),
         (w.operator, 8081),
         (w.attacker, 443),  # 0.0.0.0/0 is for addresses outside the pod network
         (w.dns, 443),
@@ -148,7 +149,7 @@ def test_worker_egress_is_redis_and_dns_unless_allowed() -> None:
     w = World()
     assert w.ok(w.worker, w.redis, 6379)
     assert w.ok(w.worker, w.dns, 53, "UDP")
-    for target, port in ((LLM, 443), (METADATA, 80), (w.session, SESSION_PORT), (w.attacker, 80)):
+    for target, port in ((LLM, 443), (METADATA, 80), (w.session, HTTP_PORT), (w.attacker, 80)):
         assert not w.ok(w.worker, target, port), (target, port)
     assert not w.ok(w.attacker, w.worker, 9090)
     assert w.ok(w.prometheus, w.worker, 9090)
@@ -166,7 +167,7 @@ def test_redis_admits_only_berth_pods() -> None:
         assert w.ok(client, w.redis, 6379), client
     for intruder in (w.attacker, w.outsider, w.prometheus):
         assert not w.ok(intruder, w.redis, 6379), intruder
-    for target, port in ((LLM, 443), (w.session, SESSION_PORT), (w.dns, 53)):
+    for target, port in ((LLM, 443), (w.session, HTTP_PORT), (w.dns, 53)):
         assert not w.ok(w.redis, target, port)
 
 
@@ -183,11 +184,11 @@ def test_operator_ingress_webhook_from_api_server_and_metrics_from_monitoring() 
 def test_operator_egress_api_server_sessions_redis_dns() -> None:
     w = World()
     assert w.ok(w.operator, API_SERVER, 6443) and w.ok(w.operator, API_SERVER, 443)
-    assert w.ok(w.operator, w.session, SESSION_PORT)
+    assert w.ok(w.operator, w.session, HTTP_PORT)
     assert w.ok(w.operator, w.redis, 6379)
     assert w.ok(w.operator, w.dns, 53, "UDP")
     assert not w.ok(w.operator, LLM, 443)
-    assert not w.ok(w.operator, w.attacker, SESSION_PORT)
+    assert not w.ok(w.operator, w.attacker, HTTP_PORT)
     assert not w.ok(w.operator, w.worker, 9090)
 
 
@@ -206,9 +207,9 @@ def test_gateway_peers_and_metrics_selector_are_configurable() -> None:
         },
     }
     w = World(values)
-    assert w.ok(gateway, w.session, SESSION_PORT)
-    assert not w.ok(Endpoint("10.244.7.8", "front", {"app": "other"}), w.session, SESSION_PORT)
-    assert not w.ok(w.prometheus, w.session, SESSION_PORT)
+    assert w.ok(gateway, w.session, HTTP_PORT)
+    assert not w.ok(Endpoint("10.244.7.8", "front", {"app": "other"}), w.session, HTTP_PORT)
+    assert not w.ok(w.prometheus, w.session, HTTP_PORT)
     assert not w.ok(w.prometheus, w.worker, 9090)
     assert not w.ok(w.prometheus, w.operator, 8081)
 
@@ -252,10 +253,10 @@ def test_llm_egress_admits_the_provider_recipes_ports_by_default() -> None:
 
 def test_the_api_servers_pod_proxy_reaches_sessions_only_when_its_cidrs_are_set() -> None:
     w = World()
-    assert w.ok(API_SERVER, w.session, SESSION_PORT)
+    assert w.ok(API_SERVER, w.session, HTTP_PORT)
     assert not w.ok(API_SERVER, w.session, 22)
     unset = World({**VALUES, "networkPolicy": {}})
-    assert not unset.ok(API_SERVER, unset.session, SESSION_PORT)
+    assert not unset.ok(API_SERVER, unset.session, HTTP_PORT)
 
 
 def test_dns_cidrs_admit_a_resolver_outside_the_cluster() -> None:

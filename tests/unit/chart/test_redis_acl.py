@@ -293,16 +293,16 @@ async def test_real_transport_and_pressure_code_run_as_their_users(server: Serve
     """RedisTaskTransport as berth-session, stream_pressure, last_entry_id and await_new_entries as
     berth-operator raise no permission error (message signing is not this test's business:
     replies are built raw)."""
+    from berth_operator.stream_pressure import (
+        await_new_entries,
+        last_entry_id,
+        stream_pressure,
+    )
     from redis.asyncio import Redis
 
     from session_runtime.lanes.external import ExternalReply, ExternalTask
     from session_runtime.tools.base import ToolContext
     from session_runtime.transport.client import RedisTaskTransport
-    from session_runtime.transport.pressure import (
-        await_new_entries,
-        last_entry_id,
-        stream_pressure,
-    )
 
     transport = RedisTaskTransport.from_url(
         server.url("session"),

@@ -1,6 +1,6 @@
 """The lanes, tools and transport packages import their heavy submodules on first use: a process
-that needs only names (the operator: stream and lane names, ``stream_pressure``) never loads the
-lane queue or the built-in tools, and every public name still resolves."""
+that needs only names (the worker: stream and lane names) never loads the lane queue or the
+built-in tools, and every public name still resolves."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ PROBE = textwrap.dedent(
     """
     import json, sys
     import session_runtime.lanes, session_runtime.tools, session_runtime.transport
-    from session_runtime.transport import GROUP, stream_pressure, task_stream
+    from session_runtime.transport import GROUP, task_stream
     from session_runtime.lanes import LANES
     from session_runtime.tools import Lane, ToolCall
     before = sorted(m for m in sys.modules if m.startswith("session_runtime."))

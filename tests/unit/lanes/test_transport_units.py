@@ -10,6 +10,13 @@ from typing import Any
 
 import pytest
 
+from berth_contract.taskauth import (
+    canonical,
+    derive_session_key,
+    read_key_file,
+    sign_fields,
+    verify_fields,
+)
 from session_runtime.transport import (
     MalformedMessage,
     ReplyMessage,
@@ -18,13 +25,6 @@ from session_runtime.transport import (
     parse_reply_stream,
     reply_stream,
     task_stream,
-)
-from session_runtime.transport.auth import (
-    canonical,
-    derive_session_key,
-    read_key_file,
-    sign_fields,
-    verify_fields,
 )
 from session_runtime.worker.settings import WorkerSettings
 from session_runtime.worker.tasks import WorkspaceRefused, resolve_workspace

@@ -10,10 +10,11 @@ from typing import Any
 
 from berth_operator.api.agentsession import AgentSessionSpec, AgentSessionStatus
 from berth_operator.api.common import SessionRef
-from berth_operator.api.options import RuntimeState
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node, observe_pod
 from berth_operator.reconcile.passivation import Reservation
 from berth_operator.reconcile.plan import Observation
+
+from berth_contract.state import RuntimeState
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -57,7 +57,7 @@ async def test_a_refused_relabel_gives_the_epoch_up_and_wakes_the_session(
     )
     session = make_session().with_spec(warmPoolRef={"name": "pool"})
     obs = observation(session.with_status(epoch=2, podName="demo-e2"))
-    ctx.tokens[obs.ref.uid] = "session-token"
+    ctx.memory(obs.ref.uid).token = "session-token"
     ctx.warm.pools[KEY] = type("View", (), {"template": None, "template_hash": "h1"})()  # type: ignore[assignment]
     ctx.warm.tokens[KEY] = "pool-token"
     ctx.warm.pods_index = {KEY: [POD]}  # type: ignore[assignment]
@@ -72,5 +72,5 @@ async def test_a_refused_relabel_gives_the_epoch_up_and_wakes_the_session(
     assert adopted  # the caller must not create epoch 2's pod: that epoch was handed out
     assert calls.adopted == ["10.0.0.9"]
     assert calls.deleted == [("pool-w-abcde", True)]
-    assert obs.ref.uid not in ctx.inflight  # nothing will show under demo-e2
+    assert ctx.memory(obs.ref.uid).inflight is None  # nothing will show under demo-e2
     assert woken == [obs.ref.uid]

@@ -11,7 +11,6 @@ from berth_operator.builders.names import is_label_value, pod_name
 from berth_operator.builders.session_pod import (
     build_options,
     build_session_pod,
-    render_options,
 )
 from berth_operator.settings import ImageSettings, OperatorSettings, RedisSettings
 
@@ -173,14 +172,13 @@ def test_options_json_resolves_lane_worker_streams() -> None:
         .with_spec(keepAlive=True, passivation={"deadlineSeconds": 45}, limits={"maxToolRounds": 7})
     )
     options = build_options(s.ref(), s.spec(), SETTINGS)
-    data = json.loads(render_options(options))
+    data = json.loads(options.render())
     assert data["schemaVersion"] == 1
     assert data["session"] == {"namespace": "ns", "name": "demo", "uid": "uid-1234567890"}
     assert data["lanes"]["execute"]["laneWorker"] == {
         "name": "exec",
         "taskStream": "berth:ns:lw:exec:tasks",
-        "consumerGroup": "workers",
-    }
+    }  # the consumer group is not rendered: it is always berth_contract.names.GROUP
     assert data["resultStream"] == "berth:ns:s:uid-1234567890:results"
     assert data["keepAlive"] is True
     assert data["passivation"] == {"deadlineSeconds": 45}
@@ -190,7 +188,7 @@ def test_options_json_resolves_lane_worker_streams() -> None:
 
 def test_options_json_is_read_by_the_session_runtime() -> None:
     """The writer (operator) and the reader (berth-session) agree on options.json."""
-    from session_runtime.pod.options import parse_options
+    from berth_contract.options import parse_options
 
     s = (
         make_session()
@@ -201,7 +199,7 @@ def test_options_json_is_read_by_the_session_runtime() -> None:
             identity={"tenantId": "acme", "principal": "p"},
         )
     )
-    parsed = parse_options(json.loads(render_options(build_options(s.ref(), s.spec(), SETTINGS))))
+    parsed = parse_options(json.loads(build_options(s.ref(), s.spec(), SETTINGS).render()))
     assert parsed.prompt == "do it"
     assert parsed.lanes["execute"].stream_for("ns") == "berth:ns:lw:w:tasks"
     assert parsed.limits.auto_compact_threshold == pytest.approx(0.8)

@@ -203,7 +203,7 @@ async def test_a_repeated_passivate_call_goes_out_while_the_status_waits() -> No
     plan = decide(obs, SETTINGS)
     assert plan.passivate is not None and plan.requeue_after is not None
     ctx = OperatorContext(settings=SETTINGS, kube=Kube(), runtime=Runtime())  # type: ignore[arg-type]
-    ctx.tokens[obs.ref.uid] = "token"
+    ctx.memory(obs.ref.uid).token = "token"
     ctx.outcome_waits.add(plan.passivate.pod_uid)  # its end is awaited already
     live = LiveSession(SessionBody(), lambda: requested.obj())
     live.last_write = time.monotonic()

@@ -142,21 +142,21 @@ async def test_passes_keep_the_epoch_while_the_pdb_is_refused_then_create_its_po
     body = make_session().obj()
     attempts: list[int] = []
     for _ in range(12):
-        failed = ctx.create_failures.get(body["metadata"]["uid"])
+        failed = ctx.memory(body["metadata"]["uid"]).create_failure
         # each pass runs once the last attempt's backoff has passed
         now = datetime.now(UTC) + timedelta(seconds=600)
         obs = _observe(body, failed, now)
         plan = decide(obs, SETTINGS)
         await agentsession._apply(ctx, body, obs, plan)
         body = {**body, "status": wire(plan)}
-        if failed is not None and failed is not ctx.create_failures.get(body["metadata"]["uid"]):
+        if failed is not None and failed is not ctx.memory(body["metadata"]["uid"]).create_failure:
             attempts.append(failed.attempts)
         if kube.created:
             break
     assert kube.created == ["demo-e1"]
     assert set(kube.status_writes) == {1}  # never a second epoch
     assert attempts == [1, 2, 3]
-    assert ctx.create_failures == {}  # forgotten once the create went through
+    assert all(m.create_failure is None for _, m in ctx.memory)  # forgotten once created
     assert pdbs.refusals == 0
     assert events.count(Reason.POD_CREATE_FAILED) == 1  # one Event for one error
 
@@ -192,7 +192,8 @@ async def test_a_refused_delete_before_the_create_keeps_the_stored_epoch(
     assert await agentsession._apply(ctx, session.obj(), obs, plan) == 0.0
 
     assert kube.status_writes == [2] and kube.created == []
-    failure = ctx.create_failures[obs.ref.uid]
+    failure = ctx.memory(obs.ref.uid).create_failure
+    assert failure is not None
     assert (failure.create.epoch, failure.attempts) == (2, 1)
     assert "500 Internal Server Error" in failure.message
     # so the next decision places epoch 2 again instead of moving to 3

@@ -58,7 +58,7 @@ async def test_a_new_session_has_its_secret_written_ahead() -> None:
     task = session_placement.prepare_early(ctx, make_session("s1").obj(), [])
     assert task is not None
     await task
-    assert secrets.ensured == ["s1"] and ctx.tokens["uid-1234567890"] == "token"
+    assert secrets.ensured == ["s1"] and ctx.memory.token("uid-1234567890") == "token"
     # the namespace's PDB is not the session's: written once, before the first pod
     assert ctx.disruption.pdbs == []  # type: ignore[union-attr]
 
@@ -76,7 +76,7 @@ def test_no_write_ahead_after_the_first_pass_or_for_a_bad_spec(case: str) -> Non
     elif case == "pod exists":
         cached = [make_pod(1, "s1").observed()]
     elif case == "pod being created":
-        ctx.inflight["uid-1234567890"] = ("s1-1", 0.0)
+        ctx.memory("uid-1234567890").inflight = ("s1-1", 0.0)
     else:
         session.with_spec(model=None)
     assert session_placement.prepare_early(ctx, session.obj(), cached) is None

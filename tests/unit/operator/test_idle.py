@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from berth_operator.api.agentsession import AgentSessionSpec, PassivationStatus
 from berth_operator.api.conditions import get_condition
-from berth_operator.api.options import RuntimeState
 from berth_operator.reconcile import idle
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings, SessionApiSettings
 
+from berth_contract.state import RuntimeState
 from tests.unit.operator.fixtures import T0, make_pod, make_session, observation, ours
 
 SETTINGS = OperatorSettings(session_api=SessionApiSettings(status_refresh_seconds=10))

@@ -10,13 +10,13 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from berth_operator.api.options import RuntimeState
 from berth_operator.errors import KubeError
 from berth_operator.handlers import agentsession, session_placement
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.reconcile.plan import CreatePod, Plan
 from berth_operator.settings import OperatorSettings
 
+from berth_contract.state import RuntimeState
 from tests.unit.operator.fixtures import make_session, observation
 
 
@@ -80,14 +80,14 @@ async def test_a_later_pod_of_the_generation_does_not_wait_for_its_objects() -> 
     obs = observation(make_session().with_status(epoch=1, podName="demo-e1"))
     await session_placement.prepare_pod(ctx, obs)  # the first pod: written, and waited for
     assert (objects.secret_calls, objects.pdb_calls) == (1, 1)
-    assert ctx.objects_ready == {obs.ref.uid: 1}
+    assert ctx.memory(obs.ref.uid).objects_ready == 1
 
     objects.gate.clear()  # the apiserver is slow to answer now
     await asyncio.wait_for(session_placement.prepare_pod(ctx, obs), timeout=5)
     # returned without their answers, and without writing them beside the placement
     await asyncio.sleep(0)
     assert (objects.secret_calls, objects.pdb_calls) == (1, 1)
-    assert ctx.objects_recheck == {obs.ref.uid}
+    assert ctx.memory(obs.ref.uid).objects_recheck
 
     # a pass that finds the pod still starting (no runtime answer) writes nothing yet
     await agentsession._apply(ctx, make_session().obj(), obs, Plan(obs.status))
@@ -101,7 +101,7 @@ async def test_a_later_pod_of_the_generation_does_not_wait_for_its_objects() -> 
     for _ in range(10):  # the spawned rewrite reaches both calls (it waits at the gate)
         await asyncio.sleep(0)
     assert (objects.secret_calls, objects.pdb_calls) == (2, 1)
-    assert ctx.objects_recheck == set()
+    assert not any(m.objects_recheck for _, m in ctx.memory)
     objects.gate.set()
     await settle(ctx)
     await agentsession._apply(ctx, make_session().obj(), running, Plan(running.status))
@@ -122,7 +122,7 @@ async def test_a_created_pod_has_its_objects_written_again_once_created() -> Non
     await settle(ctx)
     assert kube.created == ["demo-e2"]
     assert (objects.secret_calls, objects.pdb_calls) == (2, 1)
-    assert ctx.objects_recheck == set()
+    assert not any(m.objects_recheck for _, m in ctx.memory)
 
 
 async def test_a_new_generation_waits_for_its_objects() -> None:
@@ -137,7 +137,7 @@ async def test_a_new_generation_waits_for_its_objects() -> None:
     assert not waiting.done()  # the pod waits for the Secret of its generation
     objects.gate.set()
     await waiting
-    assert ctx.objects_ready == {"uid-1234567890": 2}
+    assert ctx.memory("uid-1234567890").objects_ready == 2
 
 
 async def test_a_failed_rewrite_makes_the_next_pod_wait_again(
@@ -152,7 +152,7 @@ async def test_a_failed_rewrite_makes_the_next_pod_wait_again(
     running = replace(obs, state=RuntimeState.model_validate({"state": "running"}))
     await agentsession._apply(ctx, make_session().obj(), running, Plan(running.status))
     await settle(ctx)
-    assert ctx.objects_ready == {}
+    assert all(m.objects_ready is None for _, m in ctx.memory)
     assert "session Secret not written" in caplog.text
     with pytest.raises(KubeError):  # the next pod waits, and sees the error
         await session_placement.prepare_pod(ctx, obs)
@@ -172,8 +172,8 @@ async def test_the_namespace_budget_is_written_once_for_all_its_sessions() -> No
 
 def test_forgetting_a_session_forgets_its_objects() -> None:
     ctx = context(Objects())
-    ctx.objects_ready["uid-1"] = 3
-    ctx.objects_recheck.add("uid-1")
+    ctx.memory("uid-1").objects_ready = 3
+    ctx.memory("uid-1").objects_recheck = True
     ctx.forget("uid-1")
-    assert ctx.objects_ready == {}
-    assert ctx.objects_recheck == set()
+    assert all(m.objects_ready is None for _, m in ctx.memory)
+    assert not any(m.objects_recheck for _, m in ctx.memory)

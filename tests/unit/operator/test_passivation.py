@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from berth_operator.api.agentsession import PassivationStatus
 from berth_operator.api.conditions import PlacementReason, get_condition
-from berth_operator.api.options import RuntimeState
 from berth_operator.builders.pdb import ALL_SELECTED_PODS, build_namespace_pdb
 from berth_operator.builders.session_pod import build_session_pod, with_avoided_nodes
 from berth_operator.reconcile import passivation as pv
@@ -20,6 +19,7 @@ from berth_operator.reconcile.replacement import Verdict
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings, PassivationSettings, SessionApiSettings
 
+from berth_contract.state import RuntimeState
 from tests.unit.operator.fixtures import T0, make_pod, make_session, observation, ours
 
 SETTINGS = OperatorSettings(
@@ -650,7 +650,7 @@ async def test_a_passivated_pods_own_report_of_its_end_places_the_replacement_be
         epoch=1, podName="demo-e1", podUid="pod-uid-1", passivation=record().wire(), runId="run-1"
     )
     ctx = OperatorContext(settings=SETTINGS, kube=None, runtime=Runtime())  # type: ignore[arg-type]
-    ctx.tokens[session.ref().uid] = "token"
+    ctx.memory(session.ref().uid).token = "token"
     woken: list[str] = []
     monkeypatch.setattr(ctx, "wake_session", woken.append)
     deadline = int((datetime.now(UTC) + timedelta(seconds=30)).timestamp() * 1000)
@@ -661,7 +661,9 @@ async def test_a_passivated_pods_own_report_of_its_end_places_the_replacement_be
     assert sorted(a[0] for a in asked) == ["outcome", "outcome", "passivate", "passivate"]
     assert all(0 < w <= session_calls.OUTCOME_WAIT_SECONDS for k, w in asked if k == "outcome")
     assert woken == [session.ref().uid]
-    pod_uid, text, at = ctx.outcomes[session.ref().uid]
+    reported = ctx.memory(session.ref().uid).outcome
+    assert reported is not None
+    pod_uid, text, at = reported
     assert (pod_uid, text) == ("pod-uid-1", json.dumps(msg))
     assert abs((datetime.now(UTC) - at).total_seconds()) < 5  # when the report came
     assert not ctx.outcome_waits
@@ -671,7 +673,7 @@ async def test_a_passivated_pods_own_report_of_its_end_places_the_replacement_be
     plan = decide(obs, SETTINGS)
     assert plan.create is None  # the kubelet's view alone: still running
     # the end is dated when the report came, not when a pass got to it
-    ctx.outcomes[session.ref().uid] = (pod_uid, text, T0 + timedelta(seconds=2))
+    ctx.memory(session.ref().uid).outcome = (pod_uid, text, T0 + timedelta(seconds=2))
     pods = tuple(ctx.reported_ends(session.ref().uid, obs.pods))
     plan = decide(ours(replace(obs, pods=pods)), SETTINGS)
     assert _rec(plan).outcome == "passivated"
@@ -682,7 +684,7 @@ async def test_a_passivated_pods_own_report_of_its_end_places_the_replacement_be
 
     reported = make_pod(1).on("proc-a").running().terminated(0, msg).observed()
     assert ctx.reported_ends(session.ref().uid, [reported]) == [reported]
-    assert session.ref().uid not in ctx.outcomes  # the kubelet's report took over
+    assert ctx.memory(session.ref().uid).outcome is None  # the kubelet's report took over
 
 
 async def test_a_pod_that_cannot_report_its_end_is_left_to_the_kubelet() -> None:
@@ -708,7 +710,7 @@ async def test_a_pod_that_cannot_report_its_end_is_left_to_the_kubelet() -> None
         ctx.outcome_waits.add("pod-uid-1")
         call = PassivateCall("127.0.1.5", "node_drain", deadline, "pod-uid-1")
         await session_calls.await_outcome(ctx, ref, call, "token")
-        assert not ctx.outcomes and not ctx.outcome_waits
+        assert all(m.outcome is None for _, m in ctx.memory) and not ctx.outcome_waits
     assert answers == []
 
 
@@ -727,7 +729,7 @@ async def test_an_undelivered_repeat_is_logged_below_info_a_first_request_at_inf
 
     ctx = OperatorContext(settings=SETTINGS, kube=None, runtime=Runtime())  # type: ignore[arg-type]
     ref = running_session().ref()
-    ctx.tokens[ref.uid] = "token"
+    ctx.memory(ref.uid).token = "token"
     ctx.outcome_waits.add("pod-uid-1")  # its end is awaited already
     deadline = int((datetime.now(UTC) + timedelta(seconds=30)).timestamp() * 1000)
     caplog.set_level("DEBUG", logger="berth.operator")

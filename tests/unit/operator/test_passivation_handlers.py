@@ -97,7 +97,7 @@ async def test_eviction_of_a_running_session_pod_is_denied_429_and_recorded() ->
         await call(c, "demo-e1")
     assert err.value.code == 429
     assert "passivating" in str(err.value)
-    assert c.evictions == {"uid-1": {"demo-e1"}}
+    assert c.memory.evicting() == {"uid-1": {"demo-e1"}}
     assert c.sessions.queue.queued("uid-1")
 
 
@@ -105,7 +105,7 @@ async def test_dry_run_is_denied_without_side_effects() -> None:
     c = ctx()
     with pytest.raises(kopf.AdmissionError):
         await call(c, "demo-e1", dryrun=True)
-    assert c.evictions == {}
+    assert c.memory.evicting() == {}
 
 
 @pytest.mark.parametrize(("pod", "terminal"), [("other-pod", False), ("demo-e1", True)])
@@ -113,7 +113,7 @@ async def test_foreign_and_finished_pods_are_allowed(pod: str, terminal: bool) -
     kube = Pods()
     c = ctx(kube)
     await call(c, pod, terminal=terminal)
-    assert c.evictions == {}
+    assert c.memory.evicting() == {}
     assert kube.deleted == []  # a terminal pod passes the Eviction API's budget check as is
 
 
@@ -134,9 +134,13 @@ async def test_a_dry_run_deletes_nothing() -> None:
     running = make_pod(1).on("proc-a").running()
     kube = Pods()
     c = ctx(kube)
-    c.outcomes["uid-1"] = (running.observed().uid, '{"outcome": "passivated"}', datetime.now(UTC))
+    c.memory("uid-1").outcome = (
+        running.observed().uid,
+        '{"outcome": "passivated"}',
+        datetime.now(UTC),
+    )
     await evict(c, running, dryrun=True)
-    assert kube.deleted == [] and c.evictions == {}
+    assert kube.deleted == [] and c.memory.evicting() == {}
 
 
 async def test_a_pod_being_deleted_or_that_reported_its_end_is_allowed() -> None:
@@ -150,18 +154,18 @@ async def test_a_pod_being_deleted_or_that_reported_its_end_is_allowed() -> None
     await evict(c, deleting)
     assert kube.deleted == []  # being deleted already
     uid = running.observed().uid
-    c.outcomes["uid-1"] = (uid, '{"outcome": "passivated"}', datetime.now(UTC))
+    c.memory("uid-1").outcome = (uid, '{"outcome": "passivated"}', datetime.now(UTC))
     await evict(c, running)
-    assert c.evictions == {}
+    assert c.memory.evicting() == {}
     # Still Running to the apiserver: deleted before the answer, or the Eviction API would
     # check it against its PodDisruptionBudget and answer 429 with Retry-After: 10.
     assert kube.deleted == [("ns", "demo-e1", uid)]
     kube.fail = True  # a failed delete still allows: the budget decides
     await evict(c, running)
-    c.outcomes["uid-1"] = ("another-pod-uid", '{"outcome": "passivated"}', datetime.now(UTC))
+    c.memory("uid-1").outcome = ("another-pod-uid", '{"outcome": "passivated"}', datetime.now(UTC))
     with pytest.raises(kopf.AdmissionError):
         await evict(c, running)
-    assert c.evictions == {"uid-1": {"demo-e1"}}
+    assert c.memory.evicting() == {"uid-1": {"demo-e1"}}
     assert len(kube.deleted) == 2
 
 
@@ -186,7 +190,7 @@ async def test_a_session_pod_missing_from_the_index_is_read_and_denied() -> None
     with pytest.raises(kopf.AdmissionError) as err:
         await evict_unindexed(c)
     assert err.value.code == 429
-    assert c.evictions == {"uid-9": {"demo-e1"}} and c.sessions.queue.queued("uid-9")
+    assert c.memory.evicting() == {"uid-9": {"demo-e1"}} and c.sessions.queue.queued("uid-9")
     assert kube.reads == [("ns", "demo-e1")]
 
 
@@ -208,7 +212,7 @@ async def test_a_pod_missing_from_the_index_is_allowed_unless_it_is_an_unfinishe
     kube.fail = fail
     c = ctx(kube, namespaces)
     await evict_unindexed(c)
-    assert c.evictions == {}
+    assert c.memory.evicting() == {}
     assert kube.reads == ([] if namespaces else [("ns", "demo-e1")])
 
 

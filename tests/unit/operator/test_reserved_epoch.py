@@ -116,7 +116,7 @@ async def test_the_reserved_replacement_is_created_before_the_status_write_answe
     kube = Kube(asyncio.Event())
     ctx = OperatorContext(settings=SETTINGS, kube=kube, runtime=None)  # type: ignore[arg-type]
     session = passivated_session()
-    ctx.reservations[session.ref().uid] = OURS
+    ctx.memory(session.ref().uid).reservation = OURS
     obs = replace(observation(session, ENDED, now=5), reserved_epoch=OURS)
     plan = decide(obs, SETTINGS)
     assert plan.create is not None and plan.create.reserved
@@ -125,8 +125,9 @@ async def test_the_reserved_replacement_is_created_before_the_status_write_answe
     # the guard's LIST: this process knows every pod of the session the LIST could show
     assert kube.calls[:3] == ["status epoch 2 sent", "create demo-e2", "status answered"]
     assert "list" not in kube.calls
-    assert session.ref().uid not in ctx.reservations  # used once
-    assert ctx.inflight[session.ref().uid][0] == "demo-e2"
+    assert ctx.memory(session.ref().uid).reservation is None  # used once
+    inflight = ctx.memory(session.ref().uid).inflight
+    assert inflight is not None and inflight[0] == "demo-e2"
 
 
 async def test_without_the_reservation_the_replacement_lists_after_the_write(
@@ -169,7 +170,7 @@ async def test_a_stored_request_is_remembered_as_this_process_reservation(
     plan = decide(obs, SETTINGS)
     assert plan.status.passivation is not None and plan.passivate is not None
     await agentsession._apply(ctx, session.obj(), obs, plan)
-    assert ctx.reservations == {session.ref().uid: pv.Reservation(2, obs.now)}
+    assert ctx.memory(session.ref().uid).reservation == pv.Reservation(2, obs.now)
 
 
 async def _no_call(*_: Any) -> None:

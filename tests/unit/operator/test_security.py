@@ -39,7 +39,7 @@ from berth_operator.errors import SpecError
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import ImageSettings, OperatorSettings, PodSettings, RedisSettings
 
-from session_runtime.transport.auth import derive_session_key
+from berth_contract.taskauth import derive_session_key
 from tests.unit.operator.fixtures import make_session, observation
 
 SETTINGS = OperatorSettings(

@@ -159,7 +159,7 @@ def test_termination_message_parsing_accepts_the_runtime_shape() -> None:
         '"reason":null,"resultText":"ok"}'
     )
     assert msg is not None
-    assert (msg.run_id, msg.turn, msg.text) == ("run-2", 4, "ok")
+    assert (msg.run_id, msg.turn, msg.result_text) == ("run-2", 4, "ok")
     assert msg.usage is not None and msg.usage.total_tokens == 3
     assert parse_termination("") is None
     assert parse_termination('{"outcome": "exploded"}') is None

@@ -92,3 +92,23 @@ async def test_injected_queue_is_bound_to_the_session_events(
     pending = [e for e in events if e["type"] == "external_task_pending"]
     assert pending and pending[0]["tenant_id"] == "t9"
     assert events[-1]["type"] == "agent_end" and events[-1]["text"] == "ok"
+
+
+async def test_closing_the_session_closes_its_injected_queue(
+    scripted: Any, agent_for: Any, workspace: Path
+) -> None:
+    """The session owns the lane queue it was given: closing it fails the queue's pending
+    external tasks and stops its transport (``LaneQueue.close``), and the queue API reaches it."""
+    from session_runtime.tools import DirectExecutor
+
+    srv = await scripted([{"text": "ok"}])
+    cfg = SessionQueueConfig(
+        lane_handlers={"execute": LaneHandlerConfig(mode="external", timeout_ms=30_000)}
+    )
+    queue = LaneQueue(cfg, runner=DirectExecutor())
+    session = agent_for(srv).session(str(workspace), opts(), executor=queue)
+    assert session.queue_stats()["total_pending"] == 0
+    session.set_lane_handler("execute", "internal")
+    assert queue.queue_stats()["lanes"]["execute"]["handler_mode"] == "internal"
+    await session.close_async()
+    assert queue._closed

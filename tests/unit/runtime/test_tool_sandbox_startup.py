@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from session_runtime.pod import termination
+from berth_contract import termination
 from session_runtime.tools import sandbox
 
 
@@ -30,11 +30,13 @@ def test_landlock_best_effort_or_no_local_tools_start() -> None:
 
 
 def test_termination_message_carries_the_code_only_when_set() -> None:
-    plain = json.loads(termination.render(termination.TerminationMessage("failed", reason="x")))
+    plain = json.loads(
+        termination.render(termination.TerminationMessage(outcome="failed", reason="x"))
+    )
     assert "code" not in plain
     assert termination.validate(plain) == []
     coded = termination.TerminationMessage(
-        "failed", reason="no landlock", code=sandbox.TOOL_SANDBOX_UNAVAILABLE
+        outcome="failed", reason="no landlock", code=sandbox.TOOL_SANDBOX_UNAVAILABLE
     )
     obj = json.loads(termination.render(coded))
     assert obj["code"] == "ToolSandboxUnavailable"
@@ -44,10 +46,11 @@ def test_termination_message_carries_the_code_only_when_set() -> None:
 
 def test_the_operator_writes_what_the_runtime_reads() -> None:
     from berth_operator.api.conditions import Reason
-    from berth_operator.api.constants import TOOL_SANDBOX_ENV, TOOL_SANDBOX_VALUES
+    from berth_operator.api.constants import TOOL_SANDBOX_VALUES
 
+    from berth_contract import envvars
     from session_runtime.tools import sandbox
 
-    assert TOOL_SANDBOX_ENV == sandbox.SANDBOX_MODE_ENV
+    assert envvars.TOOL_SANDBOX == sandbox.SANDBOX_MODE_ENV  # the script's copy of the name
     assert tuple(TOOL_SANDBOX_VALUES.values()) == sandbox.SANDBOX_MODES
     assert Reason.TOOL_SANDBOX_UNAVAILABLE == sandbox.TOOL_SANDBOX_UNAVAILABLE

@@ -1,4 +1,4 @@
-"""Table tests for session_runtime.pod.api (HTTP bodies, lifecycle, /v1/state mapping)."""
+"""Table tests for berth_contract.state (HTTP bodies, lifecycle, /v1/state mapping)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from session_runtime.pod.api import (
+from berth_contract.options import IdentityOptions
+from berth_contract.state import (
     MessageRequest,
     PassivateRequest,
     Passivation,
+    RuntimeState,
     checkpoint_json,
     outcome_of,
     state_body,
 )
-from session_runtime.pod.options import IdentityOptions
 
 
 @pytest.mark.parametrize(
@@ -126,7 +127,6 @@ def test_state_body_maps_the_runtime_state() -> None:
         identity=IdentityOptions(),
         pod_name="p",
         passivation=Passivation("node_drain", 200, 100),
-        ignoring_passivation=True,
         resumed_from="run-0",
     )
     assert body["runtimeState"] == "running"
@@ -143,13 +143,12 @@ def test_state_body_maps_the_runtime_state() -> None:
         "reason": "node_drain",
         "deadlineMs": 200,
         "requestedMs": 100,
-        "ignored": True,
     }
 
 
 def test_the_operator_reads_the_state_body() -> None:
-    """Compatibility with the operator's RuntimeState reader of GET /v1/state."""
-    op = pytest.importorskip("berth_operator.api.options")
+    """The reader of GET /v1/state (:class:`RuntimeState`, the operator's and the plugin's)
+    reads what :func:`state_body` writes."""
     runtime = {
         "state": "running",
         "run_id": "run-2",
@@ -169,7 +168,7 @@ def test_the_operator_reads_the_state_body() -> None:
         resumed_from="run-1",
         result_text="partial answer",
     )
-    read = op.RuntimeState.model_validate(body)
+    read = RuntimeState.model_validate(body)
     assert (read.state, read.run_id, read.resumed_from, read.turn) == (
         "running",
         "run-2",
@@ -179,5 +178,5 @@ def test_the_operator_reads_the_state_body() -> None:
     assert read.usage.total_tokens == 10
     assert read.checkpoint.checkpoint_ms == 1234 and read.checkpoint.tool_calls_count == 5
     assert read.last_error == "boom"
-    assert read.text == "partial answer"
+    assert read.result_text == "partial answer"
     assert (read.passivation.reason, read.passivation.deadline_ms) == ("node_drain", 200)

@@ -15,11 +15,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
+from berth_contract.options import parse_options
 from session_runtime.metrics import SessionMetrics
 from session_runtime.pod.config import parse_env
 from session_runtime.pod.http import make_app
 from session_runtime.pod.lifecycle import SessionPod
-from session_runtime.pod.options import parse_options
 from tests.unit.server.test_server_parts import env
 
 TOKEN = "k9yQq1dQ1kMbpbo2eW5m6l8Hq2wq4Cq1vEo9R7g3x0Y"

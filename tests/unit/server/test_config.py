@@ -28,7 +28,6 @@ def test_minimal_env_uses_defaults() -> None:
     assert cfg.termination_log is None
     assert cfg.http_port == 8080
     assert cfg.pod_ip == "0.0.0.0"
-    assert cfg.test_ignore_passivation is False
 
 
 def test_full_env() -> None:
@@ -45,14 +44,12 @@ def test_full_env() -> None:
             "BERTH_HTTP_PORT": "9090",
             "OPENAI_API_KEY": "sk-secret",
             "OPENAI_BASE_URL": "http://127.0.0.1:1/v1",
-            "BERTH_TEST_IGNORE_PASSIVATION": "1",
         }
     )
     assert cfg.resume_run_id == "run-7"
     assert cfg.termination_log == Path("tl")
     assert cfg.shared_root == Path("vol")
     assert (cfg.pod_ip, cfg.http_port, cfg.node_name) == ("127.0.0.9", 9090, "n1")
-    assert cfg.test_ignore_passivation is True
     assert "sk-secret" not in repr(cfg)  # the key is left to the runtime's LLM client
 
 

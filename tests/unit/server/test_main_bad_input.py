@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from berth_contract.options import OptionsError
+from berth_contract.termination import validate
 from session_runtime import server
 from session_runtime.pod.config import PodConfigError
-from session_runtime.pod.options import OptionsError
-from session_runtime.pod.termination import validate
 
 
 def good_env(tmp_path: Path) -> dict[str, str]:
@@ -118,7 +118,7 @@ def test_a_finished_session_writes_its_termination_message_then_exits_at_once(
     """After the session ends the process leaves with ``os._exit`` (no interpreter
     finalization, which costs hundreds of ms on every passivation), after the termination
     message and with the outcome's exit code."""
-    from session_runtime.pod.termination import TerminationMessage
+    from berth_contract.termination import TerminationMessage
 
     class Exited(Exception):
         pass
@@ -127,7 +127,7 @@ def test_a_finished_session_writes_its_termination_message_then_exits_at_once(
         raise Exited(code)
 
     async def ended(*_: object) -> TerminationMessage:
-        return TerminationMessage("fenced", reason="a newer epoch owns the session")
+        return TerminationMessage(outcome="fenced", reason="a newer epoch owns the session")
 
     env = good_env(tmp_path)
     for key in list(os.environ):

@@ -1,4 +1,4 @@
-"""Table tests for session_runtime.pod.options (the operator's options JSON)."""
+"""Table tests for berth_contract.options (the operator's options JSON)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from session_runtime.pod.options import OptionsError, load_options, parse_options
+from berth_contract.options import OptionsError, load_options, parse_options
 
 MINIMAL: dict[str, Any] = {"prompt": "fix the bug", "model": "openai/gpt-4o-mini"}
 
@@ -111,62 +111,13 @@ def test_load_good_file(tmp_path: Path) -> None:
     assert load_options(path).prompt == "fix the bug"
 
 
-def test_reads_what_the_operator_writes() -> None:
-    """Compatibility with the writer: the operator's SessionPodOptions, fully populated."""
-    op = pytest.importorskip("berth_operator.api.options")
-    spec = pytest.importorskip("berth_operator.api.agentsession")
-    written = op.SessionPodOptions(
-        session=op.SessionIdentity(namespace="team-a", name="fix", uid="u-1"),
-        prompt="fix it",
-        model="openai/gpt-4o-mini",
-        llm=op.LLMOptions(base_url="http://127.0.0.1:9/v1"),
-        identity=spec.IdentitySpec(tenant_id="t", principal="p", correlation_id="c"),
-        limits=spec.LimitsSpec(
-            max_tool_rounds=7,
-            tool_timeout_seconds=30,
-            auto_compact=True,
-            auto_compact_threshold="80%",
-        ),
-        retention=spec.RetentionSpec(max_runs_retained=4),
-        budget=spec.BudgetSpec(max_total_tokens=1000, max_tool_calls=9, soft_limit_percent=80),
-        lanes={
-            "execute": op.LaneOptions(
-                mode="external",
-                timeout_seconds=60,
-                lane_worker=op.LaneWorkerTarget(
-                    name="pool", task_stream="berth:team-a:lw:pool:tasks"
-                ),
-            )
-        },
-        result_stream="berth:team-a:s:u-1:results",
-        keep_alive=True,
-        passivation=op.PassivationOptions(deadline_seconds=45),
-    )
-    data = json.loads(written.model_dump_json(by_alias=True, exclude_none=True))
-    read = parse_options(data)
-    assert read.session is not None and read.session.uid == "u-1"
-    assert (read.prompt, read.model, read.llm.base_url) == (
-        "fix it",
-        "openai/gpt-4o-mini",
-        "http://127.0.0.1:9/v1",
-    )
-    assert read.identity.tenant_id == "t" and read.identity.correlation_id == "c"
-    assert read.limits.max_tool_rounds == 7 and read.limits.auto_compact_threshold == 0.8
-    assert read.retention.max_runs_retained == 4
-    assert (read.budget.max_total_tokens, read.budget.max_tool_calls) == (1000, 9)
-    assert read.lanes["execute"].stream_for("team-a") == "berth:team-a:lw:pool:tasks"
-    assert read.lanes["execute"].timeout_seconds == 60
-    assert read.result_stream == "berth:team-a:s:u-1:results"
-    assert read.keep_alive is True and read.passivation.deadline_seconds == 45
-
-
 def test_every_limit_has_one_mapping_to_the_session_options() -> None:
     """A limit added to spec.limits without a mapping (or mapped to a SessionOptions field that
     does not exist) fails here instead of being dropped silently."""
     import dataclasses
 
+    from berth_contract.options import LIMITS_TO_SESSION_OPTIONS, LimitsOptions
     from session_runtime.agent.options import SessionOptions
-    from session_runtime.pod.options import LIMITS_TO_SESSION_OPTIONS, LimitsOptions
 
     assert set(LIMITS_TO_SESSION_OPTIONS) == set(LimitsOptions.model_fields)
     session_fields = {f.name for f in dataclasses.fields(SessionOptions)}

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from berth_contract.options import BudgetOptions, SessionPodOptions, parse_options
 from session_runtime.errors import ConfigError, FencedError, ResumeError, SessionRuntimeError
 from session_runtime.metrics import SessionMetrics
 from session_runtime.pod.config import parse_env
 from session_runtime.pod.lifecycle import SessionPod, now_ms
 from session_runtime.pod.metered import MeteredBudgetGuard, MeteredStore
-from session_runtime.pod.options import BudgetOptions, PodOptions, parse_options
 from session_runtime.pod.wiring import build_executor, queue_settings
 from session_runtime.store.base import LoopCheckpoint
 
@@ -88,7 +88,7 @@ def test_metered_guard_counts_tokens_and_carries_the_budget() -> None:
     assert denied is not None and denied["decision"] == "deny"
 
 
-def opts(**extra: Any) -> PodOptions:
+def opts(**extra: Any) -> SessionPodOptions:
     return parse_options({"prompt": "p", "model": "openai/m", **extra})
 
 

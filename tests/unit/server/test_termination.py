@@ -1,4 +1,5 @@
-"""Table tests for session_runtime.pod.termination (the exit JSON and exit codes)."""
+"""Table tests for the termination message (berth_contract.termination: the exit JSON and exit
+codes) and its writer (session_runtime.pod.termination.write)."""
 
 from __future__ import annotations
 
@@ -7,24 +8,28 @@ from pathlib import Path
 
 import pytest
 
-from session_runtime.pod.termination import (
+from berth_contract.termination import (
     TERMINATION_MESSAGE_LIMIT,
     TerminationMessage,
     Usage,
     render,
     validate,
-    write,
 )
+from session_runtime.pod.termination import write
+
+
+def usage(prompt: int, completion: int, total: int) -> Usage:
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
 
 
 @pytest.mark.parametrize(
     ("message", "code"),
     [
-        (TerminationMessage("completed"), 0),
-        (TerminationMessage("passivated"), 0),
-        (TerminationMessage("failed"), 1),
-        (TerminationMessage("failed", bad_input=True), 2),
-        (TerminationMessage("fenced"), 3),
+        (TerminationMessage(outcome="completed"), 0),
+        (TerminationMessage(outcome="passivated"), 0),
+        (TerminationMessage(outcome="failed"), 1),
+        (TerminationMessage(outcome="failed", bad_input=True), 2),
+        (TerminationMessage(outcome="fenced"), 3),
     ],
 )
 def test_exit_codes(message: TerminationMessage, code: int) -> None:
@@ -34,10 +39,10 @@ def test_exit_codes(message: TerminationMessage, code: int) -> None:
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        (None, Usage(0, 0, 0)),
-        ({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}, Usage(3, 4, 7)),
-        ({"promptTokens": 3, "completionTokens": 4}, Usage(3, 4, 7)),
-        ({"prompt_tokens": -1, "completion_tokens": True}, Usage(0, 0, 0)),
+        (None, usage(0, 0, 0)),
+        ({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}, usage(3, 4, 7)),
+        ({"promptTokens": 3, "completionTokens": 4}, usage(3, 4, 7)),
+        ({"prompt_tokens": -1, "completion_tokens": True}, usage(0, 0, 0)),
     ],
 )
 def test_usage_from_mapping(raw: dict[str, object] | None, expected: Usage) -> None:
@@ -45,7 +50,9 @@ def test_usage_from_mapping(raw: dict[str, object] | None, expected: Usage) -> N
 
 
 def test_small_message_is_verbatim() -> None:
-    msg = TerminationMessage("completed", "run-1", 3, Usage(1, 2, 3), None, "done")
+    msg = TerminationMessage(
+        outcome="completed", run_id="run-1", turn=3, usage=usage(1, 2, 3), result_text="done"
+    )
     obj = json.loads(render(msg))
     assert obj == {
         "outcome": "completed",
@@ -70,7 +77,11 @@ def test_small_message_is_verbatim() -> None:
     ],
 )
 def test_render_fits_the_kubernetes_limit(text: str, reason: str | None) -> None:
-    out = render(TerminationMessage("failed", "run-1", 1, Usage(), reason, text))
+    out = render(
+        TerminationMessage(
+            outcome="failed", run_id="run-1", turn=1, usage=Usage(), reason=reason, result_text=text
+        )
+    )
     assert len(out.encode("utf-8")) <= TERMINATION_MESSAGE_LIMIT
     obj = json.loads(out)
     assert validate(obj) == []
@@ -82,10 +93,13 @@ def test_render_fits_the_kubernetes_limit(text: str, reason: str | None) -> None
 
 def test_write_creates_file_and_survives_bad_path(tmp_path: Path) -> None:
     target = tmp_path / "termination-log"
-    text = write(target, TerminationMessage("passivated", "run-2", 4, reason="node_drain"))
+    text = write(
+        target,
+        TerminationMessage(outcome="passivated", run_id="run-2", turn=4, reason="node_drain"),
+    )
     assert target.read_text() == text
     assert json.loads(text)["reason"] == "node_drain"
-    write(tmp_path / "missing-dir" / "log", TerminationMessage("failed"))  # no exception
+    write(tmp_path / "missing-dir" / "log", TerminationMessage(outcome="failed"))  # no exception
 
 
 @pytest.mark.parametrize(
@@ -98,25 +112,33 @@ def test_write_creates_file_and_survives_bad_path(tmp_path: Path) -> None:
     ],
 )
 def test_validate_flags_bad_objects(obj: dict[str, object], bad: str) -> None:
-    good = json.loads(render(TerminationMessage("completed")))
+    good = json.loads(render(TerminationMessage(outcome="completed")))
     assert any(bad in p for p in validate(good | obj))
 
 
-def test_the_operator_reads_what_we_write() -> None:
-    """Compatibility with the reader: the operator's TerminationMessage model."""
-    op = pytest.importorskip("berth_operator.api.options")
+def test_the_reader_reads_what_the_writer_writes() -> None:
+    """The operator's side of the contract (:meth:`TerminationMessage.parse`) reads what
+    :func:`render` writes."""
     text = render(
         TerminationMessage(
-            "passivated", "run-9", 4, Usage(10, 5, 15), "node_drain", "partial", "run-8"
+            outcome="passivated",
+            run_id="run-9",
+            turn=4,
+            usage=usage(10, 5, 15),
+            reason="node_drain",
+            result_text="partial",
+            resumed_from="run-8",
         )
     )
-    read = op.TerminationMessage.model_validate_json(text)
+    read = TerminationMessage.parse(text)
+    assert read is not None
     assert (read.outcome, read.run_id, read.turn, read.reason) == (
         "passivated",
         "run-9",
         4,
         "node_drain",
     )
+    assert read.usage is not None
     assert (read.usage.prompt_tokens, read.usage.total_tokens) == (10, 15)
     assert read.resumed_from == "run-8"
-    assert read.text == "partial"
+    assert read.result_text == "partial"

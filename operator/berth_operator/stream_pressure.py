@@ -1,7 +1,7 @@
-"""Queue pressure of a LaneWorker pool, for the operator's autoscaler (docs/architecture.md §4, §7).
+"""Queue pressure of a LaneWorker pool, for the operator's autoscaler (docs/architecture.md §4,
+§7): the Redis reads behind :mod:`berth_operator.pressure` (``scaling.source: broker``).
 
-Owned by ``session_runtime.transport``; called by the operator (``scaling.source: broker``) and by
-tests. Pressure = ``lag`` (entries not yet delivered to any consumer of the group) + ``pending``
+Pressure = ``lag`` (entries not yet delivered to any consumer of the group) + ``pending``
 (delivered, not acknowledged). The autoscaler scales on both, never on backlog alone.
 """
 
@@ -13,7 +13,10 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from session_runtime.transport.codec import as_text
+
+def as_text(value: Any) -> str:
+    """A Redis reply value (``bytes`` from redis-py, or already ``str``) as text."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _info_dict(raw: Any) -> dict[str, Any]:

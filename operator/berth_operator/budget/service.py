@@ -32,14 +32,12 @@ from typing import Any, Protocol
 from aiohttp import web
 from prometheus_client import Counter, Histogram
 
-from session_runtime.budget.ledger import KEEP_AFTER_WINDOW_SECONDS, Ledger, window_key
-from session_runtime.budget.policy import Identity, Policy, reserve_amounts, usage_amounts
+from berth_contract.services import BUDGET_CHECK_PATH, BUDGET_RECORD_PATH, SESSION_UID_HEADER
+from berth_operator.budget.ledger import KEEP_AFTER_WINDOW_SECONDS, Ledger, window_key
+from berth_operator.budget.policy import Identity, Policy, reserve_amounts, usage_amounts
 
 log = logging.getLogger(__name__)
 
-SESSION_UID_HEADER = "X-Berth-Session-Uid"
-CHECK_PATH = "/v1/budget/check"
-RECORD_PATH = "/v1/budget/record"
 
 DECISIONS = Counter(
     "berth_operator_budget_decisions_total",
@@ -124,8 +122,8 @@ class BudgetService:
 
     def routes(self, app: web.Application) -> None:
         """Add the two endpoints to ``app``."""
-        app.router.add_post(CHECK_PATH, self._check_http)
-        app.router.add_post(RECORD_PATH, self._record_http)
+        app.router.add_post(BUDGET_CHECK_PATH, self._check_http)
+        app.router.add_post(BUDGET_RECORD_PATH, self._record_http)
 
     async def _who(self, request: web.Request) -> Identity | web.Response:
         """The caller's identity, or the refusal to answer (401, 503)."""
@@ -172,7 +170,7 @@ class BudgetService:
                 )
             return web.json_response(await self.check(who, est))
         finally:
-            LATENCY.labels(CHECK_PATH).observe(time.perf_counter() - started)
+            LATENCY.labels(BUDGET_CHECK_PATH).observe(time.perf_counter() - started)
 
     async def _record_http(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
@@ -193,7 +191,7 @@ class BudgetService:
                 return web.json_response({"error": "malformed record"}, status=400)
             return web.json_response({"settled": await self.record(who, refs, usage)})
         finally:
-            LATENCY.labels(RECORD_PATH).observe(time.perf_counter() - started)
+            LATENCY.labels(BUDGET_RECORD_PATH).observe(time.perf_counter() - started)
 
     def _selected(self, who: Identity) -> list[Policy]:
         return [p for p in self.directory.policies(who.namespace) if p.selects(who)]

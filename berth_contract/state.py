@@ -1,8 +1,11 @@
 """HTTP bodies of the session pod API (docs/architecture.md §5) and the lifecycle states behind
 them.
 
-Owned by the ``berth-session`` entrypoint; ``session_runtime.server`` validates requests with these
-models and answers ``GET /v1/state`` with :func:`state_body`. Pure.
+Part of the contract (:mod:`berth_contract`): the session runtime validates requests with these
+models and answers ``GET /v1/state`` with :func:`state_body`; the operator, the front door and the
+kubectl plugin send :class:`PassivateRequest` and :class:`MessageRequest` bodies and read the state
+with :class:`RuntimeState` (lenient: unknown keys ignored, both casings accepted, because a newer
+runtime may add fields). Pure.
 
 Lifecycle (:data:`Phase`), also the ``state`` label of ``berth_session_state``::
 
@@ -16,12 +19,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from session_runtime.pod.options import IdentityOptions
-from session_runtime.pod.termination import Outcome, Usage
+from berth_contract.options import IdentityOptions
+from berth_contract.termination import Outcome, Usage
+
+HTTP_PORT: Final = 8080
+"""The session pod's HTTP port (``BERTH_HTTP_PORT`` may move it; the operator never does)."""
+
+API_TOKEN_HEADER: Final = "X-Berth-Token"
+"""Carries the session's API token, as ``Authorization: Bearer`` does (the apiserver's pod proxy
+keeps this header, not that one)."""
 
 Phase = Literal[
     "starting", "running", "idle", "passivating", "completed", "passivated", "failed", "fenced"
@@ -146,7 +156,6 @@ def state_body(
     pod_name: str | None = None,
     node_name: str | None = None,
     passivation: Passivation | None = None,
-    ignoring_passivation: bool = False,
     resumed_from: str | None = None,
     result_text: str | None = None,
     idle_since_ms: int | None = None,
@@ -169,16 +178,12 @@ def state_body(
          "idleSinceMs": int | null,   # when the pod became idle (keepAlive), else null
          "runStartedMs": int | null,  # when the pod started its latest run, else null
          "passivation": {"reason", "deadlineMs", "requestedMs"} | null}
-
-    With the test-only ignore switch on, ``passivation`` also carries ``"ignored": true``.
     """
     rt = runtime or {}
     turn = rt.get("turn")
     calls = rt.get("tool_calls_count")
     last_error = rt.get("last_error")
     passivation_json = passivation.to_json() if passivation else None
-    if passivation_json is not None and ignoring_passivation:
-        passivation_json["ignored"] = True
     return {
         "state": phase,
         "runtimeState": rt.get("state"),
@@ -199,3 +204,70 @@ def state_body(
         "runStartedMs": run_started_ms,
         "passivation": passivation_json,
     }
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class CheckpointView(_Lenient):
+    """``lastCheckpoint`` of ``/v1/state`` as read back: the last checkpoint's run, turn, tool
+    calls and time (epoch ms)."""
+
+    run_id: str | None = Field(None, validation_alias=AliasChoices("runId", "run_id"))
+    turn: int | None = None
+    tool_calls_count: int | None = Field(
+        None, validation_alias=AliasChoices("toolCallsCount", "tool_calls_count")
+    )
+    checkpoint_ms: int | None = Field(
+        None, validation_alias=AliasChoices("checkpointMs", "checkpoint_ms", "at_ms")
+    )
+
+
+class PassivationView(_Lenient):
+    """``passivation`` of ``/v1/state`` as read back (:meth:`Passivation.to_json`; epoch ms)."""
+
+    reason: str = ""
+    deadline_ms: int | None = Field(
+        None, validation_alias=AliasChoices("deadlineMs", "deadline_ms")
+    )
+    requested_ms: int | None = Field(
+        None, validation_alias=AliasChoices("requestedMs", "requested_ms")
+    )
+
+
+class RuntimeState(_Lenient):
+    """``GET /v1/state`` as the operator and the plugin read it (written by :func:`state_body`):
+    state, runId, turn, usage, checkpoint, error, idle and run-start times (epoch ms)."""
+
+    state: str | None = None
+    """The :data:`Phase` word (starting, running, idle, passivating, completed, ...)."""
+    run_id: str | None = Field(None, validation_alias=AliasChoices("runId", "run_id"))
+    resumed_from: str | None = Field(
+        None, validation_alias=AliasChoices("resumedFrom", "resumed_from")
+    )
+    turn: int | None = None
+    tool_calls_count: int | None = Field(
+        None, validation_alias=AliasChoices("toolCallsCount", "tool_calls_count")
+    )
+    usage: Usage | None = None
+    checkpoint: CheckpointView | None = Field(
+        None, validation_alias=AliasChoices("checkpoint", "lastCheckpoint", "last_checkpoint")
+    )
+    last_error: str | None = Field(
+        None, max_length=100000, validation_alias=AliasChoices("lastError", "last_error", "error")
+    )
+    idle_since_ms: int | None = Field(
+        None, validation_alias=AliasChoices("idleSinceMs", "idle_since_ms")
+    )
+    """When the pod became idle (no run, no message) in epoch ms; None while not idle."""
+    run_started_ms: int | None = Field(
+        None, validation_alias=AliasChoices("runStartedMs", "run_started_ms")
+    )
+    """When the pod started its latest run in epoch ms; None before any run (and from runtimes
+    that do not report it)."""
+    result_text: str | None = Field(
+        None, validation_alias=AliasChoices("resultText", "text", "result", "result_text")
+    )
+    passivation: PassivationView | None = None
+    """The passivation request the runtime accepted, if any (also ``kubectl berth passivate``)."""

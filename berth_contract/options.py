@@ -1,14 +1,14 @@
-"""Reader of the session options the operator renders into a ConfigMap (docs/architecture.md §3,
-§5).
+"""``options.json``: the session options the operator renders and the session pod reads
+(docs/architecture.md §3, §5).
 
-Owned by the ``berth-session`` entrypoint; called once at start by ``session_runtime.server``.
-The writer is the operator's ``SessionPodOptions`` (``berth_operator/api/options.py``), which
-``session_runtime`` must not import (import-linter contract), so this module keeps its own pydantic
-model of the same JSON, kept in sync by reading that model; ``tests/unit/server/test_options.py``
-feeds the operator model's output through :func:`parse_options` when the operator is importable.
-Both casings are accepted for every field (``keepAlive`` and ``keep_alive``); unknown fields are
-ignored so an operator one version ahead does not stop older session images, but a newer
-``schemaVersion`` is refused.
+The one model of this document (:class:`SessionPodOptions`). The operator's builders construct it
+from an AgentSession's spec and write :meth:`SessionPodOptions.render` into the session's Secret
+``<name>-berth`` (key ``options.json``, mounted alone at ``BERTH_OPTIONS_FILE``); the session
+runtime and warm pods read it with :func:`load_options` / :func:`parse_options`. camelCase keys on
+the wire; both casings are accepted when reading (``keepAlive`` and ``keep_alive``); unknown fields
+are ignored so an operator one version ahead does not stop older session images, but a newer
+``schemaVersion`` is refused. Per-placement values (epoch, run to resume, paths) are environment
+variables (:mod:`berth_contract.envvars`), not options: every epoch of a session shares this file.
 
 Shape (every block optional except ``prompt`` and ``model``)::
 
@@ -24,8 +24,8 @@ Shape (every block optional except ``prompt`` and ``model``)::
      "budget": {"maxTotalTokens", "maxToolCalls", "softLimitPercent"},
      "lanes": {"query"|"execute"|"generate"|"control":
                {"mode": "internal|external|hybrid", "timeoutSeconds", "maxConcurrency",
-                "laneWorker": {"name", "taskStream"?}}},  (the operator's "consumerGroup" is
-                                                      ignored: the group is always "workers")
+                "laneWorker": {"name", "taskStream"?}}},  (the consumer group is always
+                                                      ``berth_contract.names.GROUP``)
      "resultStream": "berth:{ns}:s:{uid}:results",
      "keepAlive": bool,
      "passivation": {"deadlineSeconds": int (default 120)},
@@ -52,6 +52,8 @@ from pydantic import (
     field_validator,
 )
 from pydantic.alias_generators import to_camel
+
+from berth_contract.names import task_stream
 
 LaneName = Literal["control", "query", "execute", "generate"]
 LaneMode = Literal["internal", "external", "hybrid"]
@@ -234,12 +236,10 @@ class LaneOptions(_Model):
         """The Redis task stream of this lane's LaneWorker (docs/architecture.md §7), or None.
 
         None for an internal lane; the operator's ``taskStream`` if rendered, else the name
-        :func:`session_runtime.transport.names.task_stream` gives.
+        :func:`berth_contract.names.task_stream` gives.
         """
         if self.mode == "internal" or self.lane_worker is None:
             return None
-        from session_runtime.transport.names import task_stream  # redis only when needed
-
         return self.lane_worker.task_stream or task_stream(namespace, self.lane_worker.name)
 
 
@@ -249,7 +249,7 @@ class PassivationOptions(_Model):
     deadline_seconds: int = Field(default=DEFAULT_PASSIVATION_DEADLINE_SECONDS, ge=1)
 
 
-class PodOptions(_Model):
+class SessionPodOptions(_Model):
     """The whole options object (see the module docstring)."""
 
     schema_version: int = Field(default=OPTIONS_SCHEMA_VERSION, ge=1, le=OPTIONS_SCHEMA_VERSION)
@@ -277,11 +277,25 @@ class PodOptions(_Model):
                 raise ValueError(f"lane {name!r} is {lane.mode} but names no laneWorker")
         return lanes
 
+    def wire(self) -> dict[str, Any]:
+        """The JSON-ready dict: camelCase keys, unset (None) fields omitted."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
-def parse_options(data: Any) -> PodOptions:
+    def render(self) -> bytes:
+        """``options.json`` as the pod reads it: UTF-8 JSON, sorted keys, indented, one final
+        newline (the value of key ``options.json`` in the session's ``<name>-berth`` Secret)."""
+        return (json.dumps(self.wire(), indent=2, sort_keys=True) + "\n").encode()
+
+
+def options_json_schema() -> dict[str, Any]:
+    """JSON Schema of options.json (camelCase), for the docs and tests."""
+    return SessionPodOptions.model_json_schema(by_alias=True)
+
+
+def parse_options(data: Any) -> SessionPodOptions:
     """Validate already-decoded JSON. Raises :class:`OptionsError` naming the bad field paths."""
     try:
-        return PodOptions.model_validate(data)
+        return SessionPodOptions.model_validate(data)
     except ValidationError as exc:
         details = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
@@ -290,7 +304,7 @@ def parse_options(data: Any) -> PodOptions:
         raise OptionsError(f"invalid session options: {details}") from None
 
 
-def load_options(path: Path) -> PodOptions:
+def load_options(path: Path) -> SessionPodOptions:
     """Read and validate the options file. Raises :class:`OptionsError` (never OSError/JSON)."""
     try:
         text = path.read_text(encoding="utf-8")

@@ -1,8 +1,8 @@
 """Redis key names of the lane-task transport (fixed by docs/architecture.md §7).
 
-Owned by ``session_runtime.transport``; used by the session side
-(:class:`~session_runtime.transport.client.RedisTaskTransport`), by ``berth-worker`` and by the
-operator's autoscaler (through :func:`~session_runtime.transport.pressure.stream_pressure`).
+Part of the contract (:mod:`berth_contract`): the operator renders a lane's task stream into
+``options.json`` and scales on its pressure; the session side publishes to it and reads its reply
+stream; ``berth-worker`` consumes it. All of them spell a name only through these functions.
 
 - task stream of a LaneWorker pool: ``berth:{ns}:lw:{laneworker}:tasks``, consumer group
   ``workers``, consumer name = the worker pod's name;

@@ -10,11 +10,11 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable
 
-from session_runtime.budget.policy import Identity, Policy
+from berth_operator.budget.policy import Identity, Policy
 
 
 class BudgetDirectory:
-    """Implements :class:`session_runtime.budget.service.Directory`."""
+    """Implements :class:`berth_operator.budget.service.Directory`."""
 
     def __init__(self, tokens: Callable[[str], str | None] | None = None) -> None:
         """``tokens``: session uid → its API token, when another part of the process already

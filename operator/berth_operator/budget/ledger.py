@@ -20,7 +20,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from session_runtime.budget.policy import WindowState
+from berth_operator.budget.policy import WindowState
 
 _RESERVE = """
 local n = tonumber(ARGV[4])

@@ -1,0 +1,14 @@
+"""The operator ⇄ runtime contract, one definition on each side of the boundary
+(docs/architecture.md §5, §7).
+
+The operator (``berth_operator``) writes these documents and names; the session runtime, the
+LaneWorker and the kubectl plugin (``session_runtime``, ``kubectl_berth``) read them. This package
+imports neither side (an import-linter contract holds it so) and needs only pydantic:
+
+- :mod:`berth_contract.options`: ``options.json``, the session pod's options;
+- :mod:`berth_contract.envvars`: the ``BERTH_*`` variables of session, warm and worker pods;
+- :mod:`berth_contract.names`: Redis stream and key names of the lane transport;
+- :mod:`berth_contract.state`: the session pod's port, token header and HTTP bodies
+  (``/v1/state``, ``/v1/passivate``, ``/v1/messages``);
+- :mod:`berth_contract.termination`: the termination message a session pod leaves behind.
+"""

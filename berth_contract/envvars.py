@@ -1,0 +1,53 @@
+"""Environment variables of Berth's pods: the operator's builders set them, the session runtime,
+warm pods and ``berth-worker`` read them (docs/architecture.md §5, §7).
+
+Each constant's value is the variable's name; what a variable means, and whether it is required,
+is documented where it is read (:mod:`session_runtime.pod.config` for session pods,
+:mod:`session_runtime.pod.warm` for warm pods, :mod:`session_runtime.worker` for workers).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Session pods (one placement of an AgentSession).
+SESSION: Final = "BERTH_SESSION"
+SESSION_UID: Final = "BERTH_SESSION_UID"
+EPOCH: Final = "BERTH_EPOCH"
+RESUME_RUN_ID: Final = "BERTH_RESUME_RUN_ID"
+STORE_DIR: Final = "BERTH_STORE_DIR"
+WORKSPACE: Final = "BERTH_WORKSPACE"
+WORKSPACE_ROOT: Final = "BERTH_WORKSPACE_ROOT"
+OPTIONS_FILE: Final = "BERTH_OPTIONS_FILE"
+TERMINATION_LOG: Final = "BERTH_TERMINATION_LOG"
+HTTP_PORT: Final = "BERTH_HTTP_PORT"
+API_TOKEN_FILE: Final = "BERTH_API_TOKEN_FILE"
+TASK_KEY_FILE: Final = "BERTH_TASK_KEY_FILE"
+REDIS_URL: Final = "BERTH_REDIS_URL"
+LLM_API_KEY_FILE: Final = "BERTH_LLM_API_KEY_FILE"
+BUDGET_URL: Final = "BERTH_BUDGET_URL"
+BUDGET_TIMEOUT_MS: Final = "BERTH_BUDGET_TIMEOUT_MS"
+BUDGET_FAILURE_POLICY: Final = "BERTH_BUDGET_FAILURE_POLICY"
+TOOL_SANDBOX: Final = "BERTH_TOOL_SANDBOX"
+"""``required`` (no Landlock → the pod refuses to start, reason ``ToolSandboxUnavailable``) or
+``best-effort`` (tools run unconfined without it); session, warm and worker pods."""
+
+# Warm pods (a SessionWarmPool's, before adoption).
+WARM_POOL: Final = "BERTH_WARM_POOL"
+WARM_TOKEN_FILE: Final = "BERTH_WARM_TOKEN_FILE"
+WORKSPACES_DIR: Final = "BERTH_WORKSPACES_DIR"
+
+# LaneWorker pods (berth-worker).
+NAMESPACE: Final = "BERTH_NAMESPACE"
+LANEWORKER: Final = "BERTH_LANEWORKER"
+WORKER_CONCURRENCY: Final = "BERTH_WORKER_CONCURRENCY"
+WORKSPACES_ROOT: Final = "BERTH_WORKSPACES_ROOT"
+TASK_MASTER_KEY_FILE: Final = "BERTH_TASK_MASTER_KEY_FILE"
+TASK_TIMEOUT_SECONDS: Final = "BERTH_TASK_TIMEOUT_SECONDS"
+METRICS_PORT: Final = "BERTH_METRICS_PORT"
+
+# The downward API (Kubernetes' names are the pod's own).
+POD_NAME: Final = "POD_NAME"
+POD_IP: Final = "POD_IP"
+POD_NAMESPACE: Final = "POD_NAMESPACE"
+NODE_NAME: Final = "NODE_NAME"
