@@ -9,6 +9,7 @@
 #   buildah, mmdebstrap               build Berth's image (and its Debian base) without a registry
 #   openssl                           node and webhook certificates
 #   ipset                             kube-router's NetworkPolicy sets (hack/netpol.sh)
+#   chromium, chromium-driver         the browser tests of `kubectl berth ui` (tests/e2e/test_ui_*)
 set -euo pipefail
 declare -A probe=(
   [redis-server]=redis-server
@@ -22,6 +23,8 @@ declare -A probe=(
   [mmdebstrap]=mmdebstrap
   [openssl]=openssl
   [ipset]=ipset
+  [chromium]=/usr/bin/chromium
+  [chromium-driver]=/usr/bin/chromedriver
 )
 need=()
 for pkg in "${!probe[@]}"; do

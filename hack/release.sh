@@ -11,7 +11,8 @@
 #   berth_operator-VERSION-*.whl   the Python distribution (operator, session runtime, worker,
 #   berth_operator-VERSION.tar.gz  kubectl plugin) as wheel and sdist
 #   kubectl_berth-VERSION-*.whl    the kubectl plugin alone, without the operator's dependencies
-#   kubectl_berth-VERSION.tar.gz   (plugin/pyproject.toml and the modules in PLUGIN_MODULES)
+#   kubectl_berth-VERSION.tar.gz   (plugin/pyproject.toml, plugin/kubectl_berth and the shared
+#                                  berth_operator modules in SHARED_MODULES)
 #
 # VERSION must be pyproject.toml's version (the one source of __version__ and, by a test, of the
 # chart's appVersion); bump it there first. RELEASE_SKIP_IMAGE=1 leaves the image out (what the
@@ -33,12 +34,14 @@ start=$(date +%s)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The berth_operator modules the plugin imports (and nothing that needs the operator's
-# dependencies); tests/unit/release/test_plugin_distribution.py fails when one is missing.
-PLUGIN_MODULES=(
-  __init__.py py.typed errors.py plugin.py
+# The berth_operator modules the plugin (plugin/kubectl_berth) shares with the operator: the API
+# vocabulary, the errors, the API paths and their error translation, nothing that needs the
+# operator's dependencies (an import contract in pyproject.toml keeps kubectl_berth to them);
+# tests/unit/release/test_plugin_distribution.py fails when one is missing.
+SHARED_MODULES=(
+  __init__.py py.typed errors.py
   api/__init__.py api/agentsession.py api/common.py api/constants.py api/laneworker.py
-  k8s/__init__.py k8s/calls.py k8s/paths.py k8s/plugin_client.py k8s/sync_rest.py
+  k8s/__init__.py k8s/calls.py k8s/paths.py
 )
 
 # python_build SRC NAME: wheel and sdist of the project in SRC (distribution file prefix NAME)
@@ -77,12 +80,15 @@ build_chart() {
 }
 
 build_plugin() {
-  log "kubectl-berth wheel and sdist (${#PLUGIN_MODULES[@]} berth_operator modules)"
+  log "kubectl-berth wheel and sdist (kubectl_berth and ${#SHARED_MODULES[@]} berth_operator modules)"
   local stage=$tmp/plugin m
   mkdir -p "$stage"
   cp "$ROOT/plugin/pyproject.toml" "$ROOT/plugin/README.md" "$ROOT/LICENSE" "$stage/"
   echo "$version" > "$stage/VERSION"
-  for m in "${PLUGIN_MODULES[@]}"; do
+  (cd "$ROOT/plugin" && git ls-files -co --exclude-standard -- kubectl_berth) | while read -r m; do
+    [[ $m == *.pyc ]] || install -D -m 644 "$ROOT/plugin/$m" "$stage/$m"
+  done
+  for m in "${SHARED_MODULES[@]}"; do
     mkdir -p "$stage/berth_operator/$(dirname "$m")"
     cp "$ROOT/operator/berth_operator/$m" "$stage/berth_operator/$m"
   done

@@ -1,10 +1,11 @@
 """Size limits of the programs, kept by the project itself (run by ``make test``).
 
-A module of ``operator/berth_operator``, ``session_runtime`` or ``berth_contract`` has at most 500
-lines; a function at most 60 (pod and manifest builders in ``builders/``: 100). Complexity is
-ruff's (C901, PLR0912, PLR0915 in pyproject.toml). The modules and functions that were already
-over when the limits came are listed with their size then, as ceilings: they may shrink, never
-grow, and leave the list once under the limit (the test says when an entry is stale).
+A module of ``operator/berth_operator``, ``session_runtime``, ``berth_contract`` or
+``plugin/kubectl_berth`` has at most 500 lines; a function at most 60 (pod and manifest builders
+in ``builders/``: 100). Complexity is ruff's (C901, PLR0912, PLR0915 in pyproject.toml). The
+modules and functions that were already over when the limits came are listed with their size
+then, as ceilings: they may shrink, never grow, and leave the list once under the limit (the test
+says when an entry is stale).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("operator/berth_operator", "session_runtime", "berth_contract")
+PACKAGES = ("operator/berth_operator", "session_runtime", "berth_contract", "plugin/kubectl_berth")
 MODULE_LINES = 500
 FUNCTION_LINES = 60
 BUILDER_LINES = 100
@@ -22,7 +23,6 @@ MODULE_CEILINGS = {
     "operator/berth_operator/api/agentsession.py": 691,
     "operator/berth_operator/handlers/agentsession.py": 539,
     "operator/berth_operator/handlers/laneworker.py": 503,
-    "operator/berth_operator/plugin.py": 724,
     "operator/berth_operator/reconcile/scaling.py": 540,
     "operator/berth_operator/settings.py": 503,
     "session_runtime/agent/session.py": 595,

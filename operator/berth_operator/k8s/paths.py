@@ -1,7 +1,7 @@
 """Kubernetes API paths, media types and query values: pure functions, no client and no I/O.
 
 Shared by the operator's requests (:mod:`berth_operator.k8s.rest` over aiohttp) and the
-kubectl plugin's (:mod:`berth_operator.k8s.sync_rest` over the ``kubernetes`` client), so the
+kubectl plugin's (:mod:`kubectl_berth.rest` over the ``kubernetes`` client), so the
 plugin can import them without the operator's dependencies (aiohttp, tenacity,
 prometheus-client). Paths follow the Kubernetes API's REST layout:
 ``/api/v1/namespaces/{ns}/{plural}/{name}/{sub}`` for the core group and

@@ -96,19 +96,22 @@ def operator_kubeconfig(dc: DevCluster, directory: Path) -> Path:
     token = dc.kubectl(
         "-n", OPERATOR_NS, "create", "token", OPERATOR_SA, "--duration=4h"
     ).stdout.strip()
+    return token_kubeconfig(dc, "berth-operator", token, directory / "operator.kubeconfig")
+
+
+def token_kubeconfig(dc: DevCluster, user: str, token: str, path: Path) -> Path:
+    """Write to ``path`` a kubeconfig of the dev cluster that authenticates ``user`` with the
+    bearer ``token`` (e.g. a ServiceAccount's from ``kubectl create token``)."""
     raw = yaml.safe_load(dc.kubectl("config", "view", "--raw", "--minify", "-o", "yaml").stdout)
     cluster = raw["clusters"][0]
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [cluster],
-        "users": [{"name": "berth-operator", "user": {"token": token}}],
-        "contexts": [
-            {"name": "op", "context": {"cluster": cluster["name"], "user": "berth-operator"}}
-        ],
-        "current-context": "op",
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": user, "context": {"cluster": cluster["name"], "user": user}}],
+        "current-context": user,
     }
-    path = directory / "operator.kubeconfig"
     path.write_text(yaml.safe_dump(cfg))
     return path
 

@@ -1,6 +1,6 @@
-"""``berth_operator.k8s.rest``: API paths, and requests by path — the operator's over its aiohttp
-``ApiSession``, the plugin's over a real ``kubernetes`` ``ApiClient`` — to a local HTTP server
-that records what it was sent and answers like an apiserver."""
+"""``berth_operator.k8s.rest``: API paths, and the operator's requests by path over its aiohttp
+``ApiSession`` to a local HTTP server that records what it was sent and answers like an
+apiserver (the plugin's over the ``kubernetes`` client: tests/unit/plugin/test_rest.py)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,10 @@ from urllib.parse import parse_qs
 import kopf
 import pytest
 from berth_operator.errors import AlreadyExists, Conflict, KubeError, NotFound
-from berth_operator.k8s import rest, sync_rest
+from berth_operator.k8s import rest
 from berth_operator.k8s.client import KubeClient, sharing_unchanged, without_managed_fields
 from berth_operator.k8s.connection import ApiSession
 from berth_operator.k8s.secrets import SecretApi
-from kubernetes import client
 
 
 def test_paths_of_core_group_and_cluster_resources() -> None:
@@ -228,51 +227,6 @@ def test_an_apiserver_that_cannot_be_reached_is_a_kube_error() -> None:
     session = _session(f"http://127.0.0.1:{_closed_port()}")
     with pytest.raises(KubeError, match="get pod ns/p: cannot reach the Kubernetes API"):
         _run(session, lambda r: r.get("get pod ns/p", rest.core("ns", "pods", "p")))
-
-
-# --- the plugin's synchronous requests (sync_rest over the kubernetes client) ---------------
-
-
-def _api(srv: Any) -> Any:
-    cfg = client.Configuration(host=_url(srv))
-    cfg.api_key = {"BearerToken": "t0ken"}
-    cfg.api_key_prefix = {"BearerToken": "Bearer"}
-    return client.ApiClient(cfg)
-
-
-def test_sync_requests_carry_the_body_its_content_type_and_the_token(server: Any) -> None:
-    r = sync_rest.Rest(_api(server))
-    assert r.get("get pod", rest.core("ns", "pods", "p"))["kind"] == "Pod"
-    r.patch("label pod", rest.core("ns", "pods", "p"), {"metadata": {"labels": {"k": None}}})
-    r.delete("delete lease", rest.group("coordination.k8s.io", "v1", "ns", "leases", "l"))
-    seen = server.seen
-    assert [s["method"] for s in seen] == ["GET", "PATCH", "DELETE"]
-    assert seen[1]["content_type"] == "application/merge-patch+json"
-    assert seen[2]["path"] == "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"
-    assert all(s["authorization"] == "Bearer t0ken" for s in seen)
-
-
-def test_a_sync_error_answer_is_translated_like_the_operators(server: Any) -> None:
-    server.answer = (409, {"kind": "Status", "reason": "AlreadyExists", "message": "taken"})
-    r = sync_rest.Rest(_api(server))
-    with pytest.raises(AlreadyExists, match="create pod ns/p: 409 AlreadyExists taken"):
-        sync_rest.call_sync("create pod ns/p", r.create, "x", rest.core("ns", "pods"), {})
-
-
-def test_open_returns_the_unread_response_for_streaming(server: Any) -> None:
-    server.answer = (200, b"line 1\nline 2\n")
-    response = sync_rest.call_sync(
-        "read log", sync_rest.Rest(_api(server)).open, "GET", rest.core("ns", "pods", "p", "log")
-    )
-    assert b"".join(response.response.stream()) == b"line 1\nline 2\n"
-
-
-def test_a_sync_call_to_an_apiserver_that_cannot_be_reached_is_a_kube_error() -> None:
-    api = client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{_closed_port()}"))
-    api.configuration.retries = 0
-    r = sync_rest.Rest(api)
-    with pytest.raises(KubeError, match="get pod ns/p: cannot reach the Kubernetes API"):
-        sync_rest.call_sync("get pod ns/p", r.get, "get pod ns/p", rest.core("ns", "pods", "p"))
 
 
 def test_a_failed_login_is_a_kube_error_naming_it() -> None:

@@ -1,11 +1,12 @@
 """The kubectl plugin installs alone: hack/release.sh's ``plugin`` part builds the kubectl-berth
-wheel (plugin/pyproject.toml and only the berth_operator modules the plugin imports), it installs
-into a fresh venv without the operator's dependencies, and ``kubectl-berth version`` there reports
-pyproject.toml's version, the chart's appVersion. The install resolves the plugin's dependencies
-from the package index (pip's cache makes it quick).
+wheel (plugin/pyproject.toml, the kubectl_berth package and only the berth_operator modules it
+shares), it installs into a fresh venv without the operator's dependencies, and ``kubectl-berth
+version`` there reports pyproject.toml's version, the chart's appVersion. The install resolves the
+plugin's dependencies from the package index (pip's cache makes it quick).
 
-aiohttp is the one operator dependency the venv holds: the ``kubernetes`` client requires it itself
-since its version 36 (for its asyncio client); the plugin never imports it."""
+aiohttp is the one operator dependency the venv holds: ``kubectl berth ui`` serves its page with it
+(and the ``kubernetes`` client requires it itself since its version 36); the other commands never
+import it."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def project() -> dict[str, Any]:
 
 
 def test_the_plugin_depends_on_a_subset_of_the_operators_pins() -> None:
-    root = {Requirement(r).name: str(Requirement(r).specifier) for r in project()["dependencies"]}
+    pins = [*project()["dependencies"], *project()["optional-dependencies"]["ui"]]
+    root = {Requirement(r).name: str(Requirement(r).specifier) for r in pins}
     plugin = tomllib.loads((ROOT / "plugin" / "pyproject.toml").read_text())["project"]
     for spec in map(Requirement, plugin["dependencies"]):
         assert spec.name in root, f"{spec.name}: not a dependency of berth-operator"
@@ -68,9 +70,7 @@ def test_the_plugin_wheel_installs_alone_and_reports_the_release_version(tmp_pat
         check=True,
     )
     assert found.stdout.split() == [], "the plugin's venv has operator dependencies"
-    probe = (
-        "import sys, berth_operator.plugin; print(*[m for m in sys.argv[1:] if m in sys.modules])"
-    )
+    probe = "import sys, kubectl_berth.cli; print(*[m for m in sys.argv[1:] if m in sys.modules])"
     imported = subprocess.run(
         [str(venv / "bin/python"), "-c", probe, *NOT_IMPORTED],
         capture_output=True,
@@ -78,3 +78,13 @@ def test_the_plugin_wheel_installs_alone_and_reports_the_release_version(tmp_pat
         check=True,
     )
     assert imported.stdout.split() == [], "the plugin imports the operator's dependencies"
+    probe = (
+        "from kubectl_berth.ui import app; from importlib.resources import files; "
+        "env = app.environment(); [env.get_template(t) for t in env.list_templates()]; "
+        "print(len(env.list_templates()), "
+        "files('kubectl_berth.ui').joinpath('static', 'live.js').is_file())"
+    )
+    ui = subprocess.run(
+        [str(venv / "bin/python"), "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert ui.stdout.split()[1] == "True" and int(ui.stdout.split()[0]) >= 10, ui.stdout

@@ -1,7 +1,7 @@
-"""Kubernetes calls of the ``kubectl-berth`` plugin (``berth_operator.plugin``).
+"""Kubernetes calls of the ``kubectl-berth`` plugin (:mod:`kubectl_berth.cli`).
 
 The plugin is a short-lived CLI, so this makes synchronous requests by path
-(:mod:`berth_operator.k8s.sync_rest`) over the ``kubernetes`` client's ``ApiClient``, with the
+(:mod:`kubectl_berth.rest`) over the ``kubernetes`` client's ``ApiClient``, with the
 caller's kubeconfig (``KUBECONFIG`` or ``~/.kube/config``; in-cluster config as a fallback), not
 the operator's credentials. For users it reads the AgentSession object (spec and status) and the
 session's API token from its Secret ``<name>-berth``; everything the plugin changes on a session
@@ -13,7 +13,7 @@ credentials to the apiserver). So the caller needs ``get`` on ``secrets`` and ``
 The chart's post-delete hook (``kubectl-berth cleanup-lease``) also lists
 the operator's pods and deletes its leader-election Lease.
 
-API errors are translated to :mod:`berth_operator.errors` by ``sync_rest.call_sync``, so the
+API errors are translated to :mod:`berth_operator.errors` by ``rest.call_sync``, so the
 plugin never sees ``kubernetes.client.ApiException``.
 """
 
@@ -21,21 +21,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from berth_operator.api.constants import (
+    GROUP,
+    LANEWORKER_PLURAL,
+    SECRET_API_TOKEN_KEY,
+    VERSION,
+)
+from berth_operator.errors import KubeError, NotFound
+from berth_operator.k8s import paths
+from berth_operator.k8s.paths import lease_path, session_path
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError
 
 from berth_contract.state import API_TOKEN_HEADER
-from berth_operator.api.constants import (
-    SECRET_API_TOKEN_KEY,
-)
-from berth_operator.errors import KubeError, NotFound
-from berth_operator.k8s import paths, sync_rest
-from berth_operator.k8s.paths import lease_path, session_path
+from kubectl_berth import rest as sync_rest
 
 # The config loaders are untyped in the kubernetes package; give them a typed seam.
 _new_client_from_config: Callable[..., Any] = config.new_client_from_config
@@ -105,17 +109,27 @@ class PluginClient:
         token in ``X-Berth-Token``; return (HTTP status, decoded body or text). Error statuses
         (the session's or the apiserver's) are returned, not raised; KubeError when the
         apiserver cannot be reached (refused, reset, timed out, TLS)."""
+        return self.proxy_call("POST", path, payload, token, timeout)
+
+    def proxy_get(self, path: str, token: str, timeout: float) -> tuple[int, Any]:
+        """GET ``path`` (an apiserver pod-proxy path) with the session's token (``""`` for an
+        open path such as ``/metrics``); as :meth:`proxy_post`: (status, JSON body or text)."""
+        return self.proxy_call("GET", path, None, token, timeout)
+
+    def proxy_call(
+        self, method: str, path: str, payload: dict[str, Any] | None, token: str, timeout: float
+    ) -> tuple[int, Any]:
+        """``method path`` through the apiserver (JSON ``payload`` when given, the session's
+        token in ``X-Berth-Token`` when not empty); (status, decoded JSON or text). Raises
+        KubeError only when the apiserver cannot be reached."""
+        headers = {"Accept": "application/json, text/plain"}
+        if payload is not None:
+            headers["Content-Type"] = "application/json"
+        if token:
+            headers[API_TOKEN_HEADER] = token
         try:
             method, url, headers, body, post = self.api.param_serialize(
-                "POST",
-                path,
-                header_params={
-                    "Content-Type": "application/json",
-                    "Accept": "application/json",
-                    API_TOKEN_HEADER: token,
-                },
-                body=payload,
-                auth_settings=["BearerToken"],
+                method, path, header_params=headers, body=payload, auth_settings=["BearerToken"]
             )
             response = self.api.call_api(
                 method,
@@ -137,6 +151,46 @@ class PluginClient:
             return status, json.loads(text) if text else None
         except json.JSONDecodeError:
             return status, text
+
+    def in_namespace(self, namespace: str) -> PluginClient:
+        """The same client working in ``namespace``."""
+        return replace(self, namespace=namespace)
+
+    def list_sessions(self, all_namespaces: bool = False) -> list[dict[str, Any]]:
+        """AgentSessions of the namespace (every namespace with ``all_namespaces``), as dicts.
+        Raises KubeError (e.g. 403 without ``list`` on agentsessions)."""
+        what = f"list agentsessions in {'all namespaces' if all_namespaces else self.namespace}"
+        path = session_path(None if all_namespaces else self.namespace)
+        listed = sync_rest.call_sync(what, self.rest.get, what, path)
+        return [s for s in listed.get("items") or [] if isinstance(s, dict)]
+
+    def get_laneworker(self, name: str) -> dict[str, Any]:
+        """The LaneWorker ``name`` as a dict. Raises NotFound or KubeError."""
+        what = f"get laneworker {self.namespace}/{name}"
+        path = paths.group(GROUP, VERSION, self.namespace, LANEWORKER_PLURAL, name)
+        return sync_rest.call_sync(what, self.rest.get, what, path)
+
+    def can(self, verb: str, resource: str, subresource: str = "", group: str = "") -> bool:
+        """Whether the caller may ``verb`` the ``resource`` (``subresource``) of API ``group``
+        in the namespace: a SelfSubjectAccessReview (authorization.k8s.io/v1), the check
+        ``kubectl auth can-i`` makes. False when the review itself is refused."""
+        attributes = {"namespace": self.namespace, "verb": verb, "resource": resource}
+        if subresource:
+            attributes["subresource"] = subresource
+        if group:
+            attributes["group"] = group
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
+        what = f"create selfsubjectaccessreview {verb} {resource}"
+        path = paths.group("authorization.k8s.io", "v1", None, "selfsubjectaccessreviews")
+        try:
+            answer = sync_rest.call_sync(what, self.rest.create, what, path, review)
+        except KubeError:
+            return False
+        return bool((answer.get("status") or {}).get("allowed"))
 
     def set_suspend(self, name: str, suspend: bool) -> dict[str, Any]:
         """Merge-patch ``spec.suspend`` of AgentSession ``name``; returns the object. Raises

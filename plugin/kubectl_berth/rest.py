@@ -3,9 +3,10 @@ client's ``ApiClient`` (the caller's kubeconfig, ``--context``, exec plugins, TL
 
 The operator does not use this module (it sends its requests over ``k8s.connection``'s aiohttp
 session); the plugin is a short-lived CLI on the user's machine, where the client's kubeconfig
-loader is worth its import. Errors read as everywhere else in ``berth_operator.k8s``
-(:func:`calls.error_for`): :func:`call_sync` translates the client's ``ApiException`` and its
-transport errors. Uses ``ApiClient.param_serialize``/``call_api`` (kubernetes ≥ 37).
+loader is worth its import. Errors read as everywhere in ``berth_operator.k8s``
+(:func:`berth_operator.k8s.calls.error_for`, the one translation of API errors):
+:func:`call_sync` translates the client's ``ApiException`` and its transport errors. Uses
+``ApiClient.param_serialize``/``call_api`` (kubernetes ≥ 37).
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
-
 from berth_operator.k8s import calls
 from berth_operator.k8s.paths import JSON, JSON_PATCH, MERGE_PATCH, query_value
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 T = TypeVar("T")
 

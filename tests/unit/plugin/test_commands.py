@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 import yaml
-from berth_operator import __version__, plugin
-from berth_operator.k8s.plugin_client import PluginClient
+from kubectl_berth import __version__, cli, session_api
+from kubectl_berth.client import PluginClient
 from kubernetes import client
 from typer.testing import CliRunner
 
@@ -86,8 +86,8 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[PluginClient]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     cfg = client.Configuration(host=f"http://127.0.0.1:{server.server_address[1]}")
     api = PluginClient(api=client.ApiClient(cfg), namespace="team-a")
-    monkeypatch.setattr(plugin, "_client", lambda *_a: api)
-    monkeypatch.setattr(plugin.time, "sleep", lambda _s: None)
+    monkeypatch.setattr(cli, "_client", lambda *_a: api)
+    monkeypatch.setattr(session_api.time, "sleep", lambda _s: None)
     try:
         yield api
     finally:
@@ -96,7 +96,7 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[PluginClient]:
 
 
 def run(*args: str) -> Any:
-    return CliRunner().invoke(plugin.app, list(args))
+    return CliRunner().invoke(cli.app, list(args))
 
 
 def test_suspend_and_resume_patch_spec_suspend(api: PluginClient) -> None:

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from berth_operator.plugin import (
-    PluginError,
+from kubectl_berth.errors import PluginError
+from kubectl_berth.front_door import (
     describe_message,
     gateway_message_url,
     message_events,

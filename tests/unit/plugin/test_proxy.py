@@ -12,9 +12,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from berth_operator import plugin
 from berth_operator.errors import KubeError
-from berth_operator.k8s.plugin_client import PluginClient
+from kubectl_berth import session_api
+from kubectl_berth.client import PluginClient
+from kubectl_berth.errors import PluginError
 from kubernetes import client
 
 SEEN: list[dict[str, Any]] = []
@@ -66,17 +67,17 @@ SESSION = {
 
 
 def test_proxy_path_names_the_current_pod() -> None:
-    assert plugin.pod_proxy_path(SESSION, "/v1/messages") == (
+    assert session_api.pod_proxy_path(SESSION, "/v1/messages") == (
         "/api/v1/namespaces/team-a/pods/demo-e3:8080/proxy/v1/messages"
     )
-    with pytest.raises(plugin.PluginError, match="no running pod"):
-        plugin.pod_proxy_path({"metadata": {"name": "x"}, "status": {}}, "/v1/state")
+    with pytest.raises(PluginError, match="no running pod"):
+        session_api.pod_proxy_path({"metadata": {"name": "x"}, "status": {}}, "/v1/state")
 
 
 def test_proxy_post_sends_the_session_token_beside_the_callers_credential(
     api: PluginClient,
 ) -> None:
-    path = plugin.pod_proxy_path(SESSION, "/v1/messages")
+    path = session_api.pod_proxy_path(SESSION, "/v1/messages")
     assert api.proxy_post(path, {"prompt": "hi"}, "tok", 5.0) == (202, {"accepted": True})
     seen = SEEN[-1]
     assert seen["path"] == path and seen["body"] == {"prompt": "hi"}
@@ -95,6 +96,6 @@ def test_proxy_post_to_an_apiserver_that_refuses_is_a_kube_error() -> None:
     cfg = client.Configuration(host=f"http://127.0.0.1:{port}")
     cfg.retries = 0
     refused = PluginClient(api=client.ApiClient(cfg), namespace="team-a")
-    path = plugin.pod_proxy_path(SESSION, "/v1/messages")
+    path = session_api.pod_proxy_path(SESSION, "/v1/messages")
     with pytest.raises(KubeError, match="cannot reach the Kubernetes API"):
         refused.proxy_post(path, {"prompt": "hi"}, "tok", 5.0)
