@@ -33,7 +33,6 @@ MODULE_CEILINGS = {
 }
 FUNCTION_CEILINGS = {
     "operator/berth_operator/handlers/agentsession.py::_apply": 102,
-    "operator/berth_operator/handlers/sessionwarmpool.py::_reconcile_pool": 62,
     "operator/berth_operator/handlers/sessionwarmpool.py::adopt_for_session": 83,
     "operator/berth_operator/reconcile/budget_status.py::budget_status": 65,
     "operator/berth_operator/reconcile/observe.py::observe_pod": 65,

@@ -271,14 +271,26 @@ async def _reconcile_pool(
     if plan.warning is not None:
         reason, message = plan.warning
         kopf.event(cast(kopf.Body, body), type="Warning", reason=reason, message=message)
-    st = plan.status
+    await _write_status(ctx, api, key, plan.status, before)
+    return POOL_REQUEUE_SECONDS if due is None else min(POOL_REQUEUE_SECONDS, due)
+
+
+async def _write_status(
+    ctx: OperatorContext,
+    api: WarmPoolApi,
+    key: PoolKey,
+    st: SessionWarmPoolStatus,
+    before: SessionWarmPoolStatus,
+) -> None:
+    """Write the pool's status ``st`` (with this process's adoption counts) when it changed, and
+    its pod gauges."""
+    ns, name = key
     st.adopted_total = ctx.warm.adopted_total.get(key, st.adopted_total or 0)
     st.last_adoption_at = ctx.warm.last_adoption.get(key, st.last_adoption_at)
     set_pool_pods(ns, name, st.ready_replicas or 0, st.replicas or 0, st.adopting_replicas or 0)
     if st.wire() != before.wire():
         with contextlib.suppress(NotFound):
             await api.patch_status(ns, name, st.wire())
-    return POOL_REQUEUE_SECONDS if due is None else min(POOL_REQUEUE_SECONDS, due)
 
 
 def _fields(inp: PoolInput) -> dict[str, Any]:
