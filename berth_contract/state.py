@@ -60,6 +60,10 @@ class PassivateRequest(BaseModel):
     reason: str = Field(min_length=1, max_length=256)
     deadline_ms: int | None = Field(default=None, alias="deadlineMs", ge=0)
 
+    def wire(self) -> dict[str, Any]:
+        """The body as sent: ``{"reason", "deadlineMs"}`` (``deadlineMs`` omitted when unset)."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
 
 #: A message id: what the front door generates (or a caller supplies) to deliver exactly once.
 MESSAGE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"

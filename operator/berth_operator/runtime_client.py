@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 from pydantic import ValidationError
 
-from berth_contract.state import HTTP_PORT, RuntimeState
+from berth_contract.state import HTTP_PORT, PassivateRequest, RuntimeState
 from berth_operator.api.constants import MAX_STATE_BODY_BYTES
 from berth_operator.errors import RuntimeUnauthorized, RuntimeUnreachable
 
@@ -107,7 +107,7 @@ class RuntimeClient:
         try:
             async with self._http().post(
                 url,
-                json={"reason": reason, "deadlineMs": deadline_ms},
+                json=PassivateRequest(reason=reason, deadline_ms=deadline_ms).wire(),
                 headers=self.auth_headers(token),
             ) as resp:
                 if resp.status in (401, 403):

@@ -27,7 +27,7 @@ from berth_operator.api.constants import (
 from berth_operator.errors import BerthOperatorError, RuntimeUnreachable
 from pydantic import ValidationError
 
-from berth_contract.state import API_TOKEN_HEADER, HTTP_PORT
+from berth_contract.state import API_TOKEN_HEADER, HTTP_PORT, PassivateRequest
 from kubectl_berth.client import PluginClient
 from kubectl_berth.errors import PluginError
 
@@ -87,7 +87,8 @@ def passivate_body(
     if deadline_seconds is None:
         passivation = (body.get("spec") or {}).get("passivation") or {}
         deadline_seconds = int(passivation.get("deadlineSeconds") or DEFAULT_DEADLINE_SECONDS)
-    return {"reason": "manual", "deadlineMs": now_ms + deadline_seconds * 1000}
+    deadline_ms = now_ms + deadline_seconds * 1000
+    return PassivateRequest(reason="manual", deadline_ms=deadline_ms).wire()
 
 
 def post_json(
