@@ -68,9 +68,10 @@ def agent_sandbox_dir() -> Path:
 @contextmanager
 def agent_sandbox_controller(dc: DevCluster, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     """agent-sandbox's CRDs applied and its controller running against the dev cluster with the
-    admin kubeconfig (``--extensions=true --leader-elect=false``, its default client limits:
-    no client-side QPS limit); the process is yielded (its ``metrics_port`` attribute set) and
-    stopped afterwards."""
+    admin kubeconfig, started as its own KWOK scalability presubmit starts it
+    (``dev/ci/presubmits/test-e2e-scalability-kwok``: ``--extensions=true``, 1000 QPS / 2000
+    burst, 50 sandbox and 50 claim workers; leader election off); the process is yielded (its
+    ``metrics_port`` attribute set) and stopped afterwards."""
     out = agent_sandbox_dir()
     dc.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(out / "crds"), timeout=120)
     for crd in ("sandboxes.agents.x-k8s.io", "sandboxclaims.extensions.agents.x-k8s.io"):
@@ -82,6 +83,10 @@ def agent_sandbox_controller(dc: DevCluster, log: Path) -> Iterator[subprocess.P
                 str(out / "agent-sandbox-controller"),
                 "--extensions=true",
                 "--leader-elect=false",
+                f"--kube-api-qps={RAISED_QPS['kube-api-qps']}",
+                f"--kube-api-burst={RAISED_QPS['kube-api-burst']}",
+                "--sandbox-concurrent-workers=50",
+                "--sandbox-claim-concurrent-workers=50",
                 f"--metrics-bind-address=127.0.0.1:{metrics}",
                 f"--health-probe-bind-address=127.0.0.1:{probe}",
             ],
@@ -148,9 +153,11 @@ def restart_controller_manager(dc: DevCluster, flags: dict[str, str]) -> list[st
     if pid is None:
         raise RuntimeError("no kube-controller-manager process")
     argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().rstrip("\0").split("\0")
+    dropped = tuple(f"--{k}" for k in ("kube-api-qps", "kube-api-burst"))
+    if not flags and not any(a.split("=", 1)[0] in dropped for a in argv):
+        return argv  # at the defaults already
     cwd = os.readlink(f"/proc/{pid}/cwd")
     pidfile = _kcm_pidfile(pid)
-    dropped = tuple(f"--{k}" for k in ("kube-api-qps", "kube-api-burst"))
     new = [a for a in argv if a.split("=", 1)[0] not in dropped]
     new += [f"--{k}={v}" for k, v in flags.items()]
     os.kill(pid, signal.SIGTERM)
@@ -182,7 +189,7 @@ def bench_peer_kind(
     the pod ``session_pod(namespace, name)`` returns; create → Running figures of
     ``placement.run_batch`` plus ``writes`` (the apiserver's writes per resource, in total),
     ``writes_per_object`` and, with ``rss_pid``, that controller's peak RSS in MiB."""
-    api = client.ApiClient() if core is None else core.api_client
+    api = core.api_client
     custom = client.CustomObjectsApi(api)
     batch = client.BatchV1Api(api)
     with dc.namespace(f"bench-{kind}") as ns:
@@ -227,6 +234,18 @@ def bench_peer_kind(
             timeout=330,
         )
     return stats
+
+
+def wait_pods_gone(core: Any, cap: float = 600.0) -> float:
+    """Wait until no pod with the ``berth.dev/session`` label is left in the cluster (the last
+    kind's pods deleted, so they load no one else's figures); returns the seconds waited.
+    Raises RuntimeError after ``cap`` seconds."""
+    start = time.monotonic()
+    while core.list_pod_for_all_namespaces(label_selector="berth.dev/session", limit=1).items:
+        if time.monotonic() - start > cap:
+            raise RuntimeError(f"session-labelled pods still there after {cap:.0f} s")
+        time.sleep(1.0)
+    return time.monotonic() - start
 
 
 def kwok_session_pod(settings: Any) -> Any:

@@ -57,6 +57,7 @@ def placement_phase(dc: Any, counts: list[int], kwok_nodes: int, logs: Path) -> 
         bench_peer_kind,
         kwok_session_pod,
         restart_controller_manager,
+        wait_pods_gone,
     )
     from tests.integration.operator.harness import install_crds
 
@@ -71,8 +72,10 @@ def placement_phase(dc: Any, counts: list[int], kwok_nodes: int, logs: Path) -> 
     restart_controller_manager(dc, {})  # the defaults, whatever a crashed run left
     for n in counts:
         print(f"== placement N={n} on {kwok_nodes} kwok nodes", flush=True)
+        wait_pods_gone(core)
         bare, writes = placement.bench_bare(dc, core, n)
         rows[n]["bare"] = {**bare, "writes_per_object": sum(writes.values()) / n}
+        wait_pods_gone(core)
         sessions, writes, rss, _ = placement.bench_sessions(dc, core, custom, n, keep_logs=logs)
         rows[n]["sessions"] = {
             **sessions,
@@ -80,7 +83,9 @@ def placement_phase(dc: Any, counts: list[int], kwok_nodes: int, logs: Path) -> 
             "writes": dict(writes),
             "rss_mib": rss,
         }
+        wait_pods_gone(core)
         rows[n]["jobs-default-qps"] = bench_peer_kind(dc, core, "jobs", n, pod)
+        wait_pods_gone(core)
         with agent_sandbox_controller(dc, logs / f"agent-sandbox-n{n}.log") as proc:
             rows[n]["agent-sandbox"] = bench_peer_kind(dc, core, "agent-sandbox", n, pod, proc.pid)
         report_row(n, rows[n])
@@ -89,6 +94,7 @@ def placement_phase(dc: Any, counts: list[int], kwok_nodes: int, logs: Path) -> 
         limits = " ".join(a for a in argv if "qps" in a or "burst" in a)
         print(f"controller-manager restarted: {limits}", flush=True)
         for n in counts:
+            wait_pods_gone(core)
             rows[n]["jobs"] = bench_peer_kind(dc, core, "jobs", n, pod)
             report_row(n, rows[n])
     finally:
