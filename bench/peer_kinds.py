@@ -32,8 +32,10 @@ from bench.placement import (
     apiserver_writes,
     control_plane_pids,
     cpu_line,
+    finish_profile,
     peak_rss_mib,
     run_batch,
+    start_profile,
     status_mib,
 )
 from tests.cluster import DevCluster
@@ -183,12 +185,20 @@ def restart_controller_manager(dc: DevCluster, flags: dict[str, str]) -> list[st
 
 
 def bench_peer_kind(
-    dc: DevCluster, core: Any, kind: str, n: int, session_pod: Any, rss_pid: int | None = None
+    dc: DevCluster,
+    core: Any,
+    kind: str,
+    n: int,
+    session_pod: Any,
+    rss_pid: int | None = None,
+    profile: Path | None = None,
+    tag: str = "",
 ) -> dict[str, Any]:
     """N Jobs (``kind`` "jobs") or Sandboxes ("agent-sandbox") at once on the kwok nodes, each of
     the pod ``session_pod(namespace, name)`` returns; create → Running figures of
     ``placement.run_batch`` plus ``writes`` (the apiserver's writes per resource, in total),
-    ``writes_per_object`` and, with ``rss_pid``, that controller's peak RSS in MiB."""
+    ``writes_per_object`` and, with ``rss_pid``, that controller's peak RSS in MiB. With
+    ``profile``, the control plane's CPU profiles over the burst (``placement.start_profile``)."""
     api = core.api_client
     custom = client.CustomObjectsApi(api)
     batch = client.BatchV1Api(api)
@@ -208,9 +218,11 @@ def bench_peer_kind(
 
         before = apiserver_writes(dc)
         cpu = CpuMeter(rss_pid)
+        prof = start_profile(dc, core, profile, f"n{n}-{tag or kind}")
         names = [f"{kind[0]}{i:04d}" for i in range(n)]
         stats: dict[str, Any] = run_batch(names, create, lambda name: name, watcher)
         print(f"CPU seconds until all Running ({kind}): {cpu_line(cpu.read())}", flush=True)
+        finish_profile(prof)
         time.sleep(2.0)  # the last status updates
         writes: Counter[str] = apiserver_writes(dc) - before
         watcher.stop.set()

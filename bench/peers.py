@@ -45,8 +45,11 @@ PHASES = ("placement", "adoption", "cold", "drain")
 DEFAULT_RESULTS = ROOT / ".berth" / "bench" / "peers.json"
 
 
-def placement_phase(dc: Any, counts: list[int], kwok_nodes: int, logs: Path) -> dict[str, Any]:
-    """Every kind at every N of ``counts``; the rows by N and, as ``kinds``, the largest N's."""
+def placement_phase(
+    dc: Any, counts: list[int], kwok_nodes: int, logs: Path, profile: Path | None = None
+) -> dict[str, Any]:
+    """Every kind at every N of ``counts``; the rows by N and, as ``kinds``, the largest N's.
+    With ``profile``, the control plane's CPU profiles of each burst go there (and are printed)."""
     from berth_operator.settings import OperatorSettings
     from kubernetes import client, config
 
@@ -73,10 +76,16 @@ def placement_phase(dc: Any, counts: list[int], kwok_nodes: int, logs: Path) -> 
     for n in counts:
         print(f"== placement N={n} on {kwok_nodes} kwok nodes", flush=True)
         wait_pods_gone(core)
-        bare, writes = placement.bench_bare(dc, core, n)
-        rows[n]["bare"] = {**bare, "writes_per_object": sum(writes.values()) / n}
+        bare, writes = placement.bench_bare(dc, core, n, profile)
+        rows[n]["bare"] = {
+            **bare,
+            "writes_per_object": sum(writes.values()) / n,
+            "writes": dict(writes),
+        }
         wait_pods_gone(core)
-        sessions, writes, rss, _ = placement.bench_sessions(dc, core, custom, n, keep_logs=logs)
+        sessions, writes, rss, _ = placement.bench_sessions(
+            dc, core, custom, n, keep_logs=logs, profile=profile
+        )
         rows[n]["sessions"] = {
             **sessions,
             "writes_per_object": sum(writes.values()) / n,
@@ -84,10 +93,14 @@ def placement_phase(dc: Any, counts: list[int], kwok_nodes: int, logs: Path) -> 
             "rss_mib": rss,
         }
         wait_pods_gone(core)
-        rows[n]["jobs-default-qps"] = bench_peer_kind(dc, core, "jobs", n, pod)
+        rows[n]["jobs-default-qps"] = bench_peer_kind(
+            dc, core, "jobs", n, pod, profile=profile, tag="jobs-default-qps"
+        )
         wait_pods_gone(core)
         with agent_sandbox_controller(dc, logs / f"agent-sandbox-n{n}.log") as proc:
-            rows[n]["agent-sandbox"] = bench_peer_kind(dc, core, "agent-sandbox", n, pod, proc.pid)
+            rows[n]["agent-sandbox"] = bench_peer_kind(
+                dc, core, "agent-sandbox", n, pod, proc.pid, profile
+            )
         report_row(n, rows[n])
     try:
         argv = restart_controller_manager(dc, RAISED_QPS)
@@ -95,7 +108,7 @@ def placement_phase(dc: Any, counts: list[int], kwok_nodes: int, logs: Path) -> 
         print(f"controller-manager restarted: {limits}", flush=True)
         for n in counts:
             wait_pods_gone(core)
-            rows[n]["jobs"] = bench_peer_kind(dc, core, "jobs", n, pod)
+            rows[n]["jobs"] = bench_peer_kind(dc, core, "jobs", n, pod, profile=profile)
             report_row(n, rows[n])
     finally:
         restart_controller_manager(dc, {})
@@ -117,6 +130,9 @@ def report_row(n: int, kinds: dict[str, Any]) -> None:
             f"p99 {s['p99']:.2f} s, apiserver writes per object {s['writes_per_object']:.2f}{rss}",
             flush=True,
         )
+        if s.get("writes"):
+            top = sorted(s["writes"].items(), key=lambda kv: -kv[1])[:8]
+            print("    writes: " + ", ".join(f"{k} {v / n:.2f}" for k, v in top), flush=True)
 
 
 def adoption_phase(dc: Any, steady_seconds: float, logs: Path) -> dict[str, Any]:
@@ -176,6 +192,7 @@ def main() -> int:
         default=DEFAULT_RESULTS,
         help="JSON the phases merge their figures into",
     )
+    ap.add_argument("--cpu-profile", type=Path, help="keep the control plane's CPU profiles here")
     ap.add_argument("--fresh", action="store_true", help="start from empty results")
     args = ap.parse_args()
     phases = [] if args.phases == "none" else args.phases.split(",")
@@ -194,7 +211,7 @@ def main() -> int:
         print(f"logs in {logs}", flush=True)
         runners = {
             "placement": lambda: placement_phase(
-                dc, [int(x) for x in args.n.split(",")], args.kwok_nodes, logs
+                dc, [int(x) for x in args.n.split(",")], args.kwok_nodes, logs, args.cpu_profile
             ),
             "adoption": lambda: adoption_phase(dc, args.steady_seconds, logs),
             "cold": lambda: cold_phase(dc),
