@@ -35,6 +35,7 @@ from bench.placement import (
     finish_profile,
     peak_rss_mib,
     run_batch,
+    shared_claim,
     start_profile,
     status_mib,
 )
@@ -203,6 +204,7 @@ def bench_peer_kind(
     custom = client.CustomObjectsApi(api)
     batch = client.BatchV1Api(api)
     with dc.namespace(f"bench-{kind}") as ns:
+        shared_claim(core, ns)
         watcher = RunningWatch(core, ns)
         watcher.start()
 
