@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY ?= .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: release host-packages image lock venv a3s-core-binding lint format typecheck test test-unit test-integration test-e2e binaries cluster-up cluster-down crds bench demo demo-down chaos chaos-ci chaos-cluster
+.PHONY: release host-packages image lock venv a3s-core-binding lint format typecheck test test-unit test-integration test-e2e binaries cluster-up cluster-down crds bench bench-peers demo demo-down chaos chaos-ci chaos-cluster
 
 $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv .venv
@@ -106,7 +106,13 @@ chaos-cluster: $(VENV_STAMP) host-packages binaries
 
 ## Every benchmark once (bench/curves.py, which reruns two of them to draw bench/curves.png, is left out).
 bench: $(VENV_STAMP)
-	@for b in $(filter-out bench/curves.py,$(wildcard bench/*.py)); do echo "== $$b"; $(PY) $$b || exit 1; done
+	@for b in $(filter-out bench/curves.py bench/peers.py bench/peer_%.py,$(wildcard bench/*.py)); do echo "== $$b"; $(PY) $$b || exit 1; done
+
+## Berth against bare pods, Jobs and agent-sandbox on the dev cluster, one run (bench/peers.py;
+## about 25 min): ends with the PEER lines. BERTH_BENCH_PEERS_N=100 for a quick placement.
+bench-peers: $(VENV_STAMP)
+	bash hack/build-binaries.sh agent-sandbox
+	$(PY) bench/peers.py --fresh
 
 demo: $(VENV_STAMP) host-packages binaries
 	bash hack/demo.sh

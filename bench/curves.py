@@ -3,10 +3,14 @@
 sessions per process), prints their tables and draws ``bench/curves.png``; with
 ``--placement F`` (the ``--json`` output of ``bench/placement.py``, which needs the dev cluster)
 also the placement curve: total time until every pod is Running for bare pods and
-AgentSessions, and the operator's peak RSS, against N.
+AgentSessions, and the operator's peak RSS, against N; with ``--peers F`` (the ``--results`` of
+``bench/peers.py``, its placement phase run at several N) instead two panels of the peer
+comparison: time until all Running and apiserver writes per object against N, for bare pods,
+AgentSessions, Jobs (controller-manager at 1000/2000 QPS and at its defaults) and agent-sandbox
+Sandboxes.
 
     .venv/bin/python bench/curves.py [--samples 60] [--baseline main] [--out bench/curves.png]
-                                     [--checkpoint-json F] [--placement F]
+                                     [--checkpoint-json F] [--placement F] [--peers F]
 
 ``--checkpoint-json F`` draws an earlier ``checkpoint.py --baseline-src REF --json F`` run
 instead of measuring again. Needs matplotlib (the ``dev`` extra) and ``redis-server`` only if
@@ -41,8 +45,10 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "curves.png"))
     ap.add_argument("--redis", action="store_true", help="also run the external round trip")
     ap.add_argument("--placement", help="bench/placement.py --json output to draw as well")
+    ap.add_argument("--peers", help="bench/peers.py --results to draw (instead of --placement)")
     args = ap.parse_args()
     placement = json.loads(Path(args.placement).read_text()) if args.placement else None
+    peers = json.loads(Path(args.peers).read_text())["placement"] if args.peers else None
 
     if args.checkpoint_json:
         cp = json.loads(Path(args.checkpoint_json).read_text())
@@ -56,7 +62,7 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = 4 if placement else 3
+    panels = 5 if peers else 4 if placement else 3
     fig, axes = plt.subplots(1, panels, figsize=(4.4 * panels, 3.8))
     ax1, ax2, ax3 = axes[:3]
     stores = ((cp["ages"], "o-", "tab:blue", "this tree"), (cp["baseline"], "s--", "tab:red", ref))
@@ -106,7 +112,9 @@ def main() -> None:
         ylim=(0, None),
     )
     ax3.legend(fontsize=7)
-    if placement:
+    if peers:
+        _draw_peers(axes[3], axes[4], peers)
+    elif placement:
         _draw_placement(axes[3], placement)
     fig.tight_layout()
     fig.savefig(args.out, dpi=80)
@@ -130,6 +138,42 @@ def _draw_placement(ax: Any, placement: dict[str, Any]) -> None:
     rss.set_ylabel("operator peak RSS (MiB)", color="tab:red")
     ax.legend(fontsize=7, loc="upper left")
     rss.legend(fontsize=7, loc="lower right")
+
+
+PEER_STYLES = (
+    ("bare", "k:o", "bare pods"),
+    ("sessions", "o-", "AgentSessions"),
+    ("jobs", "s-", "Jobs (kcm 1000/2000 QPS)"),
+    ("jobs-default-qps", "s--", "Jobs (kcm default QPS)"),
+    ("agent-sandbox", "^-", "agent-sandbox Sandboxes"),
+)
+
+
+def _draw_peers(time_ax: Any, writes_ax: Any, placement: dict[str, Any]) -> None:
+    """Time until all Running and apiserver writes per object against N, one line a kind."""
+    rows = placement["rows"]
+    for kind, style, label in PEER_STYLES:
+        have = [r for r in rows if kind in r["kinds"]]
+        counts = [r["n"] for r in have]
+        time_ax.plot(counts, [r["kinds"][kind]["total"] for r in have], style, label=label)
+        per = [r["kinds"][kind]["writes_per_object"] for r in have]
+        writes_ax.plot(counts, per, style, label=label)
+    time_ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="objects created at once (N)",
+        ylabel="s until all Running",
+        title=f"placement vs peers, {placement['kwok_nodes']} kwok nodes",
+    )
+    writes_ax.set(
+        xscale="log",
+        xlabel="objects created at once (N)",
+        ylabel="apiserver writes per object",
+        title="writes per object (every component's)",
+        ylim=(0, None),
+    )
+    time_ax.legend(fontsize=7)
+    writes_ax.legend(fontsize=7)
 
 
 if __name__ == "__main__":

@@ -341,12 +341,32 @@ def reconcile_errors(metrics_text: str) -> dict[str, float]:
     return out
 
 
+def shared_claim(core: Any, namespace: str, cap: float = 120.0) -> None:
+    """Create the namespace's shared claim as the operator would (``build_shared_claim``, class
+    berth-shared) and wait until it is Bound: the session pod mounts it, so a pod of its
+    template (a bare pod, a Job's, a Sandbox's) is not scheduled without it. Raises
+    RuntimeError after ``cap`` seconds."""
+    from berth_operator.builders.claim import build_shared_claim
+
+    settings = OperatorSettings()
+    name = settings.claims.default_name
+    body = build_shared_claim(namespace, name, settings)
+    body["spec"]["storageClassName"] = "berth-shared"
+    core.create_namespaced_persistent_volume_claim(namespace, body)
+    deadline = time.monotonic() + cap
+    while core.read_namespaced_persistent_volume_claim(name, namespace).status.phase != "Bound":
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"claim {namespace}/{name} not Bound after {cap:.0f} s")
+        time.sleep(0.5)
+
+
 def bench_bare(
     dc: DevCluster, core: Any, n: int, profile: Path | None = None
 ) -> tuple[dict[str, float], Counter[str]]:
     settings = OperatorSettings()
     spec = AgentSessionSpec.model_validate(SPEC)
     with dc.namespace("bench-pods") as ns_pods:
+        shared_claim(core, ns_pods)
         watcher = RunningWatch(core, ns_pods)
         watcher.start()
 

@@ -8,6 +8,7 @@
 #   helm                                                              (helm.sh/helm/v3)
 #   crictl (to inspect and tear down the dev nodes' pods)             (sigs.k8s.io/cri-tools)
 #   kube-router (NetworkPolicy enforcement only, hack/netpol.sh)      (github.com/cloudnativelabs/kube-router/v2)
+#   agent-sandbox-controller + its CRDs (a peer for bench/peers.py)   (sigs.k8s.io/agent-sandbox)
 #
 # k8s.io/kubernetes and etcd 3.5 point their sibling modules at local directories with `replace`
 # directives, so `go install mod@version` refuses them. We build them from a small wrapper module
@@ -135,6 +136,25 @@ build_kube_router() {
     "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION"
 }
 
+# agent-sandbox: a peer measured by bench/peers.py, run as a local process against the dev cluster
+# (never shipped). Its CRDs are copied from the module's k8s/crds next to the binary.
+build_agent_sandbox() {
+  local out=$cache/bin/agent-sandbox-$AGENT_SANDBOX_VERSION
+  if [[ -f $out/.done && -x $out/agent-sandbox-controller ]]; then
+    step "agent-sandbox $AGENT_SANDBOX_VERSION: cached in $out"; return
+  fi
+  mkdir -p "$out/crds"
+  step "agent-sandbox $AGENT_SANDBOX_VERSION: go install (cold: about two minutes)"
+  GOBIN=$out go install -trimpath -ldflags "-s -w" \
+    "sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller@$AGENT_SANDBOX_VERSION"
+  local dir
+  dir=$(cd "$(mktemp -d)" && go mod download -json "sigs.k8s.io/agent-sandbox@$AGENT_SANDBOX_VERSION" \
+    | sed -n 's/^\s*"Dir": "\(.*\)",\?$/\1/p')
+  cp "$dir"/k8s/crds/*.yaml "$out/crds/"
+  chmod u+w "$out"/crds/*.yaml
+  touch "$out/.done"
+}
+
 mkdir -p "$cache/bin"
 what=${1:-all}
 case $what in
@@ -146,9 +166,10 @@ case $what in
        build_kube_router
        build_kubernetes ;;
   kube-router) build_kube_router ;;
+  agent-sandbox) build_agent_sandbox ;;
   kubernetes) build_kubernetes ;;
   etcd) build_etcd ;;
   kwok) build_kwok ;;
-  *) echo "usage: $0 [all|kubernetes|etcd|kwok|kube-router]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|kubernetes|etcd|kwok|kube-router|agent-sandbox]" >&2; exit 2 ;;
 esac
 step "binaries ready under $cache/bin ($(du -sh "$cache/bin" | cut -f1))"
