@@ -1,5 +1,6 @@
 """The installed a3s-code-core binding is the pinned one: its reported core version equals the
-pin in a3s_core_binding/Cargo.toml and the version Cargo.lock resolved, and it is a 9.x."""
+exact pin in a3s_core_binding/Cargo.toml, and it is a 9.x. (No Cargo.lock is committed: the pin
+is exact, so the built core is the pinned version whatever else resolves.)"""
 
 from __future__ import annotations
 
@@ -17,8 +18,6 @@ def test_the_binding_reports_the_pinned_core_version() -> None:
     binding()
     manifest = tomllib.loads((CRATE / "Cargo.toml").read_text())
     pin = manifest["dependencies"]["a3s-code-core"]["version"]
-    lock = tomllib.loads((CRATE / "Cargo.lock").read_text())
-    [locked] = [p["version"] for p in lock["package"] if p["name"] == "a3s-code-core"]
-    assert pin == f"={locked}"  # an exact pin, resolved as written
-    assert core_version() == locked
-    assert re.fullmatch(r"9\.\d+\.\d+", locked)
+    assert pin.startswith("=")  # an exact pin
+    assert core_version() == pin.removeprefix("=")
+    assert re.fullmatch(r"9\.\d+\.\d+", core_version())
