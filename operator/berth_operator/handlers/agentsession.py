@@ -332,17 +332,17 @@ async def reconcile_session(
     name: str,
     uid: str,
     cached: Iterable[ObservedPod],
-    disruptions: dict[str, Trigger] | None = None,
-    live: LiveSession | None = None,
+    disruptions: dict[str, Trigger],
+    live: LiveSession,
 ) -> float | None:
-    """One iteration; returns seconds until the next one (None: the session is gone). Without
-    ``live`` (outside a worker) the object and nodes are read from the apiserver."""
+    """One pass of the session (``live``: what its reconcile keeps between passes); returns
+    seconds until the next one (None: the session is gone). API errors are logged and counted
+    (``berth_reconcile_errors_total``) and become a retry delay: nothing raises."""
     started = time.perf_counter()
     try:
-        return await _reconcile(ctx, namespace, name, uid, list(cached), disruptions or {}, live)
+        return await _reconcile(ctx, namespace, name, uid, list(cached), disruptions, live)
     except Conflict as exc:
-        if live is not None:
-            live.body.conflicted()
+        live.body.conflicted()
         RECONCILE_ERRORS.labels(kind="conflict").inc()
         log.debug("conflict on %s/%s: %s", namespace, name, exc)
         return 0.1
@@ -368,27 +368,25 @@ async def _reconcile(
     uid: str,
     cached: list[ObservedPod],
     disruptions: dict[str, Trigger],
-    live: LiveSession | None,
+    live: LiveSession,
 ) -> float | None:
     """Observe, ``decide`` (pure), apply."""
-    body = live.body.current(live.live, time.monotonic()) if live is not None else None
+    body = live.body.current(live.live, time.monotonic())
     if body is None:
         try:
             body = await ctx.kube.get_session(namespace, name)
         except NotFound:
             return None
-        if live is not None:
-            live.body.seen_fresh(body, time.monotonic())
+        live.body.seen_fresh(body, time.monotonic())
     meta = body["metadata"]
     if meta.get("uid") != uid or meta.get("deletionTimestamp"):
         return None
-    early = prepare_early(ctx, body, cached) if live is not None else None
+    early = prepare_early(ctx, body, cached)
     try:
         obs = await observe(ctx, body, cached, disruptions, live)
         # From here to the note below nothing awaits: no other session decides in between, so
         # two sessions never take the last migration slot at once.
-        watched = migrating_uids(live.migrating) if live is not None else ()
-        obs = replace(obs, migrating=ctx.migrations.migrating(watched))
+        obs = replace(obs, migrating=ctx.migrations.migrating(migrating_uids(live.migrating)))
         plan = decide(obs, ctx.settings)
         ctx.migrations.note(uid, plan.status)
         return await apply_plan(ctx, body, obs, plan, live=live, early=early)

@@ -63,7 +63,7 @@ async def apply_plan(
     obs: Observation,
     plan: Plan,
     *,
-    live: LiveSession | None = None,
+    live: LiveSession,
     early: asyncio.Task[None] | None = None,
 ) -> float:
     """Carry out ``plan`` for the session ``body`` as observed in ``obs`` (module docstring);
@@ -72,13 +72,12 @@ async def apply_plan(
 
     Raises what the status write, a delete or the passivate call raised (the caller's error
     translation); a failed create is remembered instead (``create_failed``)."""
-    if live is not None:
-        wait = await coalesced(ctx, obs, plan, live)
-        if wait is not None:
-            return wait
+    wait = await coalesced(ctx, obs, plan, live)
+    if wait is not None:
+        return wait
     stored, prepared = await write_beside(ctx, body, obs, plan, early)
     written, body = stored is not body, stored
-    if live is not None and written:
+    if written:
         live.body.written(stored, time.monotonic())
         live.last_write = time.monotonic()
     remember(ctx, obs, plan, written=written)
@@ -129,7 +128,7 @@ async def create_then(
     prepared: Prepared,
     *,
     first_pod: bool,
-    live: LiveSession | None,
+    live: LiveSession,
 ) -> float:
     """Place the plan's pod, then start the deletes of ended pods (``delete_ended``). When the
     guard's LIST found other pods (a stale cache), decide again with them and apply that plan

@@ -17,7 +17,7 @@ from berth_operator.reconcile.plan import CreateFailure, CreatePod, DeletePod, O
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings, PlacementSettings
 
-from tests.unit.operator.fixtures import T0, make_session, observation
+from tests.unit.operator.fixtures import T0, fresh_live, make_session, observation
 
 SETTINGS = OperatorSettings(placement=PlacementSettings(backoff_base_seconds=2))
 FORBIDDEN = "create poddisruptionbudget: 403 Forbidden: exceeded quota: pdbs"
@@ -147,7 +147,7 @@ async def test_passes_keep_the_epoch_while_the_pdb_is_refused_then_create_its_po
         now = datetime.now(UTC) + timedelta(seconds=600)
         obs = _observe(body, failed, now)
         plan = decide(obs, SETTINGS)
-        await session_apply.apply_plan(ctx, body, obs, plan)
+        await session_apply.apply_plan(ctx, body, obs, plan, live=fresh_live())
         body = {**body, "status": wire(plan)}
         if failed is not None and failed is not ctx.memory(body["metadata"]["uid"]).create_failure:
             attempts.append(failed.attempts)
@@ -189,7 +189,7 @@ async def test_a_refused_delete_before_the_create_keeps_the_stored_epoch(
     stored = obs.status.model_copy(update={"epoch": 2, "pod_name": "demo-e2", "pod_uid": None})
     plan = Plan(stored, delete=[DeletePod("demo-e1", "pod-uid-1")], create=create)
 
-    assert await session_apply.apply_plan(ctx, session.obj(), obs, plan) == 0.0
+    assert await session_apply.apply_plan(ctx, session.obj(), obs, plan, live=fresh_live()) == 0.0
 
     assert kube.status_writes == [2] and kube.created == []
     failure = ctx.memory(obs.ref.uid).create_failure

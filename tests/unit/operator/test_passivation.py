@@ -20,7 +20,7 @@ from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings, PassivationSettings, SessionApiSettings
 
 from berth_contract.state import RuntimeState
-from tests.unit.operator.fixtures import T0, make_pod, make_session, observation, ours
+from tests.unit.operator.fixtures import T0, fresh_live, make_pod, make_session, observation, ours
 
 SETTINGS = OperatorSettings(
     passivation=PassivationSettings(kill_grace_seconds=3),
@@ -585,7 +585,7 @@ async def test_the_replacement_is_created_before_the_ended_pods_delete(
     plan = decide(obs, SETTINGS)
     ctx = OperatorContext(settings=SETTINGS, kube=Kube(), runtime=None)  # type: ignore[arg-type]
     monkeypatch.setattr(session_apply, "post_events", lambda body, plan: calls.append("events"))
-    await session_apply.apply_plan(ctx, session.obj(), obs, plan)
+    await session_apply.apply_plan(ctx, session.obj(), obs, plan, live=fresh_live())
     assert calls == ["status epoch 3", "list", "events", "create demo-e3"]
     assert ctx.background, "the ended pod's delete was not started"
     await asyncio.gather(*ctx.background)
