@@ -21,8 +21,6 @@ BUILDER_LINES = 100
 
 MODULE_CEILINGS = {
     "operator/berth_operator/api/agentsession.py": 691,
-    "operator/berth_operator/handlers/laneworker.py": 503,
-    "operator/berth_operator/reconcile/scaling.py": 540,
     "operator/berth_operator/settings.py": 503,
     "session_runtime/agent/session.py": 595,
     "session_runtime/lanes/queue.py": 820,
