@@ -29,8 +29,6 @@ MODULE_CEILINGS = {
     "session_runtime/worker/lane.py": 501,
 }
 FUNCTION_CEILINGS = {
-    "operator/berth_operator/reconcile/budget_status.py::budget_status": 65,
-    "operator/berth_operator/reconcile/observe.py::observe_pod": 65,
     "operator/berth_operator/budget/service.py::BudgetService.check": 65,
     "session_runtime/pod/http.py::make_app": 99,
 }
