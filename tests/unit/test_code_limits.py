@@ -30,7 +30,6 @@ MODULE_CEILINGS = {
 }
 FUNCTION_CEILINGS = {
     "operator/berth_operator/budget/service.py::BudgetService.check": 65,
-    "session_runtime/pod/http.py::make_app": 99,
 }
 
 
