@@ -130,19 +130,29 @@ def conversation(session: Session, run_id: str) -> list[dict[str, Any]]:
 
 
 def run_events(session: Session, run_id: str, after: int, limit: int) -> dict[str, Any] | None:
-    """The ``GET /v1/runs/{runId}/events`` answer for ``run_id`` (tool calls that started after
-    event ``after``, at most ``limit``; the last ``limit`` messages), or None when the session
-    retains no such run."""
+    """The ``GET /v1/runs/{runId}/events`` answer for ``run_id`` (:func:`answer` over the run's
+    record, retained events and conversation), or None when the session retains no such run."""
     record = session.run_snapshot(run_id)
     if record is None:
         return None
-    events = session.run_events(run_id)
+    return answer(record, session.run_events(run_id), conversation(session, run_id), after, limit)
+
+
+def answer(
+    record: Mapping[str, Any],
+    events: list[Mapping[str, Any]],
+    messages: list[Mapping[str, Any]],
+    after: int,
+    limit: int,
+) -> dict[str, Any]:
+    """The answer for one run: its ``record`` (a run snapshot: ``id``, ``status``,
+    ``event_count``), the tool calls of ``events`` that started after event ``after`` (at most
+    ``limit``; ``next`` set when more follow) and the last ``limit`` of ``messages``, masked."""
     calls = [c for c in tool_calls(events, record["status"] == "running") if c.seq > after]
     page = calls[:limit]
-    messages = conversation(session, run_id)
     first = max(0, len(messages) - limit)
     view = RunEvents(
-        run_id=run_id,
+        run_id=str(record["id"]),
         status=str(record["status"]),
         event_count=int(record.get("event_count") or 0),
         events_retained=len(events),
