@@ -14,7 +14,7 @@ redact`) and cut to ``TEXT_LIMIT`` characters.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from berth_contract.runview import (
@@ -140,8 +140,8 @@ def run_events(session: Session, run_id: str, after: int, limit: int) -> dict[st
 
 def answer(
     record: Mapping[str, Any],
-    events: list[Mapping[str, Any]],
-    messages: list[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
     after: int,
     limit: int,
 ) -> dict[str, Any]:

@@ -175,6 +175,16 @@ class World:
         )
 
 
+def _selected(event: dict[str, Any], selector: str) -> bool:
+    """Whether ``event`` matches an ``involvedObject.kind=K,involvedObject.name=N`` selector."""
+    involved = event.get("involvedObject") or {}
+    for term in filter(None, selector.split(",")):
+        key, _, value = term.partition("=")
+        if str(involved.get(key.removeprefix("involvedObject."))) != value:
+            return False
+    return True
+
+
 def _handler(world: World) -> type[BaseHTTPRequestHandler]:
     class Apiserver(BaseHTTPRequestHandler):
         def _send(self, code: int, body: Any) -> None:
@@ -197,7 +207,9 @@ def _handler(world: World) -> type[BaseHTTPRequestHandler]:
             elif path == f"{SESSIONS}/demo":
                 self._send(200, world.sessions[0])
             elif path == f"/api/v1/namespaces/{NS}/events":
-                self._send(200, {"kind": "EventList", "items": world.events})
+                wanted = parse_qs(urlparse(self.path).query).get("fieldSelector", [""])[0]
+                items = [e for e in world.events if _selected(e, wanted)]
+                self._send(200, {"kind": "EventList", "items": items})
             elif path == f"/api/v1/namespaces/{NS}/secrets/demo-berth":
                 token = base64.b64encode(b"tok").decode()
                 self._send(200, {"kind": "Secret", "data": {"api-token": token}})
