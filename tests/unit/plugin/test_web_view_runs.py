@@ -142,3 +142,15 @@ def test_a_link_must_be_http(url: str) -> None:
         Links(trace_url_template=url)
     with pytest.raises(PluginError, match="--grafana-url"):
         Links(grafana_url=url)
+
+
+def test_the_ui_command_refuses_a_link_that_is_not_http_before_reading_the_cluster() -> None:
+    from kubectl_berth import cli
+    from typer.testing import CliRunner
+
+    env = {"BERTH_UI_GRAFANA_URL": "javascript:alert(1)", "KUBECONFIG": "/nonexistent"}
+    result = CliRunner().invoke(cli.app, ["ui", "--port", "0"], env=env)
+    assert result.exit_code != 0
+    assert "--grafana-url must be an http(s) URL" in result.output
+    shown = CliRunner().invoke(cli.app, ["ui", "--help"], env={"COLUMNS": "100"}).output
+    assert "--trace-url-template" in shown and "--grafana-url" in shown
