@@ -13,6 +13,7 @@ redact`) and cut to ``TEXT_LIMIT`` characters.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -70,12 +71,20 @@ def _orphan_end(event: Mapping[str, Any]) -> ToolCallView:
     )
 
 
+MASK_MARGIN = 8192
+"""Characters past ``TEXT_LIMIT`` masked along with the kept ones (a credential that starts in
+the kept part and is shorter than this is masked whole before the cut)."""
+
+
+@functools.lru_cache(maxsize=1024)
 def masked(text: str) -> tuple[str, bool]:
     """``text`` with credentials masked (the store's ``redact_text``), cut to ``TEXT_LIMIT``
-    characters; and whether it was cut. Masking comes first, so a cut never keeps part of a
-    secret the whole text would have hidden."""
-    clean = redact_text(text)
-    return clean[:TEXT_LIMIT], len(clean) > TEXT_LIMIT
+    characters; and whether it was cut. Only the first ``TEXT_LIMIT + MASK_MARGIN`` characters
+    are masked, then cut, so a cut never keeps part of a credential masking would have hidden
+    and a long tool output costs no more than a short one. Memoised: a view polling a run asks
+    for the same messages again and again."""
+    clean = redact_text(text[: TEXT_LIMIT + MASK_MARGIN])
+    return clean[:TEXT_LIMIT], len(text) > TEXT_LIMIT or len(clean) > TEXT_LIMIT
 
 
 def _content_text(content: Any) -> str:

@@ -76,6 +76,8 @@ class History:
     workers: dict[str, deque[tuple[datetime, int, int, int]]] = field(default_factory=dict)
     run_calls: dict[str, list[ToolCallView]] = field(default_factory=dict)
     """Tool calls by run id, as the runs' pods reported them while the view was open."""
+    run_views: dict[str, RunEvents] = field(default_factory=dict)
+    """The last answer about each run (a finished run read to its end is not asked again)."""
 
     def token_sample(self, key: str, at: datetime, total: int) -> list[tuple[datetime, int]]:
         """Record ``total`` tokens at ``at`` for session ``key``; return the series."""
@@ -172,15 +174,20 @@ class Source:
                 self.history.pod_calls[str(pod)] = counts
 
     def _read_runs(self, api: PluginClient, name: str, body: dict[str, Any]) -> RunEvents | None:
-        """Ask the current pod about the latest runs it ran (``RUN_VIEW_RUNS``): merge their new
-        tool calls into the history; return the last run's answer (its conversation), or None
-        when the pod does not answer (an older runtime: 404)."""
+        """Ask the current pod about the latest runs it ran (``RUN_VIEW_RUNS``; a run it said
+        was over and whose calls were all read is not asked again): merge their new tool calls
+        into the history; return the last run's answer (its conversation), or None when the pod
+        does not answer (an older runtime: 404)."""
         status = body.get("status") or {}
         pod = status.get("podName")
         mine = [r for r in status.get("runs") or [] if r.get("podName") == pod and r.get("runId")]
         last = None
         for run in mine[-RUN_VIEW_RUNS:]:
             run_id = str(run["runId"])
+            seen = self.history.run_views.get(run_id)
+            if seen is not None and seen.status != "running" and seen.next is None:
+                last = seen
+                continue
             known = self.history.run_calls.get(run_id, [])
             path = run_events_path(run_id, calls_cursor(known), RUN_VIEW_LIMIT)
             try:
@@ -194,7 +201,7 @@ class Source:
                 continue
             merged = merge_calls(known, view.tool_calls)
             self.history.run_calls[run_id] = merged[-RUN_CALLS_KEPT:]
-            last = view
+            self.history.run_views[run_id] = last = view
         return last
 
     def _events(self, api: PluginClient, name: str, body: dict[str, Any]) -> list[dict[str, Any]]:

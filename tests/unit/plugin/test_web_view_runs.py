@@ -98,6 +98,18 @@ async def test_a_long_run_is_read_page_by_page_and_a_late_end_is_seen(
     assert calls_of(await page(base))[-1] == "bash execute 4.500 s ok"
 
 
+async def test_a_finished_run_read_to_its_end_is_not_asked_again(view: tuple[str, World]) -> None:
+    base, world = view
+    await page(base)
+    await page(base)
+    assert world.run_asks == 2  # running: asked at every read
+    world.run_status = "completed"
+    for _ in range(3):
+        html = await page(base)
+    assert world.run_asks == 3 and calls_of(html)[0] == "bash execute 1.240 s ok"
+    assert "OPENAI_API_KEY=[REDACTED]" in html  # the conversation stays
+
+
 async def test_a_new_tool_call_arrives_on_the_live_stream(view: tuple[str, World]) -> None:
     base, world = view
     async with (

@@ -124,6 +124,8 @@ class World:
     metrics: str = 'berth_session_tool_calls_total{lane="execute"} 4.0\n'
     run_events: list[dict[str, Any]] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=demo_messages)
+    run_status: str = "running"
+    run_asks: int = 0
 
     def __post_init__(self) -> None:
         self.add_tool_call("call_1_0", "bash", 1240, 0)
@@ -155,8 +157,9 @@ class World:
         """The pod's ``GET /v1/runs/{run_id}/events?query`` answer (None: not retained)."""
         if run_id != "run-2":
             return None
+        self.run_asks += 1
         q = {k: v[0] for k, v in parse_qs(query).items()}
-        record = {"id": run_id, "status": "running", "event_count": len(self.run_events)}
+        record = {"id": run_id, "status": self.run_status, "event_count": len(self.run_events)}
         after, limit = int(q.get("after", -1)), int(q.get("limit", 100))
         return answer(record, self.run_events, self.messages, after, limit)
 

@@ -185,3 +185,12 @@ async def test_unknown_run_is_404_and_the_token_is_required(
     assert (await get(client, run_events_path("run-nope")))[0] == 404
     assert (await get(client, run_events_path(first), headers={}))[0] == 401
     assert (await get(client, run_events_path(first), headers={"X-Berth-Token": "x"}))[0] == 403
+
+
+def test_a_credential_across_the_cut_is_masked_before_it_is_cut() -> None:
+    from session_runtime.pod.runview import masked
+
+    text = "x" * (TEXT_LIMIT - 9) + " " + GH_TOKEN + " and more" * 2000
+    shown, cut = masked(text)
+    assert cut and len(shown) == TEXT_LIMIT
+    assert shown.endswith("[REDACTE") and "ghp_" not in shown
