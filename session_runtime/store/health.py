@@ -8,7 +8,8 @@ A failure is a store failure when a :class:`~session_runtime.errors.StoreError` 
 fencing or an unusable checkpoint, which are not about the volume) or an ``OSError`` ended the
 work. It is :data:`~berth_contract.termination.STORE_FULL` when an ``OSError`` in its cause chain
 has ``errno`` ``ENOSPC`` or ``EDQUOT`` (write(2), fsync(2): "no space left on device", "disk
-quota exceeded" — NFS reports a full export as either, often only at fsync or close), else
+quota exceeded" — NFS reports a full export as either, often only at fsync or close) or when
+the start-up check (:mod:`.fscheck`) found too little ``space``, else
 :data:`~berth_contract.termination.STORE_UNAVAILABLE`.
 """
 
@@ -40,6 +41,8 @@ def store_failure_code(exc: BaseException) -> str | None:
         if link is None:
             break
         if isinstance(link, OSError) and link.errno in FULL_ERRNOS:
+            return STORE_FULL
+        if getattr(link, "prop", None) == "space":  # fscheck.FilesystemCheckError
             return STORE_FULL
         link = link.__cause__ or link.__context__
     return STORE_UNAVAILABLE

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, MetricsHandler
 from redis.asyncio import Redis
 
 from session_runtime import early_signals, listen
+from session_runtime.store.fscheck import FilesystemCheckError, check_volume
 from session_runtime.tools import sandbox
 from session_runtime.worker.lane import LaneWorker
 from session_runtime.worker.metrics import WorkerMetrics
@@ -111,6 +112,10 @@ def main(argv: Sequence[str] | None = None, listener: socket.socket | None = Non
     refusal = sandbox.startup_refusal(mode, sandbox.landlock_abi(), os.environ.get("NODE_NAME"))
     if refusal is not None:
         return _refuse(refusal, 1)
+    try:  # the shared volume keeps the promises tools and the store rely on
+        check_volume(settings.workspaces_root)
+    except FilesystemCheckError as exc:
+        return _refuse(str(exc), 1)
     asyncio.run(serve(settings, listener))
     return 0
 
