@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from berth_operator.api.conditions import Reason, get_condition
 from berth_operator.errors import AlreadyExists
-from berth_operator.handlers import agentsession
+from berth_operator.handlers import session_apply
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.reconcile.plan import CreateFailure, Observation
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings, PlacementSettings
 
-from tests.unit.operator.fixtures import make_session, observation
+from tests.unit.operator.fixtures import fresh_live, make_session, observation
 
 SETTINGS = OperatorSettings(placement=PlacementSettings(backoff_base_seconds=2))
 
@@ -65,7 +65,7 @@ async def test_a_recreated_session_waits_for_the_old_pod_by_name_not_for_60_s(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     kube = Kube(lingering=2)
-    monkeypatch.setattr(agentsession, "_post_events", lambda body, plan: None)
+    monkeypatch.setattr(session_apply, "post_events", lambda body, plan: None)
     ctx = OperatorContext(settings=SETTINGS, kube=kube, runtime=None)  # type: ignore[arg-type]
     body = make_session().obj()
     uid = body["metadata"]["uid"]
@@ -78,7 +78,7 @@ async def test_a_recreated_session_waits_for_the_old_pod_by_name_not_for_60_s(
         ready = get_condition(plan.status.conditions, "Ready")
         if ready is not None and ready.reason == Reason.POD_CREATE_FAILED:
             waits.append(ready.message)
-        await agentsession._apply(ctx, body, obs, plan)
+        await session_apply.apply_plan(ctx, body, obs, plan, live=fresh_live())
         body = {**body, "status": plan.status.model_dump(by_alias=True, exclude_none=True)}
         assert ctx.memory(uid).inflight is None or kube.created  # never a foreign pod in flight
         if kube.created:
