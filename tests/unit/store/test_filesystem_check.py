@@ -161,3 +161,35 @@ def test_a_session_pod_refuses_to_start_naming_the_property(
     assert (message.outcome, message.code, message.exit_code) == ("failed", "StoreUnavailable", 1)
     assert message.reason is not None and "hard_links" in message.reason
     assert list((tmp_path / "store" / "ns" / "s").iterdir()) == []  # no lease, no owner record
+
+
+def test_a_worker_refuses_to_start_naming_the_property(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``berth-worker`` probes ``BERTH_WORKSPACES_ROOT`` before it serves: on a volume without
+    hard links it exits 1 and its termination log (where the kubelet shows it) names
+    ``hard_links``; it never connects to Redis (the URL here leads nowhere)."""
+    from functools import partial
+
+    from session_runtime.worker import entry
+
+    root = tmp_path / "workspaces"
+    root.mkdir()
+    (tmp_path / "key").write_bytes(b"k" * 32)
+    env = {
+        "BERTH_REDIS_URL": "redis://127.0.0.1:1/0",
+        "BERTH_NAMESPACE": "ns",
+        "BERTH_LANEWORKER": "pool",
+        "POD_NAME": "pool-0",
+        "BERTH_WORKSPACES_ROOT": str(root),
+        "BERTH_TASK_MASTER_KEY_FILE": str(tmp_path / "key"),
+        "BERTH_TOOL_SANDBOX": "best-effort",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    log = tmp_path / "termination-log"
+    monkeypatch.setattr(entry, "TERMINATION_LOG", str(log))
+    monkeypatch.setattr(entry, "check_volume", partial(check_volume, ops=no_links()))
+    assert entry.main([]) == 1
+    assert "hard_links" in log.read_text()
+    assert list(root.iterdir()) == []
