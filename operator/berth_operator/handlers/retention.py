@@ -105,7 +105,12 @@ async def retention_on_delete(type: str | None, body: kopf.Body, memo: kopf.Memo
 
 
 async def _plan_quietly(ctx: OperatorContext, job: dict[str, Any]) -> None:
+    """Plan ``job`` unless it exists (planned when the session finished: that earlier due time
+    stands, the period runs from the first of the two)."""
+    meta = job["metadata"]
     try:
+        if await ctx.kube.get_job(meta["namespace"], meta["name"]) is not None:
+            return
         await _plan(ctx, {}, job)
     except BerthOperatorError as exc:
         log.warning("store removal not planned: %s", exc)

@@ -160,6 +160,9 @@ class Api:
     async def create_job(self, body: dict[str, Any]) -> None:
         self.jobs.setdefault(body["metadata"]["name"], body)
 
+    async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.jobs.get(name)
+
     async def list_sessions_in(self, namespaces: Any) -> list[dict[str, Any]]:
         return self.sessions
 
@@ -240,3 +243,18 @@ async def test_keep_and_delete_store_plan_nothing(ctx: Any) -> None:
     asked = session_body("uid-1", "Succeeded")
     asked["metadata"]["annotations"]["berth.dev/delete-store"] = "true"
     assert handler.planned_job(ctx, asked, "deleted", T0) is None  # removed at once instead
+
+
+async def test_deleting_a_finished_session_keeps_the_earlier_due_time(ctx: Any) -> None:
+    api: Api = ctx.kube
+    api.sessions = [session_body("uid-1", "Succeeded")]
+    await handler.sweep(ctx, T0 + timedelta(seconds=10))
+    (name,) = api.jobs
+    before = len(ctx.events)
+    job = handler.planned_job(
+        ctx, session_body("uid-1", "Succeeded"), "deleted", T0 + timedelta(days=1)
+    )
+    assert job is not None
+    await handler._plan_quietly(ctx, job)
+    assert ledger.due_at(api.jobs[name]) == T0 + timedelta(seconds=600)
+    assert len(ctx.events) == before  # no second plan, no second Event
