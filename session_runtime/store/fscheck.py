@@ -26,7 +26,8 @@ Properties, in the order checked (each is what a store operation relies on):
                   (``symlink`` refused) passes, as no link can be planted on it
 ================  ==========================================================================
 
-The probe works in a fresh directory ``.berth-fscheck-<random>`` under the root and removes it.
+The probe works in a fresh directory ``.berth-fscheck-<random>`` under the root and removes it
+(and any such directory a process killed during its check left behind).
 System calls go through :class:`Ops` (the ``os`` functions by default) so a test can play a
 filesystem that breaks one promise.
 """
@@ -37,6 +38,7 @@ import contextlib
 import errno
 import os
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +49,12 @@ from session_runtime.store.health import FULL_ERRNOS, volume_usage
 
 #: Default free space demanded at start-up (bytes): a few rounds' journal and a snapshot.
 MIN_FREE_BYTES: Final = 16 * 1024 * 1024
+
+#: Name prefix of the probe directories (one per check; a leftover is removed by the next).
+PROBE_PREFIX: Final = ".berth-fscheck-"
+
+#: Age (seconds) after which a probe directory is a leftover, not a check in progress.
+STALE_PROBE_SECONDS: Final = 300
 
 PROPERTIES: Final = ("space", "o_excl", "fsync", "atomic_rename", "hard_links", "o_nofollow")
 
@@ -94,7 +102,8 @@ def check_volume(
         raise FilesystemCheckError(
             root, "space", f"{free} bytes free, {min_free_bytes} needed to start"
         )
-    probe = root / f".berth-fscheck-{secrets.token_hex(6)}"
+    _remove_stale_probes(root)
+    probe = root / f"{PROBE_PREFIX}{secrets.token_hex(6)}"
     current = ["o_excl"]
     try:
         os.mkdir(probe, 0o700)
@@ -197,6 +206,17 @@ _STEPS: Final = (
     ("hard_links", _hard_links),
     ("o_nofollow", _o_nofollow),
 )
+
+
+def _remove_stale_probes(root: Path) -> None:
+    """Remove probe directories older than :data:`STALE_PROBE_SECONDS` (a process killed during
+    its check); a younger one may be another process's check in progress."""
+    now = time.time()
+    for name in os.listdir(root):
+        if name.startswith(PROBE_PREFIX):
+            with contextlib.suppress(OSError):
+                if now - os.lstat(root / name).st_mtime > STALE_PROBE_SECONDS:
+                    _remove(root / name)
 
 
 def _remove(probe: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +194,16 @@ def test_a_worker_refuses_to_start_naming_the_property(
     assert entry.main([]) == 1
     assert "hard_links" in log.read_text()
     assert list(root.iterdir()) == []
+
+
+def test_a_probe_left_by_a_killed_process_is_removed_by_the_next_check(tmp_path: Path) -> None:
+    left = tmp_path / ".berth-fscheck-0123456789ab"
+    left.mkdir()
+    (left / "excl").write_text("first")
+    young = tmp_path / ".berth-fscheck-ba9876543210"  # another process's check in progress
+    young.mkdir()
+    long_ago = time.time() - 3600
+    os.utime(left, (long_ago, long_ago))
+    (tmp_path / "journal-1-0.rec").write_text("kept")
+    check_volume(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [young.name, "journal-1-0.rec"]
