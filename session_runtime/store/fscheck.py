@@ -3,8 +3,9 @@ before anything is written to it (docs/architecture.md §6, "The shared volume")
 
 Owned by the store; called at start-up by the session pod (:mod:`session_runtime.pod.lifecycle`,
 in its own ``BERTH_STORE_DIR/<ns>/<name>``) and by ``berth-worker``
-(:mod:`session_runtime.worker.entry`, on ``BERTH_WORKSPACES_ROOT``). A filesystem that lacks a property would not fail at once: it would
-corrupt a store later (a torn lease, a run resumed twice). So the process refuses to run, naming
+(:mod:`session_runtime.worker.entry`, on ``BERTH_WORKSPACES_ROOT``). A filesystem that lacks
+a property would not fail at once: it would corrupt a store later (a torn lease, a run resumed
+twice). So the process refuses to run, naming
 the property, and the operator shows it (termination code ``StoreUnavailable``, or ``StoreFull``
 for space; :mod:`berth_contract.termination`).
 
