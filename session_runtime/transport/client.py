@@ -45,6 +45,7 @@ from berth_contract.taskauth import sign_fields, verify_fields
 from session_runtime.lanes.external import ExternalReply, ExternalTask, ReplySink
 from session_runtime.tools.base import Lane, ToolContext
 from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage, as_text
+from session_runtime.transport.connect import connect
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ class RedisTaskTransport:
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisTaskTransport:
         """Build with its own client from a ``redis://`` URL (closed by :meth:`close`)."""
-        transport = cls(Redis.from_url(url), **kwargs)
+        transport = cls(connect(url), **kwargs)
         transport._owns_client = True
         return transport
 

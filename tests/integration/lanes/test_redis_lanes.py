@@ -106,7 +106,7 @@ class Session:
 
 async def consumers(redis: Redis[Any], laneworker: str, n: int) -> bool:
     """``n`` workers of the pool are up (their liveness keys exist)."""
-    return len(await redis.keys(f"berth:{NS}:lw:{laneworker}:alive:*")) == n
+    return len(await redis.keys(f"berth:{NS}:lw:{{{laneworker}}}:alive:*")) == n
 
 
 def bash(cid: str, command: str) -> ToolCall:
@@ -341,7 +341,7 @@ async def test_bad_input_is_dead_lettered_or_refused_and_worker_survives(
     good = task_fields(s, "t-bad", "echo never >> count.txt")
     await redis.xadd(stream, sign_fields(s.key, {**good, "payload": "[1, 2"}))
     # 3. a reply_to that is not the session's own stream (would let a message write anywhere)
-    evil = {**good, "task_id": "t-evil", "reply_to": "berth:other:s:x:results"}
+    evil = {**good, "task_id": "t-evil", "reply_to": "berth:other:s:{x}:results"}
     await redis.xadd(stream, sign_fields(s.key, evil))
     dead = dead_letter_stream(NS, "pool-bad")
     await until(lambda: _xlen_is(redis, dead, 3), "three dead letters")
