@@ -135,6 +135,8 @@ class LaneWorker:
                     if "NOGROUP" in str(exc):
                         await self._ensure_group()
                         continue
+                    if "UNBLOCKED" in str(exc):  # the stream's slot moved: read it again at once
+                        continue
                     log.warning("XREADGROUP failed: %s", exc)
                     await self._pause(1.0)
                     continue

@@ -16,18 +16,30 @@ atomically:
   the entry pending, and the reclaimer's answer then finds ``replied`` and only acknowledges it:
   an acknowledged task still always has its reply, and none gets two.
 
+Both are safe to send again: a claim by the same delivery (entry id) is ``claimed`` again, and
+an answer after the first is ``duplicate``. So a step whose outcome is unknown — connection
+lost, or a cluster slot in the middle of a migration (``TRYAGAIN`` while its keys are split
+between two nodes, until redis-py's own redirections run out) — is retried with backoff for up
+to ``retry_seconds`` instead of leaving the task unanswered.
+
 Results are the strings ``claimed`` / ``replied`` / ``duplicate``, or the Redis type name of a
-reply key that is not a stream (``string``, ``hash``, ...). Errors: ``redis.exceptions.RedisError``.
-Scripts are sent with ``EVALSHA`` and loaded on ``NOSCRIPT`` (redis-py's ``Script``), so a
-restarted or failed-over server costs one extra round trip, once.
+reply key that is not a stream (``string``, ``hash``, ...). Errors: ``redis.exceptions.RedisError``
+(after the retries, for transient errors). Scripts are sent with ``EVALSHA`` and loaded on
+``NOSCRIPT`` (redis-py's ``Script``), so a restarted or failed-over server costs one extra round
+trip, once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import ClusterError, ConnectionError, TimeoutError, TryAgainError
 
 from berth_contract import names
 from session_runtime.transport.connect import is_cluster
@@ -35,8 +47,11 @@ from session_runtime.transport.connect import is_cluster
 _CLAIM = """
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'stream' and kind ~= 'none' then return kind end
-if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'EX', ARGV[2]) then return 'claimed' end
-return 'duplicate'
+local held = redis.call('GET', KEYS[2])
+if held == ARGV[1] then return 'claimed' end
+if held then return 'duplicate' end
+redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
+return 'claimed'
 """
 
 _ANSWER = """
@@ -54,6 +69,12 @@ return out
 """
 
 
+log = logging.getLogger("berth.worker")
+
+TRANSIENT = (ClusterError, ConnectionError, TimeoutError, TryAgainError)
+"""Errors after which a script's outcome is unknown or it was not run yet: sent again."""
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -63,8 +84,11 @@ class TaskScripts:
     the task stream ``task_stream``; ``ttl_seconds`` is how long a reply stream and a claim are
     kept (the worker's reply TTL)."""
 
-    def __init__(self, redis: Redis[Any], task_stream: str, ttl_seconds: int) -> None:
+    def __init__(
+        self, redis: Redis[Any], task_stream: str, ttl_seconds: int, retry_seconds: float = 30.0
+    ) -> None:
         self._redis = redis
+        self._retry_seconds = retry_seconds
         self._stream = task_stream
         self._ttl = max(1, int(ttl_seconds))
         self._cluster = is_cluster(redis)
@@ -74,8 +98,7 @@ class TaskScripts:
     async def claim(self, reply_to: str, claim_key: str, entry_id: str) -> str:
         """``claimed`` when this delivery may run the task, ``duplicate`` when its id was
         claimed before, or the type of a ``reply_to`` that is not a stream."""
-        out = await self._claim(keys=[reply_to, claim_key], args=[entry_id, self._ttl])
-        return _text(out)
+        return await self._run(self._claim, [reply_to, claim_key], [entry_id, self._ttl])
 
     async def answer(
         self, reply_to: str, claim_key: str, fields: Mapping[str, str], entry_id: str
@@ -87,8 +110,26 @@ class TaskScripts:
         for key, value in fields.items():
             flat += [key, value]
         keys = [reply_to, claim_key] if self._cluster else [reply_to, claim_key, self._stream]
-        out = _text(await self._answer(keys=keys, args=[self._ttl, names.GROUP, entry_id, *flat]))
+        out = await self._run(self._answer, keys, [self._ttl, names.GROUP, entry_id, *flat])
         if self._cluster and out in ("replied", "duplicate"):
             untyped: Any = self._redis  # XACK is untyped in the redis stubs
-            await untyped.xack(self._stream, names.GROUP, entry_id)
+            await self._retrying(lambda: untyped.xack(self._stream, names.GROUP, entry_id))
         return out
+
+    async def _run(self, script: AsyncScript, keys: list[str], args: list[Any]) -> str:
+        return _text(await self._retrying(lambda: script(keys=keys, args=args)))
+
+    async def _retrying(self, step: Any) -> Any:
+        """``await step()``, again after a transient error (backoff 50 ms doubling to 1 s) until
+        ``retry_seconds`` have passed; then the last error is raised."""
+        deadline = time.monotonic() + self._retry_seconds
+        pause = 0.05
+        while True:
+            try:
+                return await step()
+            except TRANSIENT as exc:
+                if time.monotonic() + pause > deadline:
+                    raise
+                log.warning("Redis step failed (%s); retrying in %.2fs", exc, pause)
+                await asyncio.sleep(pause)
+                pause = min(1.0, pause * 2)

@@ -1,5 +1,6 @@
 """Fixtures shared by the integration tests."""
 
 from tests.integration.chart_redis import chart_redis
+from tests.integration.redis_cluster import local_redis_cluster, redis_cluster_url
 
-__all__ = ["chart_redis"]
+__all__ = ["chart_redis", "local_redis_cluster", "redis_cluster_url"]

@@ -18,6 +18,7 @@ from berth_operator.budget.directory import BudgetDirectory
 from berth_operator.budget.ledger import window_key
 from berth_operator.budget.policy import Identity, Policy, Price
 from berth_operator.budget.service import TokenUnavailable
+from berth_operator.redis_client import connect
 
 from berth_contract.services import BUDGET_CHECK_PATH, BUDGET_RECORD_PATH, SESSION_UID_HEADER
 from session_runtime import Agent, BudgetExhaustedError, SessionOptions
@@ -240,7 +241,7 @@ async def test_a_new_leader_reads_a_listed_sessions_token_on_its_first_call(
             raise TokenUnavailable("cannot reach the Kubernetes API")
         tokens[uid] = secrets_of[uid]
 
-    redis = Redis.from_url(redis_url)
+    redis = connect(redis_url)
     await redis.flushdb()
     svc = ServiceUnderTest(redis, free_port(), BudgetDirectory(tokens.get), load)
     svc.directory.put_policy(Policy("team", "p", "acme", {"totalTokens": 1000}))

@@ -105,8 +105,10 @@ class Session:
 
 
 async def consumers(redis: Redis[Any], laneworker: str, n: int) -> bool:
-    """``n`` workers of the pool are up (their liveness keys exist)."""
-    return len(await redis.keys(f"berth:{NS}:lw:{{{laneworker}}}:alive:*")) == n
+    """``n`` workers of the pool are up (their liveness keys exist; SCAN visits every primary
+    of a cluster)."""
+    pattern = alive_key(NS, laneworker, "x")[:-1] + "*"
+    return len([key async for key in redis.scan_iter(match=pattern)]) == n
 
 
 def bash(cid: str, command: str) -> ToolCall:
