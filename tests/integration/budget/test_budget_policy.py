@@ -228,7 +228,6 @@ async def test_a_new_leader_reads_a_listed_sessions_token_on_its_first_call(
     call has the token read (``load_token``) and is answered; a token that cannot be read now is
     a 503 with Retry-After, never a 401 (which a Closed guard would turn into a denied call);
     an unknown session is a 401 and reads nothing."""
-    from redis.asyncio import Redis
 
     tokens: dict[str, str] = {}
     secrets_of = {"uid-a": "token-a"}  # what the sessions' Secrets hold

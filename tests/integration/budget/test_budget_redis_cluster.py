@@ -1,4 +1,5 @@
-"""The budget service (reserve and settle scripts, denied sets, status reads) tests of ``test_budget_policy`` run again against a real local Redis Cluster (three
+"""The budget service tests of ``test_budget_policy`` (reserve and settle scripts, denied sets,
+status reads) run again against a real local Redis Cluster (three
 primaries with a replica each, :mod:`tests.integration.redis_cluster`): the same tests, with
 ``redis_url`` the cluster's ``redis+cluster://`` URL, so every client is redis-py's cluster
 client and every script must stay within one slot."""

@@ -31,8 +31,8 @@ from berth_operator.gateway.directory import GatewayDirectory
 from berth_operator.gateway.inbox import Inbox, Message
 from berth_operator.gateway.routing import SessionView
 from berth_operator.gateway.service import GatewayService
-from berth_operator.runtime_client import RuntimeClient
 from berth_operator.redis_client import connect
+from berth_operator.runtime_client import RuntimeClient
 from redis.asyncio import Redis
 
 from tests.integration.lanes.conftest import redis_url  # noqa: F401  (fixture)

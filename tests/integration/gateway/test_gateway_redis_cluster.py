@@ -1,4 +1,5 @@
-"""The front door (the Redis inbox with its scripts, delivery, the session pod API) tests of ``test_gateway`` run again against a real local Redis Cluster (three
+"""The front door tests of ``test_gateway`` (the Redis inbox with its scripts, delivery, the
+session pod API) run again against a real local Redis Cluster (three
 primaries with a replica each, :mod:`tests.integration.redis_cluster`): the same tests, with
 ``redis_url`` the cluster's ``redis+cluster://`` URL, so every client is redis-py's cluster
 client and every script must stay within one slot."""
