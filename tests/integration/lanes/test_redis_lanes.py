@@ -111,6 +111,13 @@ async def consumers(redis: Redis[Any], laneworker: str, n: int) -> bool:
     return len([key async for key in redis.scan_iter(match=pattern)]) == n
 
 
+async def all_acknowledged(redis: Redis[Any], laneworker: str) -> bool:
+    """The pool's stream has no entry waiting or held. (On a cluster the worker's XACK follows
+    the reply, the task stream being in another slot, so a test that has its result waits.)"""
+    pressure = await stream_pressure(redis, task_stream(NS, laneworker), GROUP)
+    return pressure["backlog"] == 0 and pressure["inFlight"] == 0
+
+
 def bash(cid: str, command: str) -> ToolCall:
     return ToolCall(cid, "bash", {"command": command})
 
@@ -168,8 +175,7 @@ async def test_multi_tool_run_served_by_two_workers(
     # Replies are dropped from the reply stream once journaled.
     assert await redis.xlen(s.transport.reply_stream) == 0
     assert len([e for e in s.events if e["type"] == "external_task_pending"]) == 5
-    pressure = await stream_pressure(redis, task_stream(NS, "pool-run"), GROUP)
-    assert pressure["backlog"] == 0 and pressure["inFlight"] == 0
+    await until(lambda: all_acknowledged(redis, "pool-run"), "every task acknowledged")
     # Two sessions whose tasks wait on one gate: both can only be running at once if both
     # workers (concurrency 1 each) serve the pool. Each tool runs exactly once.
     others = [Session(redis, shared_root, "pool-run") for _ in range(2)]
@@ -215,8 +221,8 @@ async def test_killed_worker_task_fails_once_and_other_worker_keeps_serving(
     [after] = await s.run(bash("k2", "echo served"))
     assert after.output.strip() == "served" and after.metadata["worker"] == survivor
     assert lines(count) == 1  # never re-run
+    await until(lambda: all_acknowledged(redis, "pool-kill"), "both tasks acknowledged")
     pressure = await stream_pressure(redis, task_stream(NS, "pool-kill"), GROUP)
-    assert pressure["inFlight"] == 0 and pressure["backlog"] == 0
     assert holder not in pressure["per_consumer_pending"]  # the lost pod left the group
     await s.queue.close()
 
