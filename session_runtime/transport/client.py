@@ -10,7 +10,8 @@ to :class:`~session_runtime.lanes.queue.LaneQueue` as its ``transport``. It impl
   ``berth:{ns}:s:{uid}:results`` from its beginning and hands every reply to the queue (replies
   for tasks this process did not publish are kept in memory for ``find_reply``);
 - ``settle``: ``XDEL`` a reply once the session has journaled its result (the stream keeps every
-  reply until then, so a resumed session finds results delivered while it was passivated);
+  reply until then, so a resumed session finds results delivered while it was passivated), in
+  the background, off the tool call's path;
 - ``find_reply``: look a reply up by tool call id (memory, then ``XRANGE`` over the stream).
 
 When several replies exist for one tool call (a worker's reply and a "worker lost" answer racing
@@ -113,6 +114,8 @@ class RedisTaskTransport:
         self._seen: dict[str, ExternalReply] = {}
         self._last_id = "0-0"
         self._owns_client = False
+        self._unsettled: list[str] = []
+        self._deleter: asyncio.Task[None] | None = None
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisTaskTransport:
@@ -174,10 +177,22 @@ class RedisTaskTransport:
 
     async def settle(self, reply: ExternalReply) -> None:
         """Forget ``reply`` (journaled by the session): drop it from memory and ``XDEL`` its
-        stream entry (``reply.ref``). Raises ``RedisError``."""
+        stream entry (``reply.ref``) soon, off the caller's path: entries settled meanwhile go in
+        one ``XDEL`` by a background task (:meth:`close` waits for it). A reply left on the
+        stream by a crash or a failed delete is harmless: recovery prefers the journal."""
         self._seen.pop(reply.tool_call_id, None)
         if reply.ref:
-            await self._redis.xdel(self._reply_stream, reply.ref)
+            self._unsettled.append(reply.ref)
+            if self._deleter is None or self._deleter.done():
+                self._deleter = asyncio.get_running_loop().create_task(self._delete_settled())
+
+    async def _delete_settled(self) -> None:
+        while self._unsettled:
+            refs, self._unsettled = self._unsettled, []
+            try:
+                await self._redis.xdel(self._reply_stream, *refs)
+            except RedisError:
+                log.warning("could not delete %d settled replies", len(refs), exc_info=True)
 
     async def find_reply(self, tool_call_id: str) -> ExternalReply | None:
         """The first reply for ``tool_call_id``: from memory, else by ``XRANGE`` over the reply
@@ -198,6 +213,9 @@ class RedisTaskTransport:
 
     async def close(self) -> None:
         """Cancel the reply reader and, when built by :meth:`from_url`, close the Redis client."""
+        if self._deleter is not None:
+            with contextlib.suppress(Exception):
+                await self._deleter
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):

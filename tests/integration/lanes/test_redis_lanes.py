@@ -173,7 +173,7 @@ async def test_multi_tool_run_served_by_two_workers(
     assert by_id["c7"].is_error and by_id["c7"].metadata["worker"] in {"w-1", "w-2"}
     assert s.queue.dead_letters() == []
     # Replies are dropped from the reply stream once journaled.
-    assert await redis.xlen(s.transport.reply_stream) == 0
+    await until(lambda: _xlen_is(redis, s.transport.reply_stream, 0), "settled replies deleted")
     assert len([e for e in s.events if e["type"] == "external_task_pending"]) == 5
     await until(lambda: all_acknowledged(redis, "pool-run"), "every task acknowledged")
     # Two sessions whose tasks wait on one gate: both can only be running at once if both
@@ -299,7 +299,7 @@ async def test_result_delivered_while_passivated_is_used_after_resume(
     assert lines(count) == 1  # the tool was not re-run
     # Once the loop moves on (next execute), the journaled reply leaves the reply stream.
     await after.run(ToolCall("r", "read", {"file_path": "count.txt"}))
-    assert await redis.xlen(after.transport.reply_stream) == 0
+    await until(lambda: _xlen_is(redis, after.transport.reply_stream, 0), "replies deleted")
     await after.queue.close()
 
 
