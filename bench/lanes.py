@@ -232,9 +232,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--json", default=None, help="also write the per-session figures here")
     p.add_argument("--skip-redis", action="store_true", help="skip the external round trip")
     p.add_argument("--redis-only", action="store_true", help="only the external round trip")
-    p.add_argument(
-        "--cluster", action="store_true", help="also on a local 3+3-node Redis Cluster"
-    )
+    p.add_argument("--cluster", action="store_true", help="also on a local 3+3-node Redis Cluster")
     a = p.parse_args(argv)
     if not a.redis_only:
         await bench_dispatch(a)

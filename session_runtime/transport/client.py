@@ -50,6 +50,9 @@ from session_runtime.transport.connect import connect
 
 log = logging.getLogger(__name__)
 
+SETTLE_DELAY_SECONDS = 0.05
+"""How long settled replies wait to be deleted together (one XDEL per batch, not per call)."""
+
 MAX_KEPT_REPLIES = 10_000
 """Replies held in memory for ``find_reply`` at most (a flood of unknown replies cannot grow it)."""
 
@@ -115,6 +118,7 @@ class RedisTaskTransport:
         self._last_id = "0-0"
         self._owns_client = False
         self._unsettled: list[str] = []
+        self._relative: dict[str, str] = {}  # workspace -> as sent (realpath once, not per task)
         self._deleter: asyncio.Task[None] | None = None
 
     @classmethod
@@ -136,6 +140,15 @@ class RedisTaskTransport:
     def _workspace(self, workspace: str) -> str:
         if self._shared_root is None:
             return workspace
+        if workspace in self._relative:
+            return self._relative[workspace]
+        relative = self._relative[workspace] = self._resolve(workspace)
+        if len(self._relative) > 64:  # a session has one workspace; never grow without bound
+            self._relative.pop(next(iter(self._relative)))
+        return relative
+
+    def _resolve(self, workspace: str) -> str:
+        assert self._shared_root is not None
         real = os.path.realpath(workspace)
         if real == self._shared_root or real.startswith(self._shared_root + os.sep):
             return os.path.relpath(real, self._shared_root)
@@ -177,8 +190,9 @@ class RedisTaskTransport:
 
     async def settle(self, reply: ExternalReply) -> None:
         """Forget ``reply`` (journaled by the session): drop it from memory and ``XDEL`` its
-        stream entry (``reply.ref``) soon, off the caller's path: entries settled meanwhile go in
-        one ``XDEL`` by a background task (:meth:`close` waits for it). A reply left on the
+        stream entry (``reply.ref``) soon, off the caller's path: entries settled within
+        :data:`SETTLE_DELAY_SECONDS` go in one ``XDEL`` by a background task (:meth:`close`
+        waits for it). A reply left on the
         stream by a crash or a failed delete is harmless: recovery prefers the journal."""
         self._seen.pop(reply.tool_call_id, None)
         if reply.ref:
@@ -187,6 +201,7 @@ class RedisTaskTransport:
                 self._deleter = asyncio.get_running_loop().create_task(self._delete_settled())
 
     async def _delete_settled(self) -> None:
+        await asyncio.sleep(SETTLE_DELAY_SECONDS)  # gather the replies settled meanwhile
         while self._unsettled:
             refs, self._unsettled = self._unsettled, []
             try:
