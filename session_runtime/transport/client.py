@@ -4,10 +4,10 @@ Owned by ``session_runtime.transport``; built by the session pod (``berth-sessio
 to :class:`~session_runtime.lanes.queue.LaneQueue` as its ``transport``. It implements the
 :class:`~session_runtime.lanes.external.ExternalTransport` seam:
 
-- ``publish``: ``XADD`` the task to ``berth:{ns}:lw:{laneworker}:tasks`` of the LaneWorker that
+- ``publish``: ``XADD`` the task to ``berth:<ns>:lw:{<laneworker>}:tasks`` of the LaneWorker that
   serves the task's lane;
 - ``start``: a reader that ``XREAD``\\ s the session's reply stream
-  ``berth:{ns}:s:{uid}:results`` from its beginning and hands every reply to the queue (replies
+  ``berth:<ns>:s:{<uid>}:results`` from its beginning and hands every reply to the queue (replies
   for tasks this process did not publish are kept in memory for ``find_reply``);
 - ``settle``: ``XDEL`` a reply once the session has journaled its result (the stream keeps every
   reply until then, so a resumed session finds results delivered while it was passivated), in
@@ -130,7 +130,7 @@ class RedisTaskTransport:
 
     @property
     def reply_stream(self) -> str:
-        """This session's reply stream, ``berth:{ns}:s:{uid}:results`` (docs/architecture.md §7)."""
+        """This session's reply stream, ``berth:<ns>:s:{<uid>}:results`` (berth_contract.names)."""
         return self._reply_stream
 
     def task_stream(self, lane: Lane) -> str:
