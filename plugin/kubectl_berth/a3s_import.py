@@ -19,7 +19,8 @@ sees it. The session pod then finds a saved session with one unfinished run and 
 its checkpoint (``session_runtime.pod.start``): no completed tool round runs again. What does not
 map is refused before anything is written, with the runtime's message naming the field (exit
 code 1); an existing AgentSession or kept store of that name is refused too (an import never
-merges into another conversation).
+merges into another conversation). When the AgentSession cannot be created (RBAC, a name taken
+meanwhile), the store and workspace the import wrote are removed again.
 """
 
 from __future__ import annotations
@@ -156,11 +157,18 @@ def import_from_a3s(
     if workspace_from is not None:
         workspace = workspace_dest(volume, api.namespace, manifest)  # checked before any write
     store, run_id, dropped = write_store(export, volume, api.namespace, name, accept, run)
-    if workspace_from is not None and workspace is not None:
-        shutil.copytree(workspace_from, workspace, symlinks=True, dirs_exist_ok=True)
-    what = f"create agentsession {api.namespace}/{name}"
-    path = session_path(api.namespace)
-    sync_rest.call_sync(what, api.rest.create, what, path, manifest)
+    try:
+        if workspace_from is not None and workspace is not None:
+            shutil.copytree(workspace_from, workspace, symlinks=True, dirs_exist_ok=True)
+        what = f"create agentsession {api.namespace}/{name}"
+        path = session_path(api.namespace)
+        sync_rest.call_sync(what, api.rest.create, what, path, manifest)
+    except BaseException:
+        # Nothing half-made stays behind: a retry of the import would be refused by it.
+        shutil.rmtree(store, ignore_errors=True)
+        if workspace is not None:
+            shutil.rmtree(workspace, ignore_errors=True)
+        raise
     return Imported(store, workspace, run_id, dropped)
 
 

@@ -46,6 +46,7 @@ class Apiserver(BaseHTTPRequestHandler):
     """No AgentSession exists; a POST to the collection is recorded and created."""
 
     created: list[dict[str, Any]] = []
+    forbid = False
 
     def _send(self, code: int, body: Any) -> None:
         data = json.dumps(body).encode()
@@ -63,6 +64,9 @@ class Apiserver(BaseHTTPRequestHandler):
         if self.path.split("?")[0] != COLLECTION:
             self._send(404, {"kind": "Status", "reason": "NotFound", "message": self.path})
             return
+        if Apiserver.forbid:
+            self._send(403, {"kind": "Status", "reason": "Forbidden", "message": "no create"})
+            return
         Apiserver.created.append(body)
         self._send(201, body)
 
@@ -72,7 +76,7 @@ class Apiserver(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[PluginClient]:
-    Apiserver.created = []
+    Apiserver.created, Apiserver.forbid = [], False
     server = ThreadingHTTPServer(("127.0.0.1", 0), Apiserver)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     cfg = client.Configuration(host=f"http://127.0.0.1:{server.server_address[1]}")
@@ -175,10 +179,25 @@ async def test_what_does_not_map_is_refused_naming_it_and_nothing_is_made(
     assert result.exit_code == 1
     assert "does not map" in result.output and "logical_resume.capability_binding" in result.output
     assert Apiserver.created == []
-    assert list((tmp_path / "vol").rglob("*.json")) == []
+    assert [p for p in (tmp_path / "vol").rglob("*") if p.is_file()] == []
 
     (tmp_path / "vol" / "store" / NS / NAME).mkdir(parents=True)  # a kept store of that name
     accept = ("--accept", "logical_resume.capability_binding")
     result = invoke(tmp_path, export, *accept)
     assert result.exit_code == 1 and "a kept store of session" in result.output
     assert Apiserver.created == []
+
+
+async def test_an_import_the_apiserver_refuses_leaves_nothing_behind(
+    tmp_path: Path, api: PluginClient
+) -> None:
+    export, a3s_workspace = await checkpointed_9x_run(tmp_path)
+    (tmp_path / "vol").mkdir()
+    Apiserver.forbid = True
+    accept = ("--accept", "logical_resume.capability_binding")
+    result = invoke(tmp_path, export, "--workspace-from", str(a3s_workspace), *accept)
+    assert result.exit_code == 1 and "no create" in result.output
+    left = [p for p in (tmp_path / "vol").rglob("*") if p.is_file()]
+    assert left == []  # neither the store nor the workspace
+    Apiserver.forbid = False
+    assert invoke(tmp_path, export, "--workspace-from", str(a3s_workspace), *accept).exit_code == 0
