@@ -16,6 +16,7 @@ Commands::
     kubectl berth import NAME --from-a3s F    an a3s-code-core 9.x checkpoint as a new session
                                               that resumes its run (:mod:`.a3s_import`)
     kubectl berth ui [--port N] [-n NS | -A]  a local web view of sessions, runs and workers
+        [--trace-url-template URL] [--grafana-url URL]  (links from a session to both)
     kubectl berth version                     the plugin's version
     kubectl berth --install-completion        shell completion (bash, zsh, fish, PowerShell)
 
@@ -343,6 +344,24 @@ def ui(
     all_namespaces: Annotated[
         bool, typer.Option("--all-namespaces", "-A", help="Show every namespace's sessions.")
     ] = False,
+    trace_url_template: Annotated[
+        str | None,
+        typer.Option(
+            "--trace-url-template",
+            envvar="BERTH_UI_TRACE_URL_TEMPLATE",
+            help="Link each session to its trace: a URL in which {namespace}, {name}, {session} "
+            "(namespace/name), {uid}, {runId} and {correlationId} are replaced. Default: no link.",
+        ),
+    ] = None,
+    grafana_url: Annotated[
+        str | None,
+        typer.Option(
+            "--grafana-url",
+            envvar="BERTH_UI_GRAFANA_URL",
+            help="Link each session to this Grafana dashboard URL (var-namespace is added unless "
+            "the URL uses the placeholders above). Default: no link.",
+        ),
+    ] = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
@@ -352,6 +371,7 @@ def ui(
     only where you may take them, each behind a confirmation.
     """
     try:
+        from kubectl_berth.ui.links import Links
         from kubectl_berth.ui.serve import run
     except ImportError as exc:
         raise _fail(
@@ -360,9 +380,10 @@ def ui(
     if all_namespaces and namespace:
         raise _fail("give either --namespace or --all-namespaces")
     try:
+        links = Links(trace_url_template, grafana_url)
         api = _client(kubeconfig, context, namespace)
-        run(api, None if all_namespaces else api.namespace, port)
-    except (BerthOperatorError, OSError) as exc:
+        run(api, None if all_namespaces else api.namespace, port, links)
+    except (BerthOperatorError, PluginError, OSError) as exc:
         raise _fail(str(exc)) from exc
 
 

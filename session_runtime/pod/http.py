@@ -8,8 +8,9 @@ Routes: ``GET /healthz`` ``/readyz`` ``/metrics`` (no token), ``GET /v1/state``,
 ``POST /v1/passivate {reason, deadlineMs}``, ``POST /v1/messages {prompt, messageId?, peer?}``,
 ``GET /v1/messages/{id}`` (the run a message started: status and result) and
 ``GET /v1/messages/{id}/events`` (``{"runs": {runId: [event, ...]}}``, the retained events of
-those runs) and ``GET /v1/outcome?waitSeconds=N`` (token in ``Authorization: Bearer`` or
-``X-Berth-Token``; 401 without, 403 when wrong).
+those runs), ``GET /v1/runs/{runId}/events?after=&limit=`` (one run's tool calls and
+conversation, :mod:`berth_contract.runview`) and ``GET /v1/outcome?waitSeconds=N`` (token in
+``Authorization: Bearer`` or ``X-Berth-Token``; 401 without, 403 when wrong).
 
 ``GET /v1/outcome`` answers 200 with the termination message (the JSON the process writes to its
 termination log, docs/architecture.md §8) once the process is done with its session: the run has
@@ -32,6 +33,7 @@ from aiohttp import web
 from prometheus_client import Counter
 from pydantic import BaseModel, ValidationError
 
+from berth_contract.runview import DEFAULT_LIMIT, MAX_LIMIT, RUN_EVENTS_PATH, RUN_ID_PATTERN
 from berth_contract.state import (
     API_TOKEN_HEADER,
     MESSAGE_ID_PATTERN,
@@ -47,6 +49,7 @@ from session_runtime.metrics import CONTENT_TYPE, SessionMetrics
 
 BodyT = TypeVar("BodyT", bound=BaseModel)
 MESSAGE_ID_RE = re.compile(MESSAGE_ID_PATTERN)
+RUN_ID_RE = re.compile(RUN_ID_PATTERN)
 MAX_OUTCOME_WAIT_SECONDS = 300
 """The longest ``waitSeconds`` of ``GET /v1/outcome``."""
 
@@ -68,6 +71,11 @@ class PodApi(Protocol):
 
     def state_json(self) -> dict[str, Any]:
         """The ``GET /v1/state`` body."""
+        ...
+
+    def run_view(self, run_id: str, after: int, limit: int) -> dict[str, Any] | None:
+        """The ``GET /v1/runs/{id}/events`` body (:mod:`berth_contract.runview`), or None when
+        no such run is retained."""
         ...
 
     def request_passivation(self, reason: str, deadline_ms: int | None) -> Passivation:
@@ -165,6 +173,7 @@ def make_app(
     app.router.add_post("/v1/messages", routes.messages)
     app.router.add_get("/v1/messages/{message_id}", routes.message)
     app.router.add_get("/v1/messages/{message_id}/events", routes.message_events)
+    app.router.add_get(RUN_EVENTS_PATH, routes.run_events)
     app.router.add_get("/v1/outcome", routes.outcome_of_session)
     return app
 
@@ -238,6 +247,26 @@ class PodRoutes:
         mid, runs = found
         events = {str(r["id"]): self.pod.run_events(str(r["id"])) for r in runs}
         return _json(200, {"messageId": mid, "runs": events})
+
+    async def run_events(self, request: web.Request) -> web.Response:
+        """``GET /v1/runs/{id}/events?after=&limit=``: one run's tool calls (those that started
+        after event ``after``, at most ``limit``) and the last ``limit`` messages; 400 for a
+        malformed id or query, 404 for a run the session does not retain."""
+        run_id = request.match_info["run_id"]
+        if not RUN_ID_RE.fullmatch(run_id):
+            return _json(400, {"error": "bad_request", "detail": "malformed run id"})
+        try:
+            after = int(request.query.get("after", "-1"))
+            limit = int(request.query.get("limit", str(DEFAULT_LIMIT)))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= MAX_LIMIT:
+            detail = f"after must be an integer and limit one from 1 to {MAX_LIMIT}"
+            return _json(400, {"error": "bad_request", "detail": detail})
+        body = self.pod.run_view(run_id, after, limit)
+        if body is None:
+            return _json(404, {"error": "unknown_run", "runId": run_id})
+        return _json(200, body)
 
     async def outcome_of_session(self, request: web.Request) -> web.Response:
         """``GET /v1/outcome?waitSeconds=S``: the termination message once the process is done
