@@ -47,7 +47,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console entry point; exit 0 on success, 2 when a field does not map."""
+    """Console entry point; exit 0 on success, 2 when a field does not map or the input is
+    not an export, 3 when the
+    a3s-code-core binding is not installed (the message says how to build it)."""
     a = _parse(argv)
     store = FileSessionStore(a.store, epoch=a.epoch)
     try:
@@ -66,6 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CheckpointError as exc:
         print(f"berth-a3s-checkpoint: {exc}", file=sys.stderr)
         return 2
+    except ValueError as exc:  # not JSON, or not an export in wire form (names what is missing)
+        print(f"berth-a3s-checkpoint: not a SessionCheckpointExportV1: {exc}", file=sys.stderr)
+        return 2
+    except ImportError as exc:  # the binding is not installed: say how to build it
+        print(f"berth-a3s-checkpoint: {exc}", file=sys.stderr)
+        return 3
     finally:
         store.close()
     for name in dropped:

@@ -181,6 +181,11 @@ async def test_what_does_not_map_is_refused_naming_it_and_nothing_is_made(
     assert Apiserver.created == []
     assert [p for p in (tmp_path / "vol").rglob("*") if p.is_file()] == []
 
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{}")
+    result = invoke(tmp_path, garbage)
+    assert result.exit_code == 1 and "missing field `descriptor`" in result.output
+
     (tmp_path / "vol" / "store" / NS / NAME).mkdir(parents=True)  # a kept store of that name
     accept = ("--accept", "logical_resume.capability_binding")
     result = invoke(tmp_path, export, *accept)
