@@ -11,7 +11,9 @@ a3s-code-core's checkpoint export sink writes it) is turned into:
    pod never sees half of it;
 2. optionally the 9.x session's workspace, copied to ``<volume>/workspaces/<ns>/<NAME>/``
    (plus ``spec.workspace.subPath``): the files its completed tool rounds changed;
-3. the AgentSession from ``--manifest`` (its name and namespace set to the import's), created
+3. ownership of both handed to the session pods' user (``--owner``, default the image's uid
+   10001), as the pods run non-root;
+4. the AgentSession from ``--manifest`` (its name and namespace set to the import's), created
    through the apiserver with the caller's credentials.
 
 ``<volume>`` is the namespace's shared volume (the claim every session pod mounts) as this machine
@@ -56,6 +58,9 @@ from kubectl_berth.errors import PluginError
 CHECKPOINT_PROGRAM = (sys.executable, "-m", "session_runtime.a3s_core.cli")
 #: Exit code of ``berth-a3s-checkpoint`` when a field does not map.
 UNMAPPED_EXIT = 2
+#: The uid (and gid) Berth's pods run as by default: the image's user, the chart's
+#: ``pods.runAsUser``. What the import writes is handed to it, so the session pod can write there.
+POD_UID = 10001
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
@@ -85,8 +90,31 @@ def session_manifest(manifest: dict[str, Any], name: str, namespace: str) -> dic
     return {**manifest, "metadata": meta}
 
 
+def hand_over(path: Path, uid: int) -> None:
+    """Make ``path`` (a tree) owned by ``uid``:``uid``, the session pods' user; nothing to do
+    when this process already runs as ``uid``. Raises PluginError when it may not (only root
+    may give files away)."""
+    if os.geteuid() == uid:
+        return
+    try:
+        os.chown(path, uid, uid, follow_symlinks=False)
+        for entry in path.rglob("*"):
+            os.chown(entry, uid, uid, follow_symlinks=False)
+    except PermissionError as exc:
+        raise PluginError(
+            f"cannot hand {path} to uid {uid}, the session pods' user ({exc}): run the import "
+            "as root or as that user, or name the pods' user with --owner"
+        ) from exc
+
+
 def write_store(
-    export: Path, volume: Path, namespace: str, name: str, accept: Sequence[str], run: Runner
+    export: Path,
+    volume: Path,
+    namespace: str,
+    name: str,
+    accept: Sequence[str],
+    run: Runner,
+    owner: int = POD_UID,
 ) -> tuple[Path, str | None, list[str]]:
     """Write the store of session ``name`` from ``export`` under ``volume``; return its
     directory, the run to resume and the fields left behind. Raises PluginError naming the
@@ -109,6 +137,7 @@ def write_store(
             why = done.stderr.strip().removeprefix("berth-a3s-checkpoint: ")
             kind = "does not map" if done.returncode == UNMAPPED_EXIT else "failed"
             raise PluginError(f"the a3s-code-core export {kind}: {why}")
+        hand_over(staging / name, owner)
         root.mkdir(parents=True, exist_ok=True)
         os.rename(staging / name, target)  # same volume: atomic, and refused if it appeared
     finally:
@@ -144,6 +173,7 @@ def import_from_a3s(
     workspace_from: Path | None = None,
     accept: Sequence[str] = (),
     run: Runner = _run,
+    owner: int = POD_UID,
 ) -> Imported:
     """Store, workspace, then the AgentSession (module docstring). Raises PluginError (what
     does not map, an existing session, store or workspace) or the apiserver's errors."""
@@ -156,10 +186,11 @@ def import_from_a3s(
     workspace = None
     if workspace_from is not None:
         workspace = workspace_dest(volume, api.namespace, manifest)  # checked before any write
-    store, run_id, dropped = write_store(export, volume, api.namespace, name, accept, run)
+    store, run_id, dropped = write_store(export, volume, api.namespace, name, accept, run, owner)
     try:
         if workspace_from is not None and workspace is not None:
             shutil.copytree(workspace_from, workspace, symlinks=True, dirs_exist_ok=True)
+            hand_over(volume / WORKSPACES_SUBDIR / api.namespace / name, owner)
         what = f"create agentsession {api.namespace}/{name}"
         path = session_path(api.namespace)
         sync_rest.call_sync(what, api.rest.create, what, path, manifest)
@@ -207,6 +238,10 @@ def import_command(
         list[str] | None,
         typer.Option("--accept", help="A 9.x field to drop rather than refuse (repeatable)."),
     ] = None,
+    owner: Annotated[
+        int,
+        typer.Option("--owner", min=1, help="The uid the session pods run as (pods.runAsUser)."),
+    ] = POD_UID,
     namespace: Annotated[str | None, typer.Option("--namespace", "-n")] = None,
     kubeconfig: Annotated[str | None, typer.Option("--kubeconfig")] = None,
     context: Annotated[str | None, typer.Option("--context")] = None,
@@ -220,7 +255,9 @@ def import_command(
     try:
         api = connect(kubeconfig=kubeconfig, context=context, namespace=namespace)
         body = session_manifest(yaml.safe_load(manifest.read_text()), name, api.namespace)
-        done = import_from_a3s(api, body, from_a3s, volume, workspace_from, accept or ())
+        done = import_from_a3s(
+            api, body, from_a3s, volume, workspace_from, accept or (), owner=owner
+        )
     except (BerthOperatorError, PluginError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=1) from exc

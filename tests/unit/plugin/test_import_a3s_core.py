@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -116,10 +117,16 @@ async def checkpointed_9x_run(tmp_path: Path) -> tuple[Path, Path]:
     return path, workspace
 
 
+#: Whom the import hands the files to: the pods' user when this test may give files away (root),
+#: else this process's own uid (then there is nothing to hand over).
+OWNER = 10001 if os.geteuid() == 0 else os.geteuid()
+
+
 def invoke(tmp_path: Path, export: Path, *extra: str) -> Any:
     manifest = tmp_path / "session.yaml"
     manifest.write_text(yaml.safe_dump(MANIFEST))
     args = ["import", NAME, "--from-a3s", str(export), "--volume", str(tmp_path / "vol")]
+    args += ["--owner", str(OWNER)]
     return CliRunner().invoke(cli.app, [*args, "--manifest", str(manifest), *extra])
 
 
@@ -139,6 +146,9 @@ async def test_an_imported_9x_run_is_resumed_by_a_session_pod_without_a_tool_rer
     workspace = tmp_path / "vol" / "workspaces" / NS / NAME
     assert (workspace / "side.txt").read_text() == "once\n"
     assert not [p for p in (tmp_path / "vol" / "store").iterdir() if p.name.startswith(".")]
+    store = tmp_path / "vol" / "store" / NS / NAME
+    owners = {p.stat().st_uid for p in [store, *store.rglob("*"), workspace, *workspace.rglob("*")]}
+    assert owners == {OWNER}  # the session pods' user may write it all
     (workspace / "side.txt").write_text("changed after the import\n")  # a rerun would undo it
 
     model = ScriptedServer({"turns": [{"text": "resumed on berth"}], "on_exhausted": "error"})
