@@ -203,45 +203,51 @@ def import_from_a3s(
     return Imported(store, workspace, run_id, dropped)
 
 
+FromA3sOpt = Annotated[
+    Path,
+    typer.Option(
+        "--from-a3s",
+        exists=True,
+        dir_okay=False,
+        help="An a3s-code-core 9.x SessionCheckpointExportV1 (wire form JSON).",
+    ),
+]
+VolumeOpt = Annotated[
+    Path,
+    typer.Option(
+        "--volume",
+        exists=True,
+        file_okay=False,
+        help="The namespace's shared session volume as mounted here (holds store/ and "
+        "workspaces/).",
+    ),
+]
+ManifestOpt = Annotated[
+    Path, typer.Option("--manifest", exists=True, dir_okay=False, help="The AgentSession (YAML).")
+]
+WorkspaceFromOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--workspace-from", exists=True, file_okay=False, help="The 9.x session's workspace."
+    ),
+]
+AcceptOpt = Annotated[
+    list[str] | None,
+    typer.Option("--accept", help="A 9.x field to drop rather than refuse (repeatable)."),
+]
+OwnerOpt = Annotated[
+    int, typer.Option("--owner", min=1, help="The uid the session pods run as (pods.runAsUser).")
+]
+
+
 def import_command(
     name: Annotated[str, typer.Argument(help="Name of the AgentSession to create.")],
-    from_a3s: Annotated[
-        Path,
-        typer.Option(
-            "--from-a3s",
-            exists=True,
-            dir_okay=False,
-            help="An a3s-code-core 9.x SessionCheckpointExportV1 (wire form JSON).",
-        ),
-    ],
-    volume: Annotated[
-        Path,
-        typer.Option(
-            "--volume",
-            exists=True,
-            file_okay=False,
-            help="The namespace's shared session volume as mounted here (holds store/ and "
-            "workspaces/).",
-        ),
-    ],
-    manifest: Annotated[
-        Path,
-        typer.Option("--manifest", exists=True, dir_okay=False, help="The AgentSession (YAML)."),
-    ],
-    workspace_from: Annotated[
-        Path | None,
-        typer.Option(
-            "--workspace-from", exists=True, file_okay=False, help="The 9.x session's workspace."
-        ),
-    ] = None,
-    accept: Annotated[
-        list[str] | None,
-        typer.Option("--accept", help="A 9.x field to drop rather than refuse (repeatable)."),
-    ] = None,
-    owner: Annotated[
-        int,
-        typer.Option("--owner", min=1, help="The uid the session pods run as (pods.runAsUser)."),
-    ] = POD_UID,
+    from_a3s: FromA3sOpt,
+    volume: VolumeOpt,
+    manifest: ManifestOpt,
+    workspace_from: WorkspaceFromOpt = None,
+    accept: AcceptOpt = None,
+    owner: OwnerOpt = POD_UID,
     namespace: Annotated[str | None, typer.Option("--namespace", "-n")] = None,
     kubeconfig: Annotated[str | None, typer.Option("--kubeconfig")] = None,
     context: Annotated[str | None, typer.Option("--context")] = None,
