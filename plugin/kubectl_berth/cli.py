@@ -13,7 +13,10 @@ Commands::
     kubectl berth logs NAME [-f]              the session's logs, following it across pods
     kubectl berth logs NAME --message ID      a front door message's states and run events
     kubectl berth events NAME                 the session's Events, oldest first
+    kubectl berth import NAME --from-a3s F    an a3s-code-core 9.x checkpoint as a new session
+                                              that resumes its run (:mod:`.a3s_import`)
     kubectl berth ui [--port N] [-n NS | -A]  a local web view of sessions, runs and workers
+        [--trace-url-template URL] [--grafana-url URL]  (links from a session to both)
     kubectl berth version                     the plugin's version
     kubectl berth --install-completion        shell completion (bash, zsh, fish, PowerShell)
 
@@ -36,6 +39,7 @@ from berth_operator.errors import BerthOperatorError
 from rich.console import Console
 
 from kubectl_berth import __version__
+from kubectl_berth.a3s_import import import_command
 from kubectl_berth.client import PluginClient, connect
 from kubectl_berth.errors import PluginError
 from kubectl_berth.front_door import gateway_message_url, message_events, send_through_gateway
@@ -340,6 +344,24 @@ def ui(
     all_namespaces: Annotated[
         bool, typer.Option("--all-namespaces", "-A", help="Show every namespace's sessions.")
     ] = False,
+    trace_url_template: Annotated[
+        str | None,
+        typer.Option(
+            "--trace-url-template",
+            envvar="BERTH_UI_TRACE_URL_TEMPLATE",
+            help="Link each session to its trace: a URL in which {namespace}, {name}, {session} "
+            "(namespace/name), {uid}, {runId} and {correlationId} are replaced. Default: no link.",
+        ),
+    ] = None,
+    grafana_url: Annotated[
+        str | None,
+        typer.Option(
+            "--grafana-url",
+            envvar="BERTH_UI_GRAFANA_URL",
+            help="Link each session to this Grafana dashboard URL (var-namespace is added unless "
+            "the URL uses the placeholders above). Default: no link.",
+        ),
+    ] = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
@@ -349,6 +371,7 @@ def ui(
     only where you may take them, each behind a confirmation.
     """
     try:
+        from kubectl_berth.ui.links import Links
         from kubectl_berth.ui.serve import run
     except ImportError as exc:
         raise _fail(
@@ -357,9 +380,10 @@ def ui(
     if all_namespaces and namespace:
         raise _fail("give either --namespace or --all-namespaces")
     try:
+        links = Links(trace_url_template, grafana_url)
         api = _client(kubeconfig, context, namespace)
-        run(api, None if all_namespaces else api.namespace, port)
-    except (BerthOperatorError, OSError) as exc:
+        run(api, None if all_namespaces else api.namespace, port, links)
+    except (BerthOperatorError, PluginError, OSError) as exc:
         raise _fail(str(exc)) from exc
 
 
@@ -391,6 +415,9 @@ def cleanup_lease(
         )
     except (BerthOperatorError, PluginError) as exc:
         raise _fail(str(exc)) from exc
+
+
+app.command("import")(import_command)
 
 
 def main() -> None:
