@@ -249,6 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from berth_contract.taskauth import read_key_file
     from session_runtime.transport import RedisTaskTransport
+    from session_runtime.transport.connect import connect
 
     a = _parse(argv)
     logging.basicConfig(level=os.environ.get("BERTH_LOG_LEVEL", "INFO"), stream=sys.stderr)
@@ -256,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     answer: dict[str, Any] = {}
 
     async def serve() -> None:
-        redis: Redis[Any] = Redis.from_url(a.redis_url)
+        redis: Redis[Any] = connect(a.redis_url)
         transport = RedisTaskTransport(
             redis,
             namespace=a.namespace,

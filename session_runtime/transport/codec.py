@@ -3,13 +3,13 @@
 Owned by ``session_runtime.transport``; used by the session side and by ``berth-worker``. Fields
 are fixed by docs/architecture.md §7; every Redis field value is a string:
 
-Task (session -> worker, on ``berth:{ns}:lw:{lw}:tasks``): ``task_id``, ``session`` (``ns/name``),
+Task (session -> worker, on ``berth:<ns>:lw:{<lw>}:tasks``): ``task_id``, ``session`` (``ns/name``),
 ``session_uid``, ``epoch`` (int), ``run_id``, ``tool_call_id``, ``lane``, ``command_type`` (tool
 name), ``payload`` (JSON object: the model's raw arguments), ``workspace`` (path of the session
 workspace, relative to the shared volume root or absolute inside it), ``deadline_ms`` (epoch ms),
 ``reply_to`` (the session's reply stream).
 
-Reply (worker -> session, on ``berth:{ns}:s:{uid}:results``): ``task_id``, ``tool_call_id``,
+Reply (worker -> session, on ``berth:<ns>:s:{<uid>}:results``): ``task_id``, ``tool_call_id``,
 ``success`` (``true``/``false``), ``result`` (JSON ``{"output": str, "exit_code": int,
 "is_error": bool}`` — A3S ``ExternalTaskResult.result`` plus Berth's ``is_error``), ``error``
 (empty = none), ``worker`` (pod name), ``started_ms``, ``ended_ms`` (epoch ms).

@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 
 from session_runtime import early_signals, listen
 from session_runtime.tools import sandbox
+from session_runtime.transport.connect import connect
 from session_runtime.worker.lane import LaneWorker
 from session_runtime.worker.metrics import WorkerMetrics
 from session_runtime.worker.settings import WorkerSettings
@@ -64,7 +65,7 @@ async def serve(settings: WorkerSettings, listener: socket.socket | None = None)
     ``listener``: the metrics socket, bound already (else bound here). It listens from the
     start, and is answered from the moment the worker joined its consumer group: the
     readiness probe's connection waits for that instead of being refused."""
-    redis: Redis[Any] = Redis.from_url(settings.redis_url)
+    redis: Redis[Any] = connect(settings.redis_url)
     metrics = WorkerMetrics()
     server: MetricsServer | None = None
     if settings.metrics_port > 0:

@@ -42,6 +42,7 @@ from typing import Any
 
 import redis
 
+from berth_contract import names
 from tests.chaos import invariants
 from tests.chaos.infra import RedisServer, Zygote
 from tests.chaos.ledger import LedgerServer
@@ -459,7 +460,7 @@ class _SessionCtx:
     def _lane_fault(self, fault: Fault) -> bool:
         """Apply a Redis/worker fault; True if it hit something."""
         server = self.c.redis()
-        stream = f"berth:{NAMESPACE}:lw:lw{self.scenario.seed}:tasks"
+        stream = names.task_stream(NAMESPACE, f"lw{self.scenario.seed}")
         if fault.kind == "redis_restart":
             with self.c._redis_lock:
                 server.restart()
@@ -470,7 +471,7 @@ class _SessionCtx:
                 if fault.param in (0, 2):
                     client.xtrim(stream, maxlen=0)
                 if fault.param in (1, 2):
-                    client.delete(f"berth:{NAMESPACE}:s:{self.uid}:results")
+                    client.delete(names.reply_stream(NAMESPACE, self.uid))
                 return True
             assert self.workers is not None
             holder = self._holder(client, stream)

@@ -26,7 +26,6 @@ MODULE_CEILINGS = {
     "session_runtime/lanes/queue.py": 820,
     "session_runtime/pod/lifecycle.py": 560,
     "session_runtime/store/file.py": 590,
-    "session_runtime/worker/lane.py": 501,
 }
 FUNCTION_CEILINGS = {
     "operator/berth_operator/budget/service.py::BudgetService.check": 65,

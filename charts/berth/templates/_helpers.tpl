@@ -88,7 +88,12 @@ app.kubernetes.io/component: redis
 {{- if .Values.redis.enabled }}
 {{- printf "redis://%s.%s.svc:%d/0" (include "berth.redisName" .) .Release.Namespace (int .Values.redis.service.port) }}
 {{- else }}
+{{- $u := urlParse .Values.redis.url }}
+{{- if and .Values.redis.cluster (not (hasSuffix "+cluster" $u.scheme)) }}
+{{- printf "%s+cluster%s" $u.scheme (trimPrefix $u.scheme .Values.redis.url) }}
+{{- else }}
 {{- .Values.redis.url }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -131,8 +136,9 @@ app.kubernetes.io/component: redis
 {{- end }}
 {{- $url }}
 {{- else }}
-{{- $u := urlParse $v.redis.url }}
-{{- $url := printf "%s://%s:$(%s)@%s%s" $u.scheme .user .var $u.host $u.path }}
+{{- $u := urlParse (include "berth.redisURL" .root) }}
+{{- $user := ternary "" .user (eq ($v.redis.auth.mode | default "acl") "password") }}
+{{- $url := printf "%s://%s:$(%s)@%s%s" $u.scheme $user .var $u.host $u.path }}
 {{- if $u.query }}
 {{- $url = printf "%s?%s" $url $u.query }}
 {{- end }}
@@ -211,6 +217,15 @@ app.kubernetes.io/component: redis
 {{- end }}
 {{- with include "berth.redisAuthSecretName" . }}
 {{- $secret := . }}
+{{- if eq ($.Values.redis.auth.mode | default "acl") "password" }}
+- name: REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef: {name: {{ $secret | quote }}, key: password}
+{{- range $role := list "session" "worker" "operator" }}
+- name: BERTH_REDIS_{{ upper $role }}_URL
+  value: {{ include "berth.redisRoleURL" (dict "root" $ "user" "" "var" "REDIS_PASSWORD") | quote }}
+{{- end }}
+{{- else }}
 {{- range $role := list "session" "worker" "operator" }}
 - name: REDIS_{{ upper $role }}_PASSWORD
   valueFrom:
@@ -219,6 +234,7 @@ app.kubernetes.io/component: redis
 {{- range $role := list "session" "worker" "operator" }}
 - name: BERTH_REDIS_{{ upper $role }}_URL
   value: {{ include "berth.redisRoleURL" (dict "root" $ "user" (printf "berth-%s" $role) "var" (printf "REDIS_%s_PASSWORD" (upper $role))) | quote }}
+{{- end }}
 {{- end }}
 {{- end }}
 - name: BERTH_DEFAULT_TOOL_SANDBOX

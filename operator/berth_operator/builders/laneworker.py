@@ -9,7 +9,7 @@ Contract given to ``berth-worker`` (read by
 
 - command ``berth-worker``; env ``BERTH_REDIS_URL`` (operator setting ``redis_url``),
   ``BERTH_NAMESPACE`` (downward API), ``BERTH_LANEWORKER`` (the LaneWorker name, which names the
-  task stream ``berth:{ns}:lw:{name}:tasks``), ``POD_NAME`` (the consumer name in group
+  task stream ``berth:<ns>:lw:{<name>}:tasks``), ``POD_NAME`` (the consumer name in group
   ``workers``) and ``POD_IP`` (downward API), ``BERTH_WORKER_CONCURRENCY`` (``spec.concurrency``),
   ``BERTH_WORKSPACES_ROOT`` (``/var/lib/berth/workspaces``), ``BERTH_TASK_MASTER_KEY_FILE``
   (``/var/run/berth/task-key/master``), ``BERTH_TASK_TIMEOUT_SECONDS``

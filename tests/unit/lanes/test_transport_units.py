@@ -41,15 +41,15 @@ TASK = {
     "payload": '{"command": "ls"}',
     "workspace": "workspaces/team-a/s1",
     "deadline_ms": "1700000000000",
-    "reply_to": "berth:team-a:s:0b7c-uid:results",
+    "reply_to": "berth:team-a:s:{0b7c-uid}:results",
 }
 
 
 def test_names_follow_architecture_section_7() -> None:
-    assert task_stream("team-a", "pool") == "berth:team-a:lw:pool:tasks"
-    assert reply_stream("team-a", "0b7c-uid") == "berth:team-a:s:0b7c-uid:results"
-    assert parse_reply_stream("berth:team-a:s:0b7c-uid:results") == ("team-a", "0b7c-uid")
-    assert alive_key("ns", "pool", "pod-1") == "berth:ns:lw:pool:alive:pod-1"
+    assert task_stream("team-a", "pool") == "berth:team-a:lw:{pool}:tasks"
+    assert reply_stream("team-a", "0b7c-uid") == "berth:team-a:s:{0b7c-uid}:results"
+    assert parse_reply_stream("berth:team-a:s:{0b7c-uid}:results") == ("team-a", "0b7c-uid")
+    assert alive_key("ns", "pool", "pod-1") == "berth:ns:lw:{pool}:alive:pod-1"
 
 
 @pytest.mark.parametrize(
@@ -62,7 +62,14 @@ def test_names_refuse_injection(bad: tuple[str, str]) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["berth:ns:s:uid:results:x", "berth:ns:lw:p:tasks", "other", "berth:NS:s:u:results"]
+    "name",
+    [
+        "berth:ns:s:{uid}:results:x",
+        "berth:ns:lw:{p}:tasks",
+        "other",
+        "berth:NS:s:{u}:results",
+        "berth:ns:s:uid:results",
+    ],
 )
 def test_parse_reply_stream_refuses_other_keys(name: str) -> None:
     with pytest.raises(ValueError):
@@ -216,7 +223,7 @@ def test_settings_from_env_and_flags(env: dict[str, str]) -> None:
         "127.0.0.1",
         600.0,
     )
-    assert s.task_stream == "berth:team-a:lw:pool:tasks"
+    assert s.task_stream == "berth:team-a:lw:{pool}:tasks"
     s2 = WorkerSettings.from_env(
         {**env, "BERTH_WORKER_CONCURRENCY": "4", "POD_IP": "10.0.0.7"}, ["--metrics-port", "0"]
     )

@@ -177,9 +177,9 @@ def test_options_json_resolves_lane_worker_streams() -> None:
     assert data["session"] == {"namespace": "ns", "name": "demo", "uid": "uid-1234567890"}
     assert data["lanes"]["execute"]["laneWorker"] == {
         "name": "exec",
-        "taskStream": "berth:ns:lw:exec:tasks",
+        "taskStream": "berth:ns:lw:{exec}:tasks",
     }  # the consumer group is not rendered: it is always berth_contract.names.GROUP
-    assert data["resultStream"] == "berth:ns:s:uid-1234567890:results"
+    assert data["resultStream"] == "berth:ns:s:{uid-1234567890}:results"
     assert data["keepAlive"] is True
     assert data["passivation"] == {"deadlineSeconds": 45}
     assert data["limits"] == {"maxToolRounds": 7}
@@ -201,7 +201,7 @@ def test_options_json_is_read_by_the_session_runtime() -> None:
     )
     parsed = parse_options(json.loads(build_options(s.ref(), s.spec(), SETTINGS).render()))
     assert parsed.prompt == "do it"
-    assert parsed.lanes["execute"].stream_for("ns") == "berth:ns:lw:w:tasks"
+    assert parsed.lanes["execute"].stream_for("ns") == "berth:ns:lw:{w}:tasks"
     assert parsed.limits.auto_compact_threshold == pytest.approx(0.8)
     assert parsed.budget.soft_limit_percent == 50
     assert parsed.identity.tenant_id == "acme"

@@ -96,7 +96,7 @@ def test_worker_env_contract_is_what_berth_worker_reads(tmp_path: Path) -> None:
     key_file.write_bytes(b"k" * 32)
     resolved["BERTH_TASK_MASTER_KEY_FILE"] = str(key_file)
     ws = WorkerSettings.from_env(resolved, argv=[])
-    assert ws.task_stream == "berth:team-a:lw:exec:tasks"
+    assert ws.task_stream == "berth:team-a:lw:{exec}:tasks"
     assert (ws.concurrency, ws.task_timeout_seconds) == (4, 30.0)
 
 

@@ -41,7 +41,7 @@ def test_full_camel_case() -> None:
     assert opts.identity.tenant_id == "t1"
     assert opts.limits.auto_compact_threshold == pytest.approx(0.75)
     assert opts.budget.enabled
-    assert opts.lanes["execute"].stream_for("team-a") == "berth:team-a:lw:pool:tasks"
+    assert opts.lanes["execute"].stream_for("team-a") == "berth:team-a:lw:{pool}:tasks"
     assert opts.keep_alive is True
     assert opts.passivation.deadline_seconds == 30
 
@@ -55,7 +55,7 @@ def test_snake_case_is_accepted_too() -> None:
     ("lane", "stream"),
     [
         ({"mode": "internal", "laneWorker": {"name": "p"}}, None),
-        ({"mode": "hybrid", "laneWorker": {"name": "p"}}, "berth:ns:lw:p:tasks"),
+        ({"mode": "hybrid", "laneWorker": {"name": "p"}}, "berth:ns:lw:{p}:tasks"),
         ({"mode": "external", "laneWorker": {"name": "p", "taskStream": "c:s"}}, "c:s"),
     ],
 )
