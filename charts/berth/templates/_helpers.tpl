@@ -263,6 +263,26 @@ app.kubernetes.io/component: redis
   value: {{ .Values.operator.metricsPort | quote }}
 - name: BERTH_LOG_LEVEL
   value: {{ .Values.operator.logLevel | default "INFO" | quote }}
+{{- with .Values.observability }}
+- name: BERTH_LOG_FORMAT
+  value: {{ .logFormat | default "json" | quote }}
+{{- if .tracing.otlpEndpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .tracing.otlpEndpoint | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ .tracing.sampler | default "parentbased_always_on" | quote }}
+{{- with .tracing.samplerArg }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ . | quote }}
+{{- end }}
+{{- with .tracing.resourceAttributes }}
+{{- $attrs := list }}
+{{- range $k, $v := . }}{{ $attrs = append $attrs (printf "%s=%s" $k $v) }}{{ end }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ join "," $attrs | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if .Values.webhook.enabled }}
 - name: BERTH_WEBHOOK_ENABLED
   value: "true"

@@ -87,6 +87,7 @@ from berth_operator.builders.security import (
     pull_secrets,
     with_default_resources,
 )
+from berth_operator.builders.telemetry import telemetry_env
 from berth_operator.errors import SpecError
 from berth_operator.settings import OperatorSettings
 
@@ -201,7 +202,7 @@ def session_env(
         )
     if spec.llm is not None and spec.llm.base_url:
         env.append({"name": "OPENAI_BASE_URL", "value": spec.llm.base_url})
-    return env + budget_env(settings)
+    return env + budget_env(settings) + telemetry_env()
 
 
 def tool_sandbox_env(mode: str) -> dict[str, Any]:
