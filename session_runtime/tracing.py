@@ -26,7 +26,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from berth_contract import tracing as names
-from berth_telemetry.tracing import extract
+from berth_telemetry.tracing import TRACEPARENT, TRACESTATE, extract, inject
 
 tracer = trace.get_tracer("berth.session")
 
@@ -146,6 +146,14 @@ class LoopTracing:
         if is_error:
             span.set_status(Status(StatusCode.ERROR, f"tool result is an error (exit {exit_code})"))
         span.end()
+
+
+def trace_fields(span: Span | None) -> dict[str, str]:
+    """``{traceparent, tracestate?}`` of ``span`` (None: the current span) for a task message;
+    empty when the span is not valid (tracing off)."""
+    carrier: dict[str, str] = {}
+    inject(carrier, span)
+    return {k: carrier[k] for k in (TRACEPARENT, TRACESTATE) if carrier.get(k)}
 
 
 def budget_event(check: str, kind: str, resource: str, reason: str, tool: str | None) -> None:
