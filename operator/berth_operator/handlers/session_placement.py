@@ -30,6 +30,7 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 
+from berth_contract import tracing as names
 from berth_operator.api.agentsession import AgentSessionSpec
 from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import LABEL_SESSION_UID
@@ -46,6 +47,7 @@ from berth_operator.handlers.sessionwarmpool import adopt_for_session
 from berth_operator.metrics import PLACEMENTS, RECONCILE_ERRORS
 from berth_operator.reconcile.observe import ObservedPod, observe_pod
 from berth_operator.reconcile.plan import CreatePod, Observation
+from berth_operator.tracing import PLACE, RESUME, active, decision_span, identity_of
 
 log = logging.getLogger("berth.operator")
 
@@ -226,6 +228,32 @@ async def rewrite_objects(ctx: OperatorContext, ref: SessionRef, spec: AgentSess
 
 
 async def create_pod(
+    ctx: OperatorContext,
+    obs: Observation,
+    create: CreatePod,
+    *,
+    first_pod: bool = False,
+    existing: list[dict[str, Any]] | None = None,
+) -> tuple[ObservedPod, ...]:
+    """:func:`place_pod` in a span (``berth_operator.tracing``): ``berth.resume`` when the pod
+    resumes a run, else ``berth.place``, with the epoch, the reason, the nodes avoided (the one
+    a passivation moved the session away from) and whether other pods held it back."""
+    span = decision_span(
+        RESUME if create.resume_run_id else PLACE,
+        obs.ref,
+        epoch=create.epoch,
+        reason=create.reason,
+        node=create.avoid_nodes[0] if create.avoid_nodes else None,
+        identity=identity_of(obs.spec),
+        **{names.RUN_ID: create.resume_run_id},
+    )
+    with active(span):
+        listed = await place_pod(ctx, obs, create, first_pod=first_pod, existing=existing)
+        span.set_attribute("berth.placement.held_back_by", len(listed))
+        return listed
+
+
+async def place_pod(
     ctx: OperatorContext,
     obs: Observation,
     create: CreatePod,

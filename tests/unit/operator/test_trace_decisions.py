@@ -1,0 +1,108 @@
+"""The operator's decision spans (berth_operator.tracing), read back from OpenTelemetry's
+in-memory exporter: a placement, a resume and a passivation request carry the session, epoch,
+node, reason and identity labels; a repeated passivation request adds no span."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from berth_operator.errors import RuntimeUnreachable
+from berth_operator.handlers.context import OperatorContext
+from berth_operator.handlers.session_calls import passivate
+from berth_operator.handlers.session_placement import create_pod
+from berth_operator.reconcile.plan import CreatePod, PassivateCall
+from berth_operator.settings import OperatorSettings
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from berth_contract import tracing as names
+from tests.trace_support import exporter
+from tests.unit.operator.fixtures import make_session, observation
+
+IDENTITY = {"tenantId": "acme", "principal": "user:7", "correlationId": "corr-1"}
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exp = exporter()
+    exp.clear()
+    yield exp
+    exp.clear()
+
+
+class Kube:
+    def __init__(self) -> None:
+        self.created: list[str] = []
+
+    async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return []
+
+    async def create_pod(self, body: dict[str, Any]) -> None:
+        self.created.append(body["metadata"]["name"])
+
+
+class Runtime:
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.calls: list[tuple[str, str]] = []
+
+    async def passivate(self, ip: str, reason: str, deadline_ms: int, token: str | None) -> None:
+        self.calls.append((ip, reason))
+        if self.fail:
+            raise RuntimeUnreachable("connection refused")
+
+
+def _ctx(kube: Any = None, runtime: Any = None) -> OperatorContext:
+    return OperatorContext(settings=OperatorSettings(), kube=kube or Kube(), runtime=runtime)
+
+
+@pytest.mark.parametrize(("resume", "name"), [("run-1", "berth.resume"), (None, "berth.place")])
+async def test_placement_and_resume_spans(
+    spans: InMemorySpanExporter, resume: str | None, name: str
+) -> None:
+    session = make_session().with_spec(identity=IDENTITY)
+    kube = Kube()
+    create = CreatePod(epoch=3, reason="Passivated", resume_run_id=resume, avoid_nodes=("n-1",))
+    assert await create_pod(_ctx(kube), observation(session), create) == ()
+    assert kube.created == ["demo-e3"]
+    (span,) = spans.get_finished_spans()
+    attrs = span.attributes or {}
+    assert span.name == name and attrs[names.DECISION] == name.removeprefix("berth.")
+    assert (attrs[names.SESSION], attrs[names.EPOCH], attrs[names.REASON]) == (
+        "ns/demo",
+        3,
+        "Passivated",
+    )
+    assert attrs[names.NODE] == "n-1"  # the node the session moves away from
+    assert (attrs[names.TENANT], attrs[names.PRINCIPAL], attrs[names.CORRELATION_ID]) == (
+        "acme",
+        "user:7",
+        "corr-1",
+    )
+    assert attrs.get(names.RUN_ID) == resume
+
+
+async def test_passivation_span_once_per_request(spans: InMemorySpanExporter) -> None:
+    runtime = Runtime()
+    call = PassivateCall(
+        "10.0.0.9",
+        "node_drain",
+        1_700_000_000_000,
+        "",
+        epoch=2,
+        node="n-2",
+        identity={"tenant_id": "acme"},
+    )
+    session = make_session()
+    ref = observation(session).ref
+    await passivate(_ctx(runtime=runtime), ref, call)
+    await passivate(
+        _ctx(runtime=runtime), ref, PassivateCall("10.0.0.9", "node_drain", 1, resend=True)
+    )
+    assert runtime.calls == [("10.0.0.9", "node_drain")] * 2
+    (span,) = spans.get_finished_spans()
+    attrs = span.attributes or {}
+    assert span.name == "berth.passivate"
+    assert (attrs[names.EPOCH], attrs[names.NODE], attrs[names.REASON]) == (2, "n-2", "node_drain")
+    assert attrs[names.TENANT] == "acme" and attrs[names.SESSION] == "ns/demo"
