@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -104,6 +105,17 @@ def extract(carrier: Mapping[str, str]) -> otel_context.Context:
     """The context of a W3C ``traceparent``/``tracestate`` in ``carrier`` (an empty context,
     i.e. a new trace, when it has none or a malformed one)."""
     return _W3C.extract(carrier)
+
+
+@contextmanager
+def remote_parent(carrier: Mapping[str, str]) -> Iterator[None]:
+    """The W3C trace context in ``carrier`` (HTTP headers) current for the block: spans and
+    asyncio tasks started in it are its children. Without one, no span is current."""
+    token = otel_context.attach(extract(carrier))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def traceparent(span: trace.Span | None = None) -> str:

@@ -14,6 +14,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from berth_contract import tracing as names
+from berth_telemetry.tracing import remote_parent
 from session_runtime import RunPassivatedError
 from session_runtime.store.memory import MemorySessionStore
 from tests.trace_support import exporter, ids, named, parent_id
@@ -152,3 +153,17 @@ async def test_resumed_run_continues_the_passivated_runs_trace(
     assert attrs[names.RUN_ID] == result.run_id
     assert attrs[names.RESUMED_FROM] == old_attrs[names.RUN_ID]
     assert {ids(s)[0] for s in got} == {ids(old)[0]}
+
+
+async def test_a_run_started_in_a_callers_context_is_its_child(
+    scripted: Any, agent_for: Any, workspace: Path, spans: InMemorySpanExporter
+) -> None:
+    """The front door (or a peer's call_peer span) hands a traceparent to the session pod's API,
+    which makes it current (session_runtime.pod.http): the run joins the caller's trace."""
+    srv = await scripted([{"text": "hi"}])
+    session = agent_for(srv).session(str(workspace), opts(session_id="s-4"))
+    caller = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    with remote_parent({"traceparent": caller}):
+        await session.send_async("hello")
+    (run,) = named(spans.get_finished_spans(), "invoke_agent")
+    assert (ids(run)[0], parent_id(run)) == (int("a" * 32, 16), int("b" * 16, 16))
