@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+import structlog
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
@@ -63,8 +64,14 @@ def decision_span(
 @contextmanager
 def active(span: Span) -> Iterator[Span]:
     """``span`` current for the block and ended after it; an exception leaving the block is
-    recorded on it (status ERROR)."""
-    with trace.use_span(span, end_on_exit=True, record_exception=False):
+    recorded on it (status ERROR). The block's log records carry the span's session and epoch
+    (:mod:`berth_telemetry.logs`), besides its trace and span ids."""
+    attrs = getattr(span, "attributes", None) or {}
+    labels = {"session": attrs.get(names.SESSION), "epoch": attrs.get(names.EPOCH)}
+    with (
+        trace.use_span(span, end_on_exit=True, record_exception=False),
+        structlog.contextvars.bound_contextvars(**{k: v for k, v in labels.items() if v}),
+    ):
         try:
             yield span
         except Exception as exc:
