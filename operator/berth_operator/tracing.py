@@ -14,12 +14,14 @@ from contextlib import contextmanager
 from typing import Any
 
 import structlog
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from berth_contract import tracing as names
 from berth_operator.api.agentsession import AgentSessionSpec
 from berth_operator.api.common import SessionRef
+from berth_telemetry.tracing import extract
 
 tracer = trace.get_tracer("berth.operator")
 
@@ -42,10 +44,12 @@ def decision_span(
     reason: str,
     node: str | None = None,
     identity: Mapping[str, str | None] | None = None,
+    parent: str = "",
     **extra: Any,
 ) -> Span:
     """A started span ``berth.<decision>`` (``place``, ``resume``, ``passivate``) of session
-    ``ref``; ``extra`` attributes (None values left out) are added as given."""
+    ``ref``, a child of W3C ``parent`` (the run it is about) when given, else the root of a new
+    trace; ``extra`` attributes (None values left out) are added as given."""
     attrs: dict[str, Any] = {
         names.DECISION: decision,
         names.SESSION: ref.key,
@@ -58,7 +62,8 @@ def decision_span(
     if node:
         attrs[names.NODE] = node
     attrs.update({k: v for k, v in extra.items() if v is not None})
-    return tracer.start_span(f"berth.{decision}", attributes=attrs)
+    context = extract({"traceparent": parent}) if parent else otel_context.Context()
+    return tracer.start_span(f"berth.{decision}", context, attributes=attrs)
 
 
 @contextmanager

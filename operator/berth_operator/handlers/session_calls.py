@@ -46,8 +46,10 @@ async def passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall) 
         reason=call.reason,
         node=call.node,
         identity=call.identity,
+        parent=call.run_trace,
         **{"k8s.pod.uid": call.pod_uid or None, "berth.deadline_ms": call.deadline_ms},
     )
+    ctx.memory(ref.uid).run_trace = call.run_trace  # the resume's placement: its child too
     with active(span):
         await _passivate(ctx, ref, call)
 

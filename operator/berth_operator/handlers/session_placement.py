@@ -245,6 +245,7 @@ async def create_pod(
         reason=create.reason,
         node=create.avoid_nodes[0] if create.avoid_nodes else None,
         identity=identity_of(obs.spec),
+        parent=ctx.memory(obs.ref.uid).run_trace if create.resume_run_id else "",
         **{names.RUN_ID: create.resume_run_id},
     )
     with active(span):

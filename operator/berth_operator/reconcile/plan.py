@@ -156,8 +156,10 @@ class PassivateCall:
     epoch: int | None = field(default=None, compare=False)
     node: str = field(default="", compare=False)
     identity: Mapping[str, str | None] = field(default_factory=dict, compare=False)
-    """The pod's epoch and node and the session's identity labels: for the request's span only
-    (not part of the decision, so not of its equality)."""
+    run_trace: str = field(default="", compare=False)
+    """The pod's epoch and node, the session's identity labels and the W3C traceparent of the run
+    it stops (its ``/v1/state``): for the request's span only (not part of the decision, so not
+    of its equality)."""
 
 
 @dataclass(frozen=True, slots=True)

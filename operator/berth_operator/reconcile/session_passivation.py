@@ -86,6 +86,7 @@ def on_alive(d: Decision, pod: ObservedPod) -> None:
             epoch=pod.epoch,
             node=pod.node_name,
             identity=obs.spec.identity.model_dump(by_alias=False) if obs.spec.identity else {},
+            run_trace=(obs.state.traceparent or "") if obs.state else "",
         )
     conds.set(CondType.PASSIVATED, "False", Reason.PASSIVATING, detail[:1024])
     finish(st, conds, "Passivating", detail[:1024])

@@ -17,8 +17,8 @@ from berth_operator.settings import OperatorSettings
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from berth_contract import tracing as names
-from tests.trace_support import exporter
-from tests.unit.operator.fixtures import make_session, observation
+from tests.trace_support import exporter, ids, parent_id
+from tests.unit.operator.fixtures import make_pod, make_session, observation
 
 IDENTITY = {"tenantId": "acme", "principal": "user:7", "correlationId": "corr-1"}
 
@@ -106,3 +106,43 @@ async def test_passivation_span_once_per_request(spans: InMemorySpanExporter) ->
     assert span.name == "berth.passivate"
     assert (attrs[names.EPOCH], attrs[names.NODE], attrs[names.REASON]) == (2, "n-2", "node_drain")
     assert attrs[names.TENANT] == "acme" and attrs[names.SESSION] == "ns/demo"
+
+
+async def test_passivation_and_its_resume_join_the_runs_trace(spans: InMemorySpanExporter) -> None:
+    """The run's traceparent (its pod's /v1/state, in the passivate call) is the parent of the
+    passivation's span and, remembered, of the placement that resumes the run."""
+    run = "00-" + "e" * 32 + "-" + "f" * 16 + "-01"
+    ctx = _ctx(Kube(), Runtime())
+    session = make_session()
+    obs = observation(session)
+    call = PassivateCall("10.0.0.9", "node_drain", 1, "", epoch=2, node="n-2", run_trace=run)
+    await passivate(ctx, obs.ref, call)
+    create = CreatePod(epoch=3, reason="Passivated", resume_run_id="run-1", avoid_nodes=("n-2",))
+    await create_pod(ctx, obs, create)
+    await create_pod(ctx, obs, CreatePod(epoch=4, reason="PodCrashed", resume_run_id=None))
+    passivated, resumed, placed = spans.get_finished_spans()
+    assert (passivated.name, resumed.name, placed.name) == (
+        "berth.passivate",
+        "berth.resume",
+        "berth.place",
+    )
+    for span in (passivated, resumed):
+        assert (ids(span)[0], parent_id(span)) == (int("e" * 32, 16), int("f" * 16, 16))
+    assert placed.parent is None  # a placement that resumes nothing starts its own trace
+
+
+def test_the_passivate_decision_carries_the_runs_trace_node_and_labels() -> None:
+    from berth_operator.reconcile.session import decide
+
+    from tests.unit.operator.test_passivation import DRAIN, SETTINGS, _fields, running_session
+
+    run = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+    session = running_session().with_status(epoch=1, podName="demo-e1", podUid="pod-uid-1")
+    session = session.with_spec(identity=IDENTITY)
+    state = {"state": "running", "runId": "run-1", "turn": 2, "traceparent": run}
+    obs = observation(session, make_pod(1).on("proc-a").running(), state=state)
+    obs = type(obs)(**{**_fields(obs), "node_disruptions": {"proc-a": DRAIN}})
+    call = decide(obs, SETTINGS).passivate
+    assert call is not None
+    assert (call.run_trace, call.node, call.epoch) == (run, "proc-a", 1)
+    assert call.identity["tenant_id"] == "acme"
