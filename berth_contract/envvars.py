@@ -62,6 +62,10 @@ OTEL_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_ENDPOINT"
 """OpenTelemetry's own variable: traces are exported (OTLP over HTTP) only when it, or
 :data:`OTEL_TRACES_ENDPOINT`, is set."""
 OTEL_TRACES_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+TRACEPARENT: Final = "TRACEPARENT"
+"""Session pods: the W3C traceparent of the operator's span of the placement (OpenTelemetry's
+environment carrier): the pod's first run, and anything else without a parent of its own, is
+its child."""
 PASSED_ON: Final = (
     LOG_FORMAT,
     OTEL_ENDPOINT,

@@ -236,7 +236,8 @@ def main() -> None:
         termination.write(cfg.termination_log, message)
         exit_now(message.exit_code)
     try:
-        message = asyncio.run(run(cfg, opts, token, listener))
+        with tracing.remote_parent({"traceparent": env.get(envvars.TRACEPARENT, "")}):
+            message = asyncio.run(run(cfg, opts, token, listener))  # the placement's child
     except Exception as exc:  # a bug: still leave a termination message behind
         log.exception("berth-session crashed")
         message = TerminationMessage(

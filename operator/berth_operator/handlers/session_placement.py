@@ -48,6 +48,7 @@ from berth_operator.metrics import PLACEMENTS, RECONCILE_ERRORS
 from berth_operator.reconcile.observe import ObservedPod, observe_pod
 from berth_operator.reconcile.plan import CreatePod, Observation
 from berth_operator.tracing import PLACE, RESUME, active, decision_span, identity_of
+from berth_telemetry.tracing import traceparent
 
 log = logging.getLogger("berth.operator")
 
@@ -249,7 +250,7 @@ async def create_pod(
         **{names.RUN_ID: create.resume_run_id},
     )
     with active(span):
-        listed = await place_pod(ctx, obs, create, first_pod=first_pod, existing=existing)
+        listed = await place_pod(ctx, obs, create, first_pod, existing, traceparent(span))
         span.set_attribute("berth.placement.held_back_by", len(listed))
         return listed
 
@@ -258,9 +259,9 @@ async def place_pod(
     ctx: OperatorContext,
     obs: Observation,
     create: CreatePod,
-    *,
     first_pod: bool = False,
     existing: list[dict[str, Any]] | None = None,
+    trace: str = "",
 ) -> tuple[ObservedPod, ...]:
     """Create the pod of ``create.epoch`` (``prepare_pod`` has run) unless the apiserver
     (listed directly: the guard against a stale cache and a restarted operator) shows other
@@ -290,6 +291,7 @@ async def place_pod(
         resume_run_id=create.resume_run_id,
         reason=create.reason,
         avoid_nodes=create.avoid_nodes,
+        traceparent=trace,
     )
     target = pod["metadata"]["name"]
     if not first_pod and not create.reserved:

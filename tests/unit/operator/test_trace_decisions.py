@@ -34,12 +34,14 @@ def spans() -> Iterator[InMemorySpanExporter]:
 class Kube:
     def __init__(self) -> None:
         self.created: list[str] = []
+        self.env: dict[str, str] = {}
 
     async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         return []
 
     async def create_pod(self, body: dict[str, Any]) -> None:
         self.created.append(body["metadata"]["name"])
+        self.env = {e["name"]: e.get("value", "") for e in body["spec"]["containers"][0]["env"]}
 
 
 class Runtime:
@@ -81,6 +83,9 @@ async def test_placement_and_resume_spans(
         "corr-1",
     )
     assert attrs.get(names.RUN_ID) == resume
+    # the pod's first run is the placement's child (OpenTelemetry's TRACEPARENT carrier)
+    ctx = span.get_span_context()
+    assert kube.env["TRACEPARENT"].startswith(f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-")
 
 
 async def test_passivation_span_once_per_request(spans: InMemorySpanExporter) -> None:
