@@ -168,6 +168,11 @@ PROM
   log "prometheus up on $HOST_IP:$port"
 fi
 
+# --- Jaeger v2 (traces; only when its binary is cached: hack/build-binaries.sh jaeger) ----------
+bash "$ROOT/hack/jaeger.sh"
+otlp=""
+if pid_alive "$DEV/jaeger.pid"; then otlp="http://$HOST_IP:4318"; fi
+
 cat > "$DEV/env" <<ENV
 # Written by hack/cluster-up.sh; source it to use the dev cluster.
 export KUBECONFIG=$KUBECONFIG
@@ -188,6 +193,9 @@ export BERTH_IMAGE=$IMAGE
 export BERTH_SHARED_DIR=$DEV/pvc
 export BERTH_KWOK_NODE_NAMES="$(seq -s ' ' -f 'kwok-node-%g' 0 $((KWOK_NODES - 1)))"
 export PROMETHEUS_URL=http://$HOST_IP:$(cat "$DEV/prometheus.port")
+# Jaeger (hack/jaeger.sh): empty when it does not run.
+export BERTH_OTLP_ENDPOINT=$otlp
+export JAEGER_URL=${otlp:+http://$HOST_IP:16686}
 ENV
 # Helm values for running Berth itself in this cluster (.berth/dev/values.yaml), once the chart exists.
 [[ -f $ROOT/hack/dev-values.sh ]] && bash "$ROOT/hack/dev-values.sh" >/dev/null
