@@ -540,6 +540,23 @@ matchExpressions:
 {{- end }}
 
 {{/* Egress rule: Redis, the bundled pod or networkPolicy.externalRedis. */}}
+{{- /* Egress to the OTLP trace endpoint, when observability.tracing.otlpEndpoint is set. */ -}}
+{{- define "berth.np.otlpEgressRule" -}}
+{{- if .Values.observability.tracing.otlpEndpoint }}
+{{- $rule := .Values.networkPolicy.otlpEgress }}
+- ports:
+    {{- range $rule.ports }}
+    - {protocol: TCP, port: {{ . }}}
+    {{- end }}
+  {{- with $rule.cidrs }}
+  to:
+    {{- range . }}
+    - ipBlock: {cidr: {{ . }}}
+    {{- end }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
 {{- define "berth.np.redisEgressRule" -}}
 {{- if .Values.redis.enabled }}
 - to:
