@@ -2,13 +2,14 @@
 
 The console script runs as a user runs it, against the small real apiserver of the web view's
 unit tests (tests/unit/plugin/ui_world.py: the drained session, its Events, the pod proxy's
-``/v1/state`` and ``/metrics``). Reported:
+``/v1/state``, ``/metrics`` and ``/v1/runs/{runId}/events``). Reported:
 
 - start to first page: from spawning ``kubectl-berth ui`` to the sessions page answered 200,
   against ``kubectl-berth version`` (the interpreter and the plugin's imports) in the same run;
 - page weight: the session page, its stylesheet and its script, in bytes;
-- live-update delay: from an Event being added to the apiserver to its part arriving on the
-  page's server-sent event stream (median and worst of N).
+- live-update delay: from an Event being added to the apiserver, and from a tool call being
+  recorded by the (test) session pod, to its part arriving on the page's server-sent event
+  stream (median and worst of N each).
 
 The browser test on the dev cluster (tests/e2e/test_ui_browser.py) prints the same figures for a
 real session and a real browser.
@@ -90,7 +91,9 @@ async def weight(base: str) -> dict[str, int]:
     return sizes
 
 
-async def live_delays(base: str, world: World, samples: int) -> list[float]:
+async def live_delays(base: str, world: World, samples: int, calls: bool) -> list[float]:
+    """Seconds from a new Event (``calls``: a new tool call of run 2, 0.001 s times its number)
+    to the SSE part that shows it, ``samples`` times."""
     delays = []
     async with (
         aiohttp.ClientSession() as http,
@@ -98,11 +101,16 @@ async def live_delays(base: str, world: World, samples: int) -> list[float]:
     ):
         await resp.content.readuntil(b"\n\n")
         for i in range(samples):
-            world.add_event(f"Probe{i}", f"probe {i}")
+            if calls:
+                world.add_tool_call(f"call_probe_{i}", "bash", 7000 + i, 0)
+                wanted = f"{7 + i / 1000:.3f} s"
+            else:
+                world.add_event(f"Probe{i}", f"probe {i}")
+                wanted = f"probe {i}"
             added = time.monotonic()
             while True:
                 line = await asyncio.wait_for(resp.content.readline(), 10)
-                if line.startswith(b"data: ") and f"probe {i}" in json.loads(line[6:])["html"]:
+                if line.startswith(b"data: ") and wanted in json.loads(line[6:])["html"]:
                     delays.append(time.monotonic() - added)
                     break
     return delays
@@ -117,7 +125,8 @@ async def main(samples: int) -> None:
         started, base, proc = await first_page(env)
         try:
             sizes = await weight(base)
-            delays = await live_delays(base, world, samples)
+            delays = await live_delays(base, world, samples, calls=False)
+            call_delays = await live_delays(base, world, samples, calls=True)
         finally:
             proc.terminate()
             proc.wait(10)
@@ -129,6 +138,10 @@ async def main(samples: int) -> None:
     print(
         f"live-update delay (Event to SSE part), {samples} samples: median "
         f"{statistics.median(delays):.2f} s, worst {max(delays):.2f} s"
+    )
+    print(
+        f"live-update delay (tool call to SSE part), {samples} samples: median "
+        f"{statistics.median(call_delays):.2f} s, worst {max(call_delays):.2f} s"
     )
 
 

@@ -10,5 +10,7 @@ imports neither side (an import-linter contract holds it so) and needs only pyda
 - :mod:`berth_contract.names`: Redis stream and key names of the lane transport;
 - :mod:`berth_contract.state`: the session pod's port, token header and HTTP bodies
   (``/v1/state``, ``/v1/passivate``, ``/v1/messages``);
+- :mod:`berth_contract.runview`: ``GET /v1/runs/{runId}/events``, one run's tool calls and
+  conversation (the session pod answers, ``kubectl berth ui`` reads);
 - :mod:`berth_contract.termination`: the termination message a session pod leaves behind.
 """

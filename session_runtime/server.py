@@ -35,6 +35,10 @@ proxy passes through): no token → 401 ``{"error": "unauthenticated"}``, a wron
                            session is starting: messages are NOT queued, the caller retries;
                            409 {"error": "passivating" | "finished", "state"} afterwards;
                            400 for a bad body
+    GET  /v1/runs/{runId}/events?after=SEQ&limit=N
+                           200 one run's tool calls (lane, times, outcome) and conversation,
+                           masked and cut (berth_contract.runview); 404 for a run not retained;
+                           400 for a malformed id or query
 
 Passivation (§8): ``POST /v1/passivate`` and SIGTERM/SIGINT both call ``Session.passivate_async``
 (reason ``sigterm`` for a signal, deadline ``now + passivation.deadlineSeconds``: the operator sets

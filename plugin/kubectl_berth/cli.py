@@ -14,6 +14,7 @@ Commands::
     kubectl berth logs NAME --message ID      a front door message's states and run events
     kubectl berth events NAME                 the session's Events, oldest first
     kubectl berth ui [--port N] [-n NS | -A]  a local web view of sessions, runs and workers
+        [--trace-url-template URL] [--grafana-url URL]  (links from a session to both)
     kubectl berth version                     the plugin's version
     kubectl berth --install-completion        shell completion (bash, zsh, fish, PowerShell)
 
@@ -340,6 +341,24 @@ def ui(
     all_namespaces: Annotated[
         bool, typer.Option("--all-namespaces", "-A", help="Show every namespace's sessions.")
     ] = False,
+    trace_url_template: Annotated[
+        str | None,
+        typer.Option(
+            "--trace-url-template",
+            envvar="BERTH_UI_TRACE_URL_TEMPLATE",
+            help="Link each session to its trace: a URL in which {namespace}, {name}, {session} "
+            "(namespace/name), {uid}, {runId} and {correlationId} are replaced. Default: no link.",
+        ),
+    ] = None,
+    grafana_url: Annotated[
+        str | None,
+        typer.Option(
+            "--grafana-url",
+            envvar="BERTH_UI_GRAFANA_URL",
+            help="Link each session to this Grafana dashboard URL (var-namespace is added unless "
+            "the URL uses the placeholders above). Default: no link.",
+        ),
+    ] = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
@@ -349,6 +368,7 @@ def ui(
     only where you may take them, each behind a confirmation.
     """
     try:
+        from kubectl_berth.ui.links import Links
         from kubectl_berth.ui.serve import run
     except ImportError as exc:
         raise _fail(
@@ -357,9 +377,10 @@ def ui(
     if all_namespaces and namespace:
         raise _fail("give either --namespace or --all-namespaces")
     try:
+        links = Links(trace_url_template, grafana_url)
         api = _client(kubeconfig, context, namespace)
-        run(api, None if all_namespaces else api.namespace, port)
-    except (BerthOperatorError, OSError) as exc:
+        run(api, None if all_namespaces else api.namespace, port, links)
+    except (BerthOperatorError, PluginError, OSError) as exc:
         raise _fail(str(exc)) from exc
 
 

@@ -37,6 +37,7 @@ from session_runtime.pod.config import PodConfig, read_secret_file
 from session_runtime.pod.metered import MeteredBudgetGuard, MeteredStore
 from session_runtime.pod.peer import peer_tool
 from session_runtime.pod.resume import resume_or_restart
+from session_runtime.pod.runview import run_events
 from session_runtime.pod.start import StartPlan, plan_start
 from session_runtime.pod.wiring import build_executor
 from session_runtime.store.file import FileSessionStore
@@ -442,6 +443,10 @@ class SessionPod:
     def run_events(self, run_id: str) -> list[dict[str, Any]]:
         """The retained events of run ``run_id`` ([] if none, or no session yet)."""
         return [] if self.session is None else list(self.session.run_events(run_id))
+
+    def run_view(self, run_id: str, after: int, limit: int) -> dict[str, Any] | None:
+        """``GET /v1/runs/{id}/events`` (:func:`session_runtime.pod.runview.run_events`)."""
+        return None if self.session is None else run_events(self.session, run_id, after, limit)
 
     async def post_message(
         self,

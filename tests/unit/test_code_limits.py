@@ -27,9 +27,6 @@ BUILDER_LINES = 100
 
 MODULE_CEILINGS = {
     "operator/berth_operator/api/agentsession.py": 691,
-    "operator/berth_operator/handlers/agentsession.py": 539,
-    "operator/berth_operator/handlers/laneworker.py": 503,
-    "operator/berth_operator/reconcile/scaling.py": 540,
     "operator/berth_operator/settings.py": 503,
     "session_runtime/agent/session.py": 595,
     "session_runtime/lanes/queue.py": 820,
@@ -38,12 +35,7 @@ MODULE_CEILINGS = {
     "session_runtime/worker/lane.py": 501,
 }
 FUNCTION_CEILINGS = {
-    "operator/berth_operator/handlers/agentsession.py::_apply": 102,
-    "operator/berth_operator/handlers/sessionwarmpool.py::adopt_for_session": 83,
-    "operator/berth_operator/reconcile/budget_status.py::budget_status": 65,
-    "operator/berth_operator/reconcile/observe.py::observe_pod": 65,
     "operator/berth_operator/budget/service.py::BudgetService.check": 65,
-    "session_runtime/pod/http.py::make_app": 99,
 }
 
 

@@ -24,7 +24,8 @@ One reconcile pass (``reconcile_session``): take the newest known object — as 
 or the answer of the session's last status write until the watch has caught up with it, or a fresh
 GET after a lost race (``handlers.session_body``) — read what the decision looks at
 (``handlers.session_reads.observe``: pods, nodes, /v1/state, and when a pod is to be placed the
-LaneWorkers, the LLM Secret and the shared claim); ``decide``; then write status (PUT with
+LaneWorkers, the LLM Secret and the shared claim); ``decide``; then carry the plan out
+(``handlers.session_apply``): write status (PUT with
 resourceVersion; skipped when unchanged, and deferred briefly when only information changed:
 ``reconcile.coalesce``), delete pods that may still run, and — only after the status with the bumped
 epoch is stored, or beside that write for the replacement of a pod whose passivation request this
@@ -76,30 +77,20 @@ from berth_operator.errors import (
     NotFound,
 )
 from berth_operator.handlers.context import OperatorContext
+from berth_operator.handlers.session_apply import apply_plan
 from berth_operator.handlers.session_body import SessionBody
-from berth_operator.handlers.session_calls import passivate
 from berth_operator.handlers.session_placement import (
-    create_failed,
-    create_pod,
-    prepare,
-    prepare_and_create,
     prepare_early,
-    recheck_objects,
 )
 from berth_operator.handlers.session_reads import observe
 from berth_operator.handlers.session_workers import LiveSession
-from berth_operator.handlers.status_writes import write_status
 from berth_operator.metrics import (
     RECONCILE_ERRORS,
     RECONCILE_SECONDS,
-    observe_passivation,
 )
 from berth_operator.reconcile import migration
-from berth_operator.reconcile import passivation as pv
-from berth_operator.reconcile.coalesce import write_delay
 from berth_operator.reconcile.observe import ObservedPod, observe_pod
 from berth_operator.reconcile.passivation import Trigger
-from berth_operator.reconcile.plan import DeletePod, Observation, Plan
 from berth_operator.reconcile.session import decide
 
 log = logging.getLogger("berth.operator")
@@ -324,16 +315,6 @@ async def _store_cleanup_after_pods(ctx: OperatorContext, body: Mapping[str, Any
 # ---------------------------------------------------------------------------------------------
 
 
-def _post_events(body: dict[str, Any], plan: Plan) -> None:
-    for event in plan.events:
-        kopf.event(
-            cast(kopf.Body, body),
-            type=event.type,
-            reason=event.reason,
-            message=event.message[:1024],
-        )
-
-
 def _disruptions(index: kopf.Index[str, Trigger] | None) -> dict[str, Trigger]:
     """The node_disruptions index as a plain dict (one Trigger per disrupted node)."""
     if index is None:
@@ -351,17 +332,17 @@ async def reconcile_session(
     name: str,
     uid: str,
     cached: Iterable[ObservedPod],
-    disruptions: dict[str, Trigger] | None = None,
-    live: LiveSession | None = None,
+    disruptions: dict[str, Trigger],
+    live: LiveSession,
 ) -> float | None:
-    """One iteration; returns seconds until the next one (None: the session is gone). Without
-    ``live`` (outside a worker) the object and nodes are read from the apiserver."""
+    """One pass of the session (``live``: what its reconcile keeps between passes); returns
+    seconds until the next one (None: the session is gone). API errors are logged and counted
+    (``berth_reconcile_errors_total``) and become a retry delay: nothing raises."""
     started = time.perf_counter()
     try:
-        return await _reconcile(ctx, namespace, name, uid, list(cached), disruptions or {}, live)
+        return await _reconcile(ctx, namespace, name, uid, list(cached), disruptions, live)
     except Conflict as exc:
-        if live is not None:
-            live.body.conflicted()
+        live.body.conflicted()
         RECONCILE_ERRORS.labels(kind="conflict").inc()
         log.debug("conflict on %s/%s: %s", namespace, name, exc)
         return 0.1
@@ -387,153 +368,29 @@ async def _reconcile(
     uid: str,
     cached: list[ObservedPod],
     disruptions: dict[str, Trigger],
-    live: LiveSession | None,
+    live: LiveSession,
 ) -> float | None:
     """Observe, ``decide`` (pure), apply."""
-    body = live.body.current(live.live, time.monotonic()) if live is not None else None
+    body = live.body.current(live.live, time.monotonic())
     if body is None:
         try:
             body = await ctx.kube.get_session(namespace, name)
         except NotFound:
             return None
-        if live is not None:
-            live.body.seen_fresh(body, time.monotonic())
+        live.body.seen_fresh(body, time.monotonic())
     meta = body["metadata"]
     if meta.get("uid") != uid or meta.get("deletionTimestamp"):
         return None
-    early = prepare_early(ctx, body, cached) if live is not None else None
+    early = prepare_early(ctx, body, cached)
     try:
         obs = await observe(ctx, body, cached, disruptions, live)
         # From here to the note below nothing awaits: no other session decides in between, so
         # two sessions never take the last migration slot at once.
-        watched = migrating_uids(live.migrating) if live is not None else ()
-        obs = replace(obs, migrating=ctx.migrations.migrating(watched))
+        obs = replace(obs, migrating=ctx.migrations.migrating(migrating_uids(live.migrating)))
         plan = decide(obs, ctx.settings)
         ctx.migrations.note(uid, plan.status)
-        return await _apply(ctx, body, obs, plan, live=live, early=early)
+        return await apply_plan(ctx, body, obs, plan, live=live, early=early)
     finally:
         if early is not None:  # awaited by the create, or not needed: the decision placed none
             with contextlib.suppress(Exception):  # an error shows again when they are used
                 await early
-
-
-async def _apply(  # noqa: C901, PLR0912, PLR0915
-    ctx: OperatorContext,
-    body: dict[str, Any],
-    obs: Observation,
-    plan: Plan,
-    *,
-    may_create: bool = True,
-    live: LiveSession | None = None,
-    early: asyncio.Task[None] | None = None,
-) -> float:
-    """Carry out ``plan`` in order: status (the bumped epoch is durable before any pod of that
-    epoch exists; a reserved epoch is durable already, so its create goes beside the write:
-    ``CreatePod.reserved``), deletes, the passivate call, Events, the create, then the deletes
-    of pods that have ended (``ObservedPod.ended``: they hold the new pod back no more, so their
-    deletes wait instead of it, off the pass: ``_delete_ended``). ``early``: the task writing
-    the objects a first pod needs, started before the decision
-    (``session_placement.prepare_early``). Returns the requeue delay."""
-    if live is not None:
-        since = None if live.last_write is None else time.monotonic() - live.last_write
-        wait = write_delay(
-            obs.status, plan, since, ctx.settings.session_api.status_coalesce_seconds
-        )
-        if wait is not None:  # information only: goes out with the next write (coalesce.py)
-            if plan.passivate is not None:  # a repeat of the stored request (coalesce.py)
-                await passivate(ctx, obs.ref, plan.passivate)
-            # Only the write waits: the session is looked at again at its own pace (its status
-            # refresh, a passivation's deadline), so what must go out at once (a phase, the
-            # run's end) is seen no later than it would be without the window.
-            pace = plan.requeue_after or ctx.settings.session_api.status_refresh_seconds
-            return min(wait, pace)
-    create = plan.create if may_create else None  # the pod this pass places, if any
-    status_write = write_status(ctx.kube, body, obs.status, plan.status)
-    # The objects the new pod needs, and the guard's LIST of the session's pods, do not depend
-    # on the epoch: both go alongside the status write. (Without a stored epoch the pod may be
-    # the session's first, whose LIST the written status makes needless.) The create waits
-    # for the write, unless its epoch was reserved by this process (CreatePod.reserved).
-    beside = create is not None and create.reserved
-    ready: list[dict[str, Any]] | BaseException | None = None
-    placed: tuple[ObservedPod, ...] | BaseException = ()
-    if create is not None and beside:
-        ctx.memory(obs.ref.uid).reservation = None  # used now, whatever comes of it
-        stored, placed = await asyncio.gather(
-            status_write, prepare_and_create(ctx, obs, create, early), return_exceptions=True
-        )
-    elif create is not None:
-        stored, ready = await asyncio.gather(
-            status_write, prepare(ctx, obs, early), return_exceptions=True
-        )
-    else:
-        stored = await status_write
-    if isinstance(stored, BaseException):
-        raise stored  # the epoch is not stored (a pod created beside it is adopted next pass)
-    if live is not None and stored is not body:
-        live.body.written(stored, time.monotonic())
-        live.last_write = time.monotonic()
-    written, body = stored is not body, stored
-    reserved = pv.reservation(obs.status.passivation, plan.status.passivation)
-    if written and reserved is not None:
-        ctx.memory(obs.ref.uid).reservation = reserved
-    ctx.phases.set(obs.ref.uid, plan.status.phase)
-    if create is None and obs.state is not None:  # an adopted pod placed without them runs
-        recheck_objects(ctx, obs.ref, obs.spec)
-    for metric in plan.metrics:
-        observe_passivation(metric.kind, metric.reason, metric.outcome, metric.seconds)
-    ended = {p.name for p in obs.pods if p.ended}
-    later = [d for d in plan.delete if create is not None and d.name in ended]  # hold none back
-    try:
-        for d in plan.delete:
-            if d not in later:
-                await _delete(ctx, obs.ref.namespace, d)
-    except Exception as exc:
-        if create is None or beside:
-            raise
-        return create_failed(ctx, obs, create, exc)  # its epoch is stored: kept
-    if plan.passivate is not None:
-        await passivate(ctx, obs.ref, plan.passivate)
-    _post_events(body, plan)
-    if create is not None:
-        first = not obs.status.epoch and create.epoch == 1 and written
-        try:
-            if isinstance(placed, BaseException):
-                raise placed
-            if isinstance(ready, BaseException):
-                raise ready
-            listed = placed
-            if not beside:
-                listed = await create_pod(ctx, obs, create, first_pod=first, existing=ready)
-        except Exception as exc:
-            return create_failed(ctx, obs, create, exc)
-        for d in later:
-            ctx.spawn(_delete_ended(ctx, obs.ref, d))
-        if listed:
-            # The cache was stale: other pods exist. Decide again with what the apiserver
-            # listed (never two live pods of one session); that decision waits for them to end.
-            log.info("%s: %d other pod(s) exist; deciding again", obs.ref.key, len(listed))
-            again = replace(obs, status=plan.status, pods=listed, inflight=None)
-            return await _apply(
-                ctx, body, again, decide(again, ctx.settings), may_create=False, live=live
-            )
-    if plan.requeue_after is not None:
-        return plan.requeue_after
-    return ctx.settings.session_api.status_refresh_seconds
-
-
-async def _delete(ctx: OperatorContext, namespace: str, d: DeletePod) -> None:
-    await ctx.kube.delete_pod(
-        namespace, d.name, uid=d.uid, force=d.force, grace_seconds=d.grace_seconds
-    )
-
-
-async def _delete_ended(ctx: OperatorContext, ref: SessionRef, d: DeletePod) -> None:
-    """Delete a pod that has ended, beside the session's next pass rather than before it: the
-    replacement is placed already, and the pass that the new pod's first event queues (the one
-    that sees the resumed run) does not wait for this round trip. A failed delete is logged;
-    every decision deletes the session's pods that are neither current nor being deleted
-    (``reconcile.session``), so the next pass asks again."""
-    try:
-        await _delete(ctx, ref.namespace, d)
-    except KubeError as exc:
-        log.warning("%s: ended pod %s not deleted yet: %s", ref.key, d.name, exc)

@@ -1,7 +1,8 @@
 """kopf handlers of LaneWorker: the worker Deployment and the scaling loop.
 
 Thin: they read (spec, Deployment, pods, pressure), call the pure builders and decisions
-(:mod:`berth_operator.builders.laneworker`, :mod:`berth_operator.reconcile.scaling`) and apply the
+(:mod:`berth_operator.builders.laneworker`, :mod:`berth_operator.reconcile.scaling`; the status
+in :mod:`berth_operator.handlers.laneworker_status`) and apply the
 result through :mod:`berth_operator.k8s.laneworker`; ``berth_operator.main`` registers them.
 
 - ``laneworker_apply`` (create, update of ``spec``, resume): make the namespace's task master
@@ -31,16 +32,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
 import kopf
 from pydantic import ValidationError
 
-from berth_contract.names import task_stream
 from berth_operator import metrics
-from berth_operator.api.common import Condition
 from berth_operator.api.constants import GROUP, LANEWORKER_PLURAL, VERSION
 from berth_operator.api.laneworker import LaneWorkerSpec, LaneWorkerStatus
 from berth_operator.builders.claim import build_shared_claim, claim_name
@@ -60,6 +58,7 @@ from berth_operator.errors import (
     SpecError,
 )
 from berth_operator.handlers.context import LaneClients, OperatorContext
+from berth_operator.handlers.laneworker_status import LoopState, Tick, event_target, write_status
 from berth_operator.handlers.volume_setup import claim_setup_status
 from berth_operator.pressure import (
     BrokerPressure,
@@ -70,22 +69,17 @@ from berth_operator.pressure import (
 )
 from berth_operator.reconcile.scaling import (
     DELETION_COST_ANNOTATION,
-    DeploymentCounts,
-    LaneWorkerCondType,
-    PoolObservation,
-    Recommendation,
-    Sample,
     decide,
     deletion_cost_plan,
     external_replicas,
     owns_replicas,
-    pod_view,
-    pool_status,
     scale_up_due,
-    scaling_conditions,
     seed_history,
-    stuck_worker_pod,
     wakes_on_arrival,
+)
+from berth_operator.reconcile.scaling_status import (
+    DeploymentCounts,
+    pod_view,
 )
 
 UNSCALED_REFRESH_SECONDS = 5.0
@@ -206,16 +200,6 @@ async def laneworker_apply(
         raise kopf.TemporaryError(str(exc), delay=5) from exc
 
 
-@dataclass
-class _LoopState:
-    """What the scaling loop of one LaneWorker remembers between ticks."""
-
-    history: tuple[Sample, ...] = ()
-    last_scale_time: datetime | None = None
-    last_status: dict[str, Any] = field(default_factory=dict)
-    conditions: list[Condition] = field(default_factory=list)
-
-
 async def _read_pressure(
     ctx: LaneClients, namespace: str, name: str, spec: LaneWorkerSpec
 ) -> tuple[int | None, BrokerPressure | None, str]:
@@ -242,26 +226,14 @@ async def _read_pressure(
     return value, broker, ""
 
 
-@dataclass
-class _Tick:
-    """What one polling interval read and decided."""
-
-    current: int
-    desired: int
-    pressure: int | None = None
-    broker: BrokerPressure | None = None
-    error: str = ""
-    recommendation: Recommendation | None = None
-
-
 async def _tick(
     ctx: LaneClients,
     ref: LaneWorkerRef,
     spec: LaneWorkerSpec,
     generation: int | None,
-    state: _LoopState,
+    state: LoopState,
     logger: Any,
-) -> _Tick:
+) -> Tick:
     """One polling interval of one LaneWorker: read, decide and scale, write the status.
     Returns what it read and decided (``desired`` is the Deployment's replicas now)."""
     dep_name = deployment_name(ref.name)
@@ -272,10 +244,10 @@ async def _tick(
     counts = DeploymentCounts.of(deployment)
     current = counts.spec_replicas if counts else 0
     now = _now()
-    tick = _Tick(current=current, desired=current)
+    tick = Tick(current=current, desired=current)
     if owns_replicas(spec):
         await _scale(ctx, ref, spec, counts is not None, state, tick, now, logger)
-    await _write_status(ctx, ref, spec, counts, generation, state, tick, _seconds(now))
+    await write_status(ctx, ref, spec, counts, generation, state, tick, _seconds(now))
     metrics.observe_laneworker(
         ref.namespace, ref.name, desired=tick.desired, pressure=tick.pressure
     )
@@ -286,8 +258,8 @@ async def _until_next_tick(
     ctx: LaneClients,
     ref: LaneWorkerRef,
     spec: LaneWorkerSpec | None,
-    last: _Tick | None,
-    state: _LoopState,
+    last: Tick | None,
+    state: LoopState,
     due: float,
     stopped: kopf.DaemonStopped,
 ) -> None:
@@ -342,8 +314,8 @@ async def _scale(
     ref: LaneWorkerRef,
     spec: LaneWorkerSpec,
     deployment_exists: bool,
-    state: _LoopState,
-    tick: _Tick,
+    state: LoopState,
+    tick: Tick,
     now: datetime,
     logger: Any,
 ) -> None:
@@ -382,73 +354,8 @@ async def _scale(
         f"from {source}"
     )
     logger.info(f"scaled {dep_name}: {message}")
-    target = cast(kopf.Body, _event_target(ref))
+    target = cast(kopf.Body, event_target(ref))
     kopf.event(target, type="Normal", reason="SuccessfulRescale", message=message[:1024])
-
-
-def _event_target(ref: LaneWorkerRef) -> dict[str, Any]:
-    """Enough of the LaneWorker object for kopf to post an Event about it."""
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "LaneWorker",
-        "metadata": {"name": ref.name, "namespace": ref.namespace, "uid": ref.uid},
-    }
-
-
-async def _write_status(
-    ctx: LaneClients,
-    ref: LaneWorkerRef,
-    spec: LaneWorkerSpec,
-    counts: DeploymentCounts | None,
-    generation: int | None,
-    state: _LoopState,
-    tick: _Tick,
-    now: datetime,
-) -> None:
-    """Conditions and status of the pool; patched only when they changed. While pods are not
-    all Ready, their kubelet waiting reason (CrashLoopBackOff, ...) becomes Ready's reason, with
-    a Warning Event when it changes."""
-    stuck = None
-    if counts is not None and counts.ready_replicas < tick.desired:
-        stuck = stuck_worker_pod(await ctx.api.list_pods(ref.namespace, selector_string(ref.name)))
-    before = next((c for c in state.conditions if c.type == LaneWorkerCondType.READY), None)
-    state.conditions = scaling_conditions(
-        state.conditions,
-        PoolObservation(
-            deployment_exists=counts is not None,
-            spec_replicas=tick.desired,
-            ready_replicas=counts.ready_replicas if counts else 0,
-            scaling_enabled=owns_replicas(spec),
-            pressure=tick.pressure,
-            source=spec.scaling.source if spec.scaling else "",
-            error=tick.error,
-            recommendation=tick.recommendation,
-            stuck=stuck,
-        ),
-        now=now,
-        generation=generation,
-    )
-    if stuck is not None and (
-        before is None or before.reason != stuck[0] or stuck[1] not in before.message
-    ):
-        after = next(c for c in state.conditions if c.type == LaneWorkerCondType.READY)
-        target = cast(kopf.Body, _event_target(ref))
-        kopf.event(target, type="Warning", reason=stuck[0], message=after.message)
-    broker = tick.broker if spec.scaling is not None and spec.scaling.source == "broker" else None
-    status = pool_status(
-        counts=counts,
-        desired=tick.desired,
-        backlog=broker.backlog if broker else tick.pressure,
-        in_flight=broker.in_flight if broker else 0,
-        last_scale_time=state.last_scale_time,
-        conditions=state.conditions,
-        generation=generation,
-        selector=selector_string(ref.name),
-        stream=task_stream(ref.namespace, ref.name),
-    )
-    if status != state.last_status:
-        await ctx.api.patch_status(ref.namespace, ref.name, status)
-        state.last_status = status
 
 
 @kopf.daemon(GROUP, VERSION, LANEWORKER_PLURAL, cancellation_timeout=10.0)
@@ -472,7 +379,7 @@ async def laneworker_scaler(
     if namespace is None:
         return
     ref = LaneWorkerRef(namespace, name, uid)
-    state = _LoopState()
+    state = LoopState()
     try:
         previous = LaneWorkerStatus.model_validate(dict(status or {}))
         state.last_scale_time = previous.last_scale_time
@@ -486,7 +393,7 @@ async def laneworker_scaler(
             started = loop.time()
             interval = UNSCALED_REFRESH_SECONDS
             parsed: LaneWorkerSpec | None = None
-            last: _Tick | None = None
+            last: Tick | None = None
             try:
                 parsed = LaneWorkerSpec.model_validate(dict(spec))
                 if parsed.scaling is not None:

@@ -17,7 +17,7 @@
                       (``handlers.sessionwarmpool``).
 - ``create_failed``   remembers a placement whose stored epoch got no pod, for the next pass.
 
-Called by ``handlers.agentsession._apply`` only after the status with the epoch is stored, or
+Called by ``handlers.session_apply.apply_plan`` only after the status with the epoch is stored, or
 beside that write for an epoch reserved by this process (``reconcile.passivation``).
 """
 
@@ -164,8 +164,8 @@ async def prepare_pod(
     written again, so one deleted meanwhile comes back (``SessionMemory.objects_recheck``):
     for a created pod, which mounts the Secret, once it is created (``create_pod``); for an
     adopted warm pod, which is given the Secret's values in the adopt call, once its runtime
-    answers (``_apply``), so a burst of resumes from a pool (a drain) does not send those
-    writes beside its placements."""
+    answers (``session_apply.remember``), so a burst of resumes from a pool (a drain) does not
+    send those writes beside its placements."""
     ref, spec, settings = obs.ref, obs.spec, ctx.settings
     needs: list[Awaitable[Any]] = []
     if early is not None:
@@ -303,7 +303,7 @@ async def place_pod(
         listed = ctx.reported_ends(ref.uid, (observe_pod(p) for p in existing))
         if any(not p.ended for p in listed):  # an ended pod never runs again: no obstacle
             return tuple(listed)
-    if obs.spec.warm_pool_ref is not None and await adopt_for_session(ctx, obs, create):
+    if create.adopt is not None and await adopt_for_session(ctx, obs, create):
         return ()  # a warm pod of the named pool became this epoch's pod
     try:
         await ctx.kube.create_pod(pod)

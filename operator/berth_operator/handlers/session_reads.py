@@ -40,6 +40,7 @@ from berth_operator.reconcile import idle
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node
 from berth_operator.reconcile.passivation import Trigger, node_disruption
 from berth_operator.reconcile.plan import Observation
+from berth_operator.reconcile.warmpool import WarmOffer
 
 CLAIM_READY_TTL_SECONDS = 10.0
 """How long a Bound shared claim is taken as still Bound without reading it again."""
@@ -219,6 +220,26 @@ async def observe(
         ),
         reserved_epoch=memory.reservation,
         create_failure=memory.create_failure,
+        warm=warm_offer(ctx, ref, spec),
+    )
+
+
+def warm_offer(ctx: OperatorContext, ref: SessionRef, spec: AgentSessionSpec) -> WarmOffer | None:
+    """The pool ``spec.warmPoolRef`` names, as this process's pool daemons and pod index see it
+    (memory only, no request): None when the session names no pool; without a template when the
+    pool or its adoption token is not known here."""
+    if spec.warm_pool_ref is None:
+        return None
+    key = (ref.namespace, spec.warm_pool_ref.name)
+    view = ctx.warm.pools.get(key)
+    if view is None or key not in ctx.warm.tokens or ctx.warm.pods_index is None:
+        return WarmOffer(key[1])
+    return WarmOffer(
+        key[1],
+        template=view.template,
+        template_hash=view.template_hash,
+        pods=tuple(ctx.warm.pods_index.get(key, [])),
+        claimed=frozenset(ctx.warm.claimed_names(key)),
     )
 
 

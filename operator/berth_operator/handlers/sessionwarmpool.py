@@ -45,7 +45,6 @@ from berth_operator.api.sessionwarmpool import (
     SessionWarmPoolSpec,
     SessionWarmPoolStatus,
     template_hash,
-    template_mismatch,
 )
 from berth_operator.builders.claim import build_shared_claim
 from berth_operator.builders.names import pod_name
@@ -69,7 +68,6 @@ from berth_operator.reconcile.plan import CreatePod, Observation
 from berth_operator.reconcile.warmpool import (
     PoolInput,
     WarmPod,
-    choose_warm_pod,
     decide_pool,
     observe_warm_pod,
 )
@@ -315,85 +313,82 @@ async def _secret_data(ctx: OperatorContext, obs: Observation) -> dict[str, byte
 
 
 async def adopt_for_session(ctx: OperatorContext, obs: Observation, create: CreatePod) -> bool:
-    """Give the session the warm pod of a pool instead of creating its pod (module docstring).
+    """Give the session a warm pod of its pool instead of creating its pod, trying the pods the
+    decision chose (``create.adopt``, ``warmpool.choose_adoption``) in order (module docstring).
 
     True when a warm pod became the session's pod of ``create.epoch`` (marked in flight under
-    the epoch's pod name, so the session's next decision waits for it); False when the caller
-    must create the pod (no pool, template differs, no eligible pod, every try lost)."""
-    ref, spec = obs.ref, obs.spec
-    if spec.warm_pool_ref is None:
+    the epoch's pod name, so the session's next decision waits for it), or took the epoch and
+    was deleted (the next pass places the next epoch); False when the caller must create the
+    pod (no pool, template differs, no eligible pod, every try lost)."""
+    adoption, ref = create.adopt, obs.ref
+    if adoption is None:
         return False
-    key = (ref.namespace, spec.warm_pool_ref.name)
-    view = ctx.warm.pools.get(key)
+    key = (ref.namespace, adoption.pool)
     token = ctx.warm.tokens.get(key)
-    if view is None or token is None or ctx.warm.pods_index is None:
-        WARM_ADOPTIONS.labels(outcome="no_pool").inc()
-        return False
-    why = template_mismatch(
-        spec, view.template, ctx.settings.images.session, ctx.settings.passivation.deadline_seconds
-    )
-    if why:
-        WARM_ADOPTIONS.labels(outcome="template_mismatch").inc()
-        log.info("%s: not adopted from pool %s: %s", ref.key, key[1], why)
-        return False
-    pods = list(ctx.warm.pods_index.get(key, []))
-    candidates = choose_warm_pod(
-        pods,
-        view.template_hash,
-        claimed=ctx.warm.claimed_names(key),
-        disrupted=frozenset(obs.node_disruptions),
-        avoid_nodes=frozenset(create.avoid_nodes),
-    )
-    if not candidates:
-        WARM_ADOPTIONS.labels(outcome="no_pod").inc()
+    if not adoption.candidates or token is None:
+        WARM_ADOPTIONS.labels(outcome=adoption.outcome or "no_pool").inc()
+        if adoption.why:
+            log.info("%s: not adopted from pool %s: %s", ref.key, key[1], adoption.why)
         return False
     data = await _secret_data(ctx, obs)
     if data is None:
         return False
-    options = build_options(ref, spec, ctx.settings)
+    options = build_options(ref, obs.spec, ctx.settings)
     body = adopt_body(
-        ref, spec, options, data, epoch=create.epoch, resume_run_id=create.resume_run_id
+        ref, obs.spec, options, data, epoch=create.epoch, resume_run_id=create.resume_run_id
     )
-    for pod in candidates[:MAX_ADOPTION_TRIES]:
-        if not ctx.warm.claim(key, pod.name):
-            continue
-        started = time.perf_counter()
-        try:
-            await ctx.runtime.adopt(pod.pod_ip, body, token)
-        except RuntimeUnreachable as exc:
-            ctx.warm.release(key, pod.name)
-            WARM_ADOPTIONS.labels(outcome="failed").inc()
-            log.info("%s: warm pod %s not adopted: %s", ref.key, pod.name, exc)
-            continue
-        ctx.mark_inflight(ref.uid, pod_name(ref.name, create.epoch))
-        ctx.wake(_wake_key(key))  # the pool's status; its refill when due (refills_held)
-        patch = adoption_patch(
-            ref,
-            spec,
-            key[1],
-            pod.uid,
-            epoch=create.epoch,
-            reason=create.reason,
-            resume_run_id=create.resume_run_id,
-        )
-        try:
-            await _api(ctx).adopt_pod(ref.namespace, pod.name, patch)
-        except KubeError as exc:
-            WARM_ADOPTIONS.labels(outcome="failed").inc()
-            log.warning(
-                "%s: adopted pod %s not relabelled (%s); deleting it", ref.key, pod.name, exc
-            )
-            # The epoch was handed to that process: never used again. Its pod name will not
-            # show, so nothing is in flight; the next pass places the next epoch at once.
-            ctx.clear_inflight(ref.uid)
-            ctx.wake_session(ref.uid)
-            await ctx.kube.delete_pod(ref.namespace, pod.name, uid=pod.uid, force=True)
+    for pod in adoption.candidates[:MAX_ADOPTION_TRIES]:
+        if ctx.warm.claim(key, pod.name) and await _adopt(ctx, obs, create, pod, body, token):
             return True
-        WARM_ADOPTION_SECONDS.observe(time.perf_counter() - started)
-        WARM_ADOPTIONS.labels(outcome="adopted").inc()
-        ctx.warm.adopted(key, datetime.now(UTC).replace(microsecond=0))
-        log.info(
-            "%s: adopted warm pod %s of pool %s (epoch %d)", ref.key, pod.name, key[1], create.epoch
-        )
-        return True
     return False
+
+
+async def _adopt(
+    ctx: OperatorContext,
+    obs: Observation,
+    create: CreatePod,
+    pod: WarmPod,
+    body: dict[str, Any],
+    token: str,
+) -> bool:
+    """One try: ``POST /v1/adopt`` to the claimed warm ``pod``, then relabel it into the
+    session's pod of ``create.epoch``. False when the pod refused or was unreachable (released;
+    the next candidate is tried); True when it took the epoch, relabelled or (the patch
+    refused) deleted."""
+    ref, pool = obs.ref, create.adopt.pool if create.adopt else ""
+    key = (ref.namespace, pool)
+    started = time.perf_counter()
+    try:
+        await ctx.runtime.adopt(pod.pod_ip, body, token)
+    except RuntimeUnreachable as exc:
+        ctx.warm.release(key, pod.name)
+        WARM_ADOPTIONS.labels(outcome="failed").inc()
+        log.info("%s: warm pod %s not adopted: %s", ref.key, pod.name, exc)
+        return False
+    ctx.mark_inflight(ref.uid, pod_name(ref.name, create.epoch))
+    ctx.wake(_wake_key(key))  # the pool's status; its refill when due (refills_held)
+    patch = adoption_patch(
+        ref,
+        obs.spec,
+        pool,
+        pod.uid,
+        epoch=create.epoch,
+        reason=create.reason,
+        resume_run_id=create.resume_run_id,
+    )
+    try:
+        await _api(ctx).adopt_pod(ref.namespace, pod.name, patch)
+    except KubeError as exc:
+        WARM_ADOPTIONS.labels(outcome="failed").inc()
+        log.warning("%s: adopted pod %s not relabelled (%s); deleting it", ref.key, pod.name, exc)
+        # The epoch was handed to that process: never used again. Its pod name will not
+        # show, so nothing is in flight; the next pass places the next epoch at once.
+        ctx.clear_inflight(ref.uid)
+        ctx.wake_session(ref.uid)
+        await ctx.kube.delete_pod(ref.namespace, pod.name, uid=pod.uid, force=True)
+        return True
+    WARM_ADOPTION_SECONDS.observe(time.perf_counter() - started)
+    WARM_ADOPTIONS.labels(outcome="adopted").inc()
+    ctx.warm.adopted(key, datetime.now(UTC).replace(microsecond=0))
+    log.info("%s: adopted warm pod %s of pool %s (epoch %d)", ref.key, pod.name, pool, create.epoch)
+    return True

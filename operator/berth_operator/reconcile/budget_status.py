@@ -34,6 +34,31 @@ def _percent(consumed: int, limit: int) -> int:
     return int(consumed * 100 // limit) if limit > 0 else 0
 
 
+def _usage(policy: Policy, state: WindowState) -> tuple[list[ResourceUsage], list[str], list[str]]:
+    """Per limited resource its usage in the window, and the resources past their soft
+    threshold and past their limit, as ``"<name> <used>/<limit>"``."""
+    resources: list[ResourceUsage] = []
+    soft_hits: list[str] = []
+    hard_hits: list[str] = []
+    for name, limit in policy.limits.items():
+        used = int(state.used.get(name, 0))
+        resources.append(
+            ResourceUsage(
+                name=name,
+                consumed=used,
+                reserved=int(state.reserved.get(name, 0)),
+                limit=int(limit),
+                percent=_percent(used, int(limit)),
+            )
+        )
+        soft_at = policy.soft_at(name)
+        if used >= limit:
+            hard_hits.append(f"{name} {used}/{limit}")
+        elif soft_at is not None and used >= soft_at:
+            soft_hits.append(f"{name} {used}/{limit}")
+    return resources, soft_hits, hard_hits
+
+
 def budget_status(
     policy: Policy,
     state: WindowState,
@@ -51,24 +76,7 @@ def budget_status(
     new_window = before.window is not None and before.window != window
     if new_window:
         events.append(BudgetEvent("Normal", "BudgetReset", f"new period {window} started"))
-    resources = []
-    soft_hits: list[str] = []
-    hard_hits: list[str] = []
-    for name, limit in policy.limits.items():
-        used = int(state.used.get(name, 0))
-        usage = ResourceUsage(
-            name=name,
-            consumed=used,
-            reserved=int(state.reserved.get(name, 0)),
-            limit=int(limit),
-            percent=_percent(used, int(limit)),
-        )
-        resources.append(usage)
-        soft_at = policy.soft_at(name)
-        if used >= limit:
-            hard_hits.append(f"{name} {used}/{limit}")
-        elif soft_at is not None and used >= soft_at:
-            soft_hits.append(f"{name} {used}/{limit}")
+    resources, soft_hits, hard_hits = _usage(policy, state)
     conds.set(READY, "True", "Enforced", f"selects tenantId {policy.tenant_id}")
     was_soft = not new_window and conds.is_true(SOFT)
     was_hard = not new_window and conds.is_true(EXHAUSTED)

@@ -106,6 +106,28 @@ def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {c.get("type", ""): c for c in status.get("conditions") or [] if isinstance(c, dict)}
 
 
+def _session_container_state(
+    status: Mapping[str, Any],
+) -> tuple[Mapping[str, Any], Terminated | None]:
+    """The session container's ``state.waiting`` ({} when not waiting) and its termination
+    (None while it has not ended), from the pod's ``status.containerStatuses``."""
+    for cs in status.get("containerStatuses") or []:
+        if cs.get("name") != SESSION_CONTAINER:
+            continue
+        state = cs.get("state") or {}
+        term = state.get("terminated")
+        terminated = None
+        if term:
+            terminated = Terminated(
+                exit_code=int(term.get("exitCode", 0)),
+                reason=term.get("reason") or "",
+                message=term.get("message") or "",
+                finished_at=parse_time(term.get("finishedAt")),
+            )
+        return state.get("waiting") or {}, terminated
+    return {}, None
+
+
 def observe_pod(body: Mapping[str, Any]) -> ObservedPod:
     """Parse a Pod body. The epoch comes from the berth.dev/epoch label (0 when missing)."""
     meta = body.get("metadata") or {}
@@ -119,8 +141,7 @@ def observe_pod(body: Mapping[str, Any]) -> ObservedPod:
         epoch = 0
     conds = _conditions(status)
     sched = conds.get("PodScheduled", {})
-    terminated = None
-    waiting: Mapping[str, Any] = {}
+    waiting, terminated = _session_container_state(status)
     image = next(
         (
             str(c.get("image") or "")
@@ -129,18 +150,6 @@ def observe_pod(body: Mapping[str, Any]) -> ObservedPod:
         ),
         "",
     )
-    for cs in status.get("containerStatuses") or []:
-        if cs.get("name") != SESSION_CONTAINER:
-            continue
-        waiting = (cs.get("state") or {}).get("waiting") or {}
-        term = (cs.get("state") or {}).get("terminated")
-        if term:
-            terminated = Terminated(
-                exit_code=int(term.get("exitCode", 0)),
-                reason=term.get("reason") or "",
-                message=term.get("message") or "",
-                finished_at=parse_time(term.get("finishedAt")),
-            )
     return ObservedPod(
         name=meta.get("name", ""),
         uid=meta.get("uid", ""),

@@ -9,7 +9,7 @@ create, Events. Pure data, no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -19,6 +19,7 @@ from berth_operator.api.common import ConditionStatus, SessionRef
 from berth_operator.api.conditions import ConditionSet, CondType, Reason
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod
 from berth_operator.reconcile.passivation import Reservation, Trigger
+from berth_operator.reconcile.warmpool import Adoption, WarmOffer
 from berth_operator.settings import OperatorSettings
 
 NOT_RUNNING_REQUEUE = 1.0
@@ -72,6 +73,9 @@ class Observation:
     create_failure: CreateFailure | None = None
     """The last failed attempt of this process to create the pod of a stored epoch (None when
     none failed since the last pod it created)."""
+    warm: WarmOffer | None = None
+    """The pool the session names (``spec.warmPoolRef``) as this process sees it; None when it
+    names none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +90,9 @@ class CreatePod:
     reserved: bool = False
     """The epoch was reserved by a passivation request this process stored
     (``passivation.replacement_epoch``): the pod may be created beside the status write."""
+    adopt: Adoption | None = None
+    """The warm pods to try before creating (``warmpool.choose_adoption``); None when the
+    session names no pool."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +135,15 @@ class Event:
 
 @dataclass(slots=True)
 class Plan:
-    """What the handler does, in order: status, deletes, create, events."""
+    """What the handler does, in order: status, deletes, passivate call, Events, create, the
+    deletes after the create, and what this process remembers of the pass."""
 
     status: AgentSessionStatus
     delete: list[DeletePod] = field(default_factory=list)
+    delete_after_create: list[DeletePod] = field(default_factory=list)
+    """Those of ``delete`` that wait for the create: pods that have ended
+    (``ObservedPod.ended``) hold the new pod back no more, so their deletes go beside the
+    session's next pass instead of before the create."""
     create: CreatePod | None = None
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
@@ -139,6 +151,18 @@ class Plan:
     """POST /v1/passivate to make after the status write (idempotent; repeated while waiting)."""
     metrics: list[PassivationMetric] = field(default_factory=list)
     """Passivation and resume latencies to observe."""
+    reserve: Reservation | None = None
+    """The epoch this pass's status write reserves (``passivation.reservation``): remembered by
+    the process (``SessionMemory.reservation``) once the write is stored, so the replacement may
+    be created beside the write naming it (``CreatePod.reserved``)."""
+
+    def without_create(self) -> Plan:
+        """This plan with no pod to create (no delete waits for one)."""
+        return replace(self, create=None, delete_after_create=[])
+
+    def delete_now(self) -> list[DeletePod]:
+        """The deletes to make before the create, in order."""
+        return [d for d in self.delete if d not in self.delete_after_create]
 
 
 @dataclass(frozen=True, slots=True)

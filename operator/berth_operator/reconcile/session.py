@@ -39,6 +39,7 @@ in ``reconcile.session_place``. Passivation decisions live in ``reconcile.passiv
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from berth_operator.api.agentsession import AgentSessionStatus, Phase, Result
@@ -67,6 +68,7 @@ from berth_operator.reconcile.session_runs import (
     end_run,
     truncate,
 )
+from berth_operator.reconcile.warmpool import choose_adoption
 from berth_operator.settings import OperatorSettings
 
 
@@ -100,7 +102,28 @@ def decide(obs: Observation, settings: OperatorSettings) -> Plan:
         _current_pod_step(d, current)
     else:
         _no_current_pod(d, epoch)
+    _finalize(obs, plan, settings)
     return plan
+
+
+def _finalize(obs: Observation, plan: Plan, settings: OperatorSettings) -> None:
+    """What the pass leaves behind besides the status: the epoch its write reserves; for a pod
+    to place, adopt or create (``choose_adoption``), and which deletes wait for the create
+    (those of pods that have ended hold the new pod back no more)."""
+    plan.reserve = pv.reservation(obs.status.passivation, plan.status.passivation)
+    if plan.create is not None:
+        if obs.warm is not None:
+            adopt = choose_adoption(
+                obs.warm,
+                obs.spec,
+                disrupted=obs.node_disruptions.keys(),
+                avoid_nodes=plan.create.avoid_nodes,
+                default_image=settings.images.session,
+                default_deadline=settings.passivation.deadline_seconds,
+            )
+            plan.create = replace(plan.create, adopt=adopt)
+        ended = {p.name for p in obs.pods if p.ended}
+        plan.delete_after_create = [d for d in plan.delete if d.name in ended]
 
 
 def _store_ready(d: Decision, current: ObservedPod | None) -> None:

@@ -24,11 +24,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from berth_operator.api.agentsession import AgentSessionSpec
 from berth_operator.api.conditions import ConditionSet, Reason
 from berth_operator.api.sessionwarmpool import (
     LABEL_WARM_POOL,
     LABEL_WARM_TEMPLATE,
     SessionWarmPoolStatus,
+    WarmPodTemplate,
+    template_mismatch,
 )
 from berth_operator.reconcile.observe import parse_time
 
@@ -205,3 +208,59 @@ def choose_warm_pod(
         and p.node_name not in avoid_nodes
     ]
     return sorted(ok, key=lambda p: (p.created_at is None, p.created_at or datetime.min, p.name))
+
+
+@dataclass(frozen=True, slots=True)
+class WarmOffer:
+    """A session's named pool as this process sees it when the session is observed
+    (``handlers.session_reads.warm_offer``): its template and hash as its daemon last saw them
+    (``template`` None: no pool of that name is known here, or it has no adoption token yet),
+    its waiting pods, and the names already claimed by other adoptions."""
+
+    pool: str
+    template: WarmPodTemplate | None = None
+    template_hash: str = ""
+    pods: tuple[WarmPod, ...] = ()
+    claimed: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Adoption:
+    """The adopt-or-create choice for a pod to place: the warm pods of ``pool`` to try, best
+    first, or none with ``outcome`` saying why (``no_pool``, ``template_mismatch``, ``no_pod``:
+    the ``berth_warm_adoptions_total`` label) and ``why`` the mismatch in words."""
+
+    pool: str
+    candidates: tuple[WarmPod, ...] = ()
+    outcome: str = ""
+    why: str = ""
+
+
+def choose_adoption(
+    offer: WarmOffer,
+    spec: AgentSessionSpec,
+    *,
+    disrupted: Collection[str],
+    avoid_nodes: Collection[str],
+    default_image: str,
+    default_deadline: int,
+) -> Adoption:
+    """Adopt or create: the pool's pods that may become the session's pod (``choose_warm_pod``)
+    when the pool exists and its template serves ``spec`` (``template_mismatch``, with the
+    operator's default image and passivation deadline); else an Adoption without candidates
+    that says why, and the pod is created. Pure."""
+    if offer.template is None:
+        return Adoption(offer.pool, outcome="no_pool")
+    why = template_mismatch(spec, offer.template, default_image, default_deadline)
+    if why:
+        return Adoption(offer.pool, outcome="template_mismatch", why=why)
+    candidates = choose_warm_pod(
+        offer.pods,
+        offer.template_hash,
+        claimed=offer.claimed,
+        disrupted=disrupted,
+        avoid_nodes=avoid_nodes,
+    )
+    if not candidates:
+        return Adoption(offer.pool, outcome="no_pod")
+    return Adoption(offer.pool, candidates=tuple(candidates))

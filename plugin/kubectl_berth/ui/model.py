@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from berth_operator.api.agentsession import AgentSessionStatus, RunRecord
 from berth_operator.api.laneworker import LaneWorkerStatus
 
+from berth_contract.runview import ToolCallView
 from kubectl_berth.session_api import parse_status
 from kubectl_berth.views import age
 
@@ -131,6 +132,42 @@ def tool_calls_by_lane(metrics_text: str) -> dict[str, int]:
         if match:
             counts[match.group(1)] = counts.get(match.group(1), 0) + int(float(match.group(2)))
     return counts
+
+
+def calls_cursor(known: list[ToolCallView]) -> int | None:
+    """The ``after`` to ask a run's pod with, given the calls already known (start order): just
+    before the first call still running (so its end is seen), else the last call; None when
+    nothing is known (from the first)."""
+    running = [c.seq for c in known if c.outcome == "running"]
+    if running:
+        return min(running) - 1
+    return known[-1].seq if known else None
+
+
+def merge_calls(known: list[ToolCallView], page: list[ToolCallView]) -> list[ToolCallView]:
+    """``known`` updated with ``page`` (a call of both: ``page``'s), in start (``seq``) order."""
+    by_id = {c.id: c for c in known}
+    by_id.update((c.id, c) for c in page)
+    return sorted(by_id.values(), key=lambda c: c.seq)
+
+
+def call_row(call: ToolCallView) -> dict[str, str]:
+    """One tool call as the page shows it: ``{id, name, lane, started (UTC HH:MM:SS.mmm),
+    duration ("1.234 s", "" until it ends), outcome ("ok", "error (exit 3)", "running", ...)}``."""
+    started = ""
+    if call.started_ms is not None:
+        started = datetime.fromtimestamp(call.started_ms / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
+    outcome = call.outcome
+    if call.outcome == "error" and call.exit_code is not None:
+        outcome = f"error (exit {call.exit_code})"
+    return {
+        "id": call.id,
+        "name": call.name,
+        "lane": call.lane,
+        "started": started,
+        "duration": "" if call.duration_ms is None else f"{call.duration_ms / 1000:.3f} s",
+        "outcome": outcome,
+    }
 
 
 def event_rows(items: list[dict[str, Any]], now: datetime) -> list[dict[str, str]]:

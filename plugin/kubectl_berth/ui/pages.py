@@ -16,7 +16,10 @@ from markupsafe import Markup
 from kubectl_berth.errors import PluginError
 from kubectl_berth.session_api import parse_status
 from kubectl_berth.ui import charts
+from kubectl_berth.ui.links import session_links
 from kubectl_berth.ui.model import (
+    RunView,
+    call_row,
     event_rows,
     filter_rows,
     runs_timeline,
@@ -24,13 +27,17 @@ from kubectl_berth.ui.model import (
     sessions_of_worker,
     worker_status,
 )
-from kubectl_berth.ui.source import Source
+from kubectl_berth.ui.source import SessionSnapshot, Source
 from kubectl_berth.views import age
 
-SESSION_PARTS = ("summary", "runs", "calls", "tokens", "conditions", "events")
+SESSION_PARTS = ("summary", "runs", "calls", "conversation", "tokens", "conditions", "events")
 """The live parts of a session page, in page order."""
 PHASES = ("Pending", "Running", "Passivating", "Passivated", "Succeeded", "Failed")
 """The phases the list filters by (the CRD's)."""
+CALLS_SHOWN = 50
+"""Tool calls shown per run (the newest)."""
+MESSAGES_SHOWN = 30
+"""Messages of the conversation shown (the newest)."""
 
 
 async def sessions(source: Source, query: dict[str, str]) -> dict[str, Any]:
@@ -96,6 +103,44 @@ async def session(source: Source, namespace: str, name: str) -> dict[str, Any]:
         "events": event_rows(snap.events, now),
         "allowed": await source.allowed(namespace),
         "said": "",
+        "run_calls": _run_calls(runs, snap),
+        **_conversation(snap),
+        "links": session_links(
+            source.links,
+            {
+                "namespace": namespace,
+                "name": name,
+                "session": f"{namespace}/{name}",
+                "uid": str((snap.body.get("metadata") or {}).get("uid") or ""),
+                "runId": st.run_id or (runs[-1].run_id if runs else ""),
+                "correlationId": str((spec.get("identity") or {}).get("correlationId") or ""),
+            },
+        ),
+    }
+
+
+def _run_calls(runs: list[RunView], snap: SessionSnapshot) -> list[dict[str, Any]]:
+    """Per run with known tool calls: the run, its newest ``CALLS_SHOWN`` calls as rows, and how
+    many earlier ones are left out."""
+    found = []
+    for run in runs:
+        calls = snap.run_calls.get(run.run_id) or []
+        if calls:
+            shown = calls[-CALLS_SHOWN:]
+            rows = [call_row(c) for c in shown]
+            found.append({"run": run, "calls": rows, "hidden": len(calls) - len(shown)})
+    return found
+
+
+def _conversation(snap: SessionSnapshot) -> dict[str, Any]:
+    """The last run's newest ``MESSAGES_SHOWN`` messages and where they start."""
+    view = snap.last_run
+    if view is None:
+        return {"conversation": [], "conversation_run": "", "messages_total": 0}
+    return {
+        "conversation": view.conversation[-MESSAGES_SHOWN:],
+        "conversation_run": view.run_id,
+        "messages_total": view.messages_total,
     }
 
 

@@ -3,9 +3,10 @@ RBAC applies as for kubectl), called off the event loop, and what the view remem
 runs (token use, tool calls of pods that are gone, a LaneWorker's backlog and replicas).
 
 Every read goes through the apiserver: the AgentSession and LaneWorker objects, Events, and the
-session pod's ``GET /v1/state`` (with the session's API token from its Secret) and ``/metrics``
-through the pod proxy, as ``kubectl berth status``/``send`` do. A read the user may not make
-(``view`` has neither ``get secrets`` nor ``pods/proxy``) leaves that part out and says why.
+session pod's ``GET /v1/state`` and ``GET /v1/runs/{runId}/events`` (with the session's API token
+from its Secret) and ``/metrics`` through the pod proxy, as ``kubectl berth status``/``send`` do.
+A read the user may not make (``view`` has neither ``get secrets`` nor ``pods/proxy``) leaves
+that part out and says why.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from berth_operator.errors import BerthOperatorError
+from pydantic import ValidationError
 
+from berth_contract.runview import RunEvents, ToolCallView, run_events_path
 from kubectl_berth.client import PluginClient
 from kubectl_berth.errors import PluginError
 from kubectl_berth.session_api import (
@@ -30,7 +33,8 @@ from kubectl_berth.session_api import (
     pod_proxy_path,
     send_waking,
 )
-from kubectl_berth.ui.model import tool_calls_by_lane
+from kubectl_berth.ui.links import Links
+from kubectl_berth.ui.model import calls_cursor, merge_calls, tool_calls_by_lane
 
 HISTORY = 3600
 """Samples kept per series (one a poll: an hour at one a second)."""
@@ -40,6 +44,12 @@ ACTIONS = ("send", "passivate", "suspend", "resume")
 """What a user may do from a session page (each only when RBAC allows it)."""
 SEND_WAIT_SECONDS = 60.0
 """How long ``send`` from the page waits for a session at rest to wake."""
+RUN_VIEW_RUNS = 3
+"""How many of a session's latest runs on its current pod a read asks the pod about."""
+RUN_VIEW_LIMIT = 100
+"""Tool calls per page and messages (the newest) asked of ``GET /v1/runs/{runId}/events``."""
+RUN_CALLS_KEPT = 500
+"""Tool calls the view keeps per run (the newest)."""
 
 
 @dataclass
@@ -53,6 +63,8 @@ class SessionSnapshot:
     calls: dict[str, dict[str, int]]
     events: list[dict[str, Any]]
     tokens: list[tuple[datetime, int]]
+    run_calls: dict[str, list[ToolCallView]] = field(default_factory=dict)
+    last_run: RunEvents | None = None
 
 
 @dataclass
@@ -62,6 +74,10 @@ class History:
     tokens: dict[str, deque[tuple[datetime, int]]] = field(default_factory=dict)
     pod_calls: dict[str, dict[str, int]] = field(default_factory=dict)
     workers: dict[str, deque[tuple[datetime, int, int, int]]] = field(default_factory=dict)
+    run_calls: dict[str, list[ToolCallView]] = field(default_factory=dict)
+    """Tool calls by run id, as the runs' pods reported them while the view was open."""
+    run_views: dict[str, RunEvents] = field(default_factory=dict)
+    """The last answer about each run (a finished run read to its end is not asked again)."""
 
     def token_sample(self, key: str, at: datetime, total: int) -> list[tuple[datetime, int]]:
         """Record ``total`` tokens at ``at`` for session ``key``; return the series."""
@@ -82,9 +98,12 @@ class History:
 class Source:
     """The user's view of the cluster for the pages (``namespace`` None: every namespace)."""
 
-    def __init__(self, client: PluginClient, namespace: str | None) -> None:
+    def __init__(
+        self, client: PluginClient, namespace: str | None, links: Links | None = None
+    ) -> None:
         self.client = client
         self.namespace = namespace
+        self.links = links or Links()
         self.history = History()
         self._tokens: dict[str, str] = {}
         self._access: dict[tuple[str, str], tuple[float, bool]] = {}
@@ -105,6 +124,7 @@ class Source:
         body = await asyncio.to_thread(api.get_session, name)
         state, note = await asyncio.to_thread(self._state, api, name, body)
         await asyncio.to_thread(self._sample_calls, api, body)
+        last_run = await asyncio.to_thread(self._read_runs, api, name, body) if state else None
         events = await asyncio.to_thread(self._events, api, name, body)
         usage = (body.get("status") or {}).get("usage") or {}
         total = int(
@@ -112,7 +132,9 @@ class Source:
         )
         series = self.history.token_sample(f"{namespace}/{name}", datetime.now(UTC), total)
         calls = dict(self.history.pod_calls)
-        return SessionSnapshot(body, state, note, calls, events, series)
+        runs = [str(r.get("runId")) for r in (body.get("status") or {}).get("runs") or []]
+        run_calls = {r: self.history.run_calls[r] for r in runs if r in self.history.run_calls}
+        return SessionSnapshot(body, state, note, calls, events, series, run_calls, last_run)
 
     def _state(
         self, api: PluginClient, name: str, body: dict[str, Any]
@@ -150,6 +172,37 @@ class Source:
             counts = tool_calls_by_lane(text)
             if counts:
                 self.history.pod_calls[str(pod)] = counts
+
+    def _read_runs(self, api: PluginClient, name: str, body: dict[str, Any]) -> RunEvents | None:
+        """Ask the current pod about the latest runs it ran (``RUN_VIEW_RUNS``; a run it said
+        was over and whose calls were all read is not asked again): merge their new tool calls
+        into the history; return the last run's answer (its conversation), or None when the pod
+        does not answer (an older runtime: 404)."""
+        status = body.get("status") or {}
+        pod = status.get("podName")
+        mine = [r for r in status.get("runs") or [] if r.get("podName") == pod and r.get("runId")]
+        last = None
+        for run in mine[-RUN_VIEW_RUNS:]:
+            run_id = str(run["runId"])
+            seen = self.history.run_views.get(run_id)
+            if seen is not None and seen.status != "running" and seen.next is None:
+                last = seen
+                continue
+            known = self.history.run_calls.get(run_id, [])
+            path = run_events_path(run_id, calls_cursor(known), RUN_VIEW_LIMIT)
+            try:
+                code, answer = api.proxy_get(
+                    pod_proxy_path(body, path), self._token(api, name), HTTP_TIMEOUT_SECONDS
+                )
+                view = RunEvents.model_validate(answer) if code == 200 else None
+            except (BerthOperatorError, PluginError, ValidationError):
+                view = None
+            if view is None:
+                continue
+            merged = merge_calls(known, view.tool_calls)
+            self.history.run_calls[run_id] = merged[-RUN_CALLS_KEPT:]
+            self.history.run_views[run_id] = last = view
+        return last
 
     def _events(self, api: PluginClient, name: str, body: dict[str, Any]) -> list[dict[str, Any]]:
         found = list(api.events_of("AgentSession", name))

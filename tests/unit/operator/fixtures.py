@@ -10,6 +10,8 @@ from typing import Any
 
 from berth_operator.api.agentsession import AgentSessionSpec, AgentSessionStatus
 from berth_operator.api.common import SessionRef
+from berth_operator.handlers.session_body import SessionBody
+from berth_operator.handlers.session_workers import LiveSession
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node, observe_pod
 from berth_operator.reconcile.passivation import Reservation
 from berth_operator.reconcile.plan import Observation
@@ -211,3 +213,9 @@ def ours(obs: Observation) -> Observation:
     rec = obs.status.passivation
     assert rec is not None, "no passivation request in status"
     return replace(obs, reserved_epoch=Reservation(rec.epoch + 1, rec.requested_at))
+
+
+def fresh_live() -> LiveSession:
+    """What a session's reconcile keeps between passes, for a session seen for the first time
+    (no status write yet, so nothing waits in the coalescing window)."""
+    return LiveSession(SessionBody(), dict)

@@ -10,7 +10,7 @@ from berth_operator.errors import KubeError
 from berth_operator.handlers import sessionwarmpool
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.reconcile.plan import CreatePod
-from berth_operator.reconcile.warmpool import WarmPod
+from berth_operator.reconcile.warmpool import Adoption, WarmPod
 from berth_operator.settings import OperatorSettings
 
 from tests.unit.operator.fixtures import make_session, observation
@@ -58,15 +58,13 @@ async def test_a_refused_relabel_gives_the_epoch_up_and_wakes_the_session(
     session = make_session().with_spec(warmPoolRef={"name": "pool"})
     obs = observation(session.with_status(epoch=2, podName="demo-e2"))
     ctx.memory(obs.ref.uid).token = "session-token"
-    ctx.warm.pools[KEY] = type("View", (), {"template": None, "template_hash": "h1"})()  # type: ignore[assignment]
     ctx.warm.tokens[KEY] = "pool-token"
-    ctx.warm.pods_index = {KEY: [POD]}  # type: ignore[assignment]
-    monkeypatch.setattr(sessionwarmpool, "template_mismatch", lambda *_: "")
     monkeypatch.setattr(sessionwarmpool, "_api", lambda _: calls)
     woken: list[str] = []
     monkeypatch.setattr(ctx, "wake_session", woken.append)
 
-    create = CreatePod(epoch=2, reason="Passivated", resume_run_id="run-1")
+    adopt = Adoption("pool", candidates=(POD,))
+    create = CreatePod(epoch=2, reason="Passivated", resume_run_id="run-1", adopt=adopt)
     adopted = await sessionwarmpool.adopt_for_session(ctx, obs, create)
 
     assert adopted  # the caller must not create epoch 2's pod: that epoch was handed out

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from berth_operator.handlers import agentsession
+from berth_operator.handlers import agentsession, session_apply
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.handlers.session_body import SessionBody
 from berth_operator.handlers.session_workers import LiveSession
@@ -207,11 +207,11 @@ async def test_a_repeated_passivate_call_goes_out_while_the_status_waits() -> No
     ctx.outcome_waits.add(plan.passivate.pod_uid)  # its end is awaited already
     live = LiveSession(SessionBody(), lambda: requested.obj())
     live.last_write = time.monotonic()
-    delay = await agentsession._apply(ctx, requested.obj(), obs, plan, live=live)
+    delay = await session_apply.apply_plan(ctx, requested.obj(), obs, plan, live=live)
     assert calls == ["passivate"]
     assert delay == pytest.approx(min(plan.requeue_after, WINDOW), abs=0.1)
     live.last_write = time.monotonic() - WINDOW - 1
-    await agentsession._apply(ctx, requested.obj(), obs, plan, live=live)
+    await session_apply.apply_plan(ctx, requested.obj(), obs, plan, live=live)
     assert calls == ["passivate", "status", "passivate"]
 
 
@@ -236,12 +236,12 @@ async def test_a_running_sessions_progress_waits_but_it_is_looked_at_at_its_own_
     ctx = OperatorContext(settings=fast, kube=Kube(), runtime=None)  # type: ignore[arg-type]
     live = LiveSession(SessionBody(), lambda: at_turn_2.obj())
     live.last_write = time.monotonic()
-    delay = await agentsession._apply(
+    delay = await session_apply.apply_plan(
         ctx, at_turn_2.obj(), obs, replace(plan, requeue_after=0.5), live=live
     )
     assert calls == []
     assert delay == pytest.approx(0.5)  # the refresh, not the window's 10 s
-    delay = await agentsession._apply(
+    delay = await session_apply.apply_plan(
         ctx, at_turn_2.obj(), obs, replace(plan, requeue_after=None), live=live
     )
     assert calls == [] and delay == pytest.approx(0.5)

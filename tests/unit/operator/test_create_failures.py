@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from berth_operator.api.conditions import PlacementReason, Reason, get_condition
 from berth_operator.errors import KubeError
-from berth_operator.handlers import agentsession
+from berth_operator.handlers import session_apply
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.reconcile.plan import CreateFailure, CreatePod, DeletePod, Observation, Plan
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings, PlacementSettings
 
-from tests.unit.operator.fixtures import T0, make_session, observation
+from tests.unit.operator.fixtures import T0, fresh_live, make_session, observation
 
 SETTINGS = OperatorSettings(placement=PlacementSettings(backoff_base_seconds=2))
 FORBIDDEN = "create poddisruptionbudget: 403 Forbidden: exceeded quota: pdbs"
@@ -123,14 +123,14 @@ class Disruption:
 async def test_passes_keep_the_epoch_while_the_pdb_is_refused_then_create_its_pod(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Whole passes (decide + ``_apply``) against an apiserver that refuses the namespace's PDB
+    """Whole passes (decide + ``apply_plan``) against an apiserver that refuses the namespace's PDB
     three times: epoch 1 is stored once, each pass after a refusal keeps it (and the backoff grows),
     and the fourth attempt creates ``demo-e1``."""
     kube, pdbs = Kube(), Disruption(refusals=3)
     events: list[str] = []
     monkeypatch.setattr(
-        agentsession,
-        "_post_events",
+        session_apply,
+        "post_events",
         lambda body, plan: events.extend(e.reason for e in plan.events),
     )
     ctx = OperatorContext(
@@ -147,7 +147,7 @@ async def test_passes_keep_the_epoch_while_the_pdb_is_refused_then_create_its_po
         now = datetime.now(UTC) + timedelta(seconds=600)
         obs = _observe(body, failed, now)
         plan = decide(obs, SETTINGS)
-        await agentsession._apply(ctx, body, obs, plan)
+        await session_apply.apply_plan(ctx, body, obs, plan, live=fresh_live())
         body = {**body, "status": wire(plan)}
         if failed is not None and failed is not ctx.memory(body["metadata"]["uid"]).create_failure:
             attempts.append(failed.attempts)
@@ -181,7 +181,7 @@ async def test_a_refused_delete_before_the_create_keeps_the_stored_epoch(
     is refused after the epoch was written, so the pod of that epoch is never made. That is a
     failed create of the epoch (tried again at the same epoch), not an interrupted placement."""
     kube = RefusingDeletes()
-    monkeypatch.setattr(agentsession, "_post_events", lambda body, plan: None)
+    monkeypatch.setattr(session_apply, "post_events", lambda body, plan: None)
     ctx = OperatorContext(settings=SETTINGS, kube=kube, runtime=None)  # type: ignore[arg-type]
     session = make_session().with_status(epoch=1, podName="demo-e1", podUid="pod-uid-1")
     obs = observation(session)
@@ -189,7 +189,7 @@ async def test_a_refused_delete_before_the_create_keeps_the_stored_epoch(
     stored = obs.status.model_copy(update={"epoch": 2, "pod_name": "demo-e2", "pod_uid": None})
     plan = Plan(stored, delete=[DeletePod("demo-e1", "pod-uid-1")], create=create)
 
-    assert await agentsession._apply(ctx, session.obj(), obs, plan) == 0.0
+    assert await session_apply.apply_plan(ctx, session.obj(), obs, plan, live=fresh_live()) == 0.0
 
     assert kube.status_writes == [2] and kube.created == []
     failure = ctx.memory(obs.ref.uid).create_failure

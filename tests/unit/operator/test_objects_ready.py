@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 from berth_operator.errors import KubeError
-from berth_operator.handlers import agentsession, session_placement
+from berth_operator.handlers import session_apply, session_placement
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.reconcile.plan import CreatePod, Plan
 from berth_operator.settings import OperatorSettings
 
 from berth_contract.state import RuntimeState
-from tests.unit.operator.fixtures import make_session, observation
+from tests.unit.operator.fixtures import fresh_live, make_session, observation
 
 
 class Objects:
@@ -90,21 +90,27 @@ async def test_a_later_pod_of_the_generation_does_not_wait_for_its_objects() -> 
     assert ctx.memory(obs.ref.uid).objects_recheck
 
     # a pass that finds the pod still starting (no runtime answer) writes nothing yet
-    await agentsession._apply(ctx, make_session().obj(), obs, Plan(obs.status))
+    await session_apply.apply_plan(
+        ctx, make_session().obj(), obs, Plan(obs.status), live=fresh_live()
+    )
     assert (objects.secret_calls, objects.pdb_calls) == (1, 1)
 
     # the first pass that finds the pod's runtime answering writes them again, once
     running = observation(
         make_session().with_status(epoch=1, podName="demo-e1"), state={"state": "running"}
     )
-    await agentsession._apply(ctx, make_session().obj(), running, Plan(running.status))
+    await session_apply.apply_plan(
+        ctx, make_session().obj(), running, Plan(running.status), live=fresh_live()
+    )
     for _ in range(10):  # the spawned rewrite reaches both calls (it waits at the gate)
         await asyncio.sleep(0)
     assert (objects.secret_calls, objects.pdb_calls) == (2, 1)
     assert not any(m.objects_recheck for _, m in ctx.memory)
     objects.gate.set()
     await settle(ctx)
-    await agentsession._apply(ctx, make_session().obj(), running, Plan(running.status))
+    await session_apply.apply_plan(
+        ctx, make_session().obj(), running, Plan(running.status), live=fresh_live()
+    )
     assert (objects.secret_calls, objects.pdb_calls) == (2, 1)
 
 
@@ -150,7 +156,9 @@ async def test_a_failed_rewrite_makes_the_next_pod_wait_again(
     objects.error = KubeError("replace secret ns/demo-berth: 500 Internal Server Error")
     await session_placement.prepare_pod(ctx, obs)  # not waited for: the failure comes after
     running = replace(obs, state=RuntimeState.model_validate({"state": "running"}))
-    await agentsession._apply(ctx, make_session().obj(), running, Plan(running.status))
+    await session_apply.apply_plan(
+        ctx, make_session().obj(), running, Plan(running.status), live=fresh_live()
+    )
     await settle(ctx)
     assert all(m.objects_ready is None for _, m in ctx.memory)
     assert "session Secret not written" in caplog.text

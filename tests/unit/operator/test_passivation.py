@@ -20,7 +20,7 @@ from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings, PassivationSettings, SessionApiSettings
 
 from berth_contract.state import RuntimeState
-from tests.unit.operator.fixtures import T0, make_pod, make_session, observation, ours
+from tests.unit.operator.fixtures import T0, fresh_live, make_pod, make_session, observation, ours
 
 SETTINGS = OperatorSettings(
     passivation=PassivationSettings(kill_grace_seconds=3),
@@ -553,7 +553,7 @@ async def test_the_replacement_is_created_before_the_ended_pods_delete(
     in the background). This process did not store the passivation request (no reservation:
     restarted since), so the replacement skips epoch 2, which an earlier process may have
     used, and its create waits for the status write."""
-    from berth_operator.handlers import agentsession
+    from berth_operator.handlers import session_apply
     from berth_operator.handlers.context import OperatorContext
 
     calls: list[str] = []
@@ -584,8 +584,8 @@ async def test_the_replacement_is_created_before_the_ended_pods_delete(
     obs = observation(session, ended, now=5)
     plan = decide(obs, SETTINGS)
     ctx = OperatorContext(settings=SETTINGS, kube=Kube(), runtime=None)  # type: ignore[arg-type]
-    monkeypatch.setattr(agentsession, "_post_events", lambda body, plan: calls.append("events"))
-    await agentsession._apply(ctx, session.obj(), obs, plan)
+    monkeypatch.setattr(session_apply, "post_events", lambda body, plan: calls.append("events"))
+    await session_apply.apply_plan(ctx, session.obj(), obs, plan, live=fresh_live())
     assert calls == ["status epoch 3", "list", "events", "create demo-e3"]
     assert ctx.background, "the ended pod's delete was not started"
     await asyncio.gather(*ctx.background)
@@ -598,7 +598,7 @@ async def test_a_failed_delete_of_an_ended_pod_is_logged_and_asked_again_next_pa
     """The background delete of an ended pod does not raise into nothing: it logs, and the next
     decision (the pod still there, neither current nor being deleted) deletes it again."""
     from berth_operator.errors import KubeError
-    from berth_operator.handlers import agentsession
+    from berth_operator.handlers import session_apply
     from berth_operator.handlers.context import OperatorContext
 
     class Kube:
@@ -608,7 +608,7 @@ async def test_a_failed_delete_of_an_ended_pod_is_logged_and_asked_again_next_pa
     session = running_session()
     ctx = OperatorContext(settings=SETTINGS, kube=Kube(), runtime=None)  # type: ignore[arg-type]
     with caplog.at_level("WARNING", logger="berth.operator"):
-        await agentsession._delete_ended(ctx, session.ref(), DeletePod("demo-e1", "pod-uid-1"))
+        await session_apply.delete_ended(ctx, session.ref(), DeletePod("demo-e1", "pod-uid-1"))
     assert "ended pod demo-e1 not deleted yet" in caplog.text
 
     msg = {"outcome": "passivated", "runId": "run-1", "turn": 2, "reason": "node_drain"}

@@ -6,7 +6,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from berth_operator.reconcile.scaling import PoolObservation, scaling_conditions, stuck_worker_pod
+from berth_operator.reconcile.scaling_status import (
+    PoolObservation,
+    scaling_conditions,
+    stuck_worker_pod,
+)
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 from berth_operator.api.agentsession import PassivationStatus
-from berth_operator.handlers import agentsession
+from berth_operator.handlers import session_apply
 from berth_operator.handlers.context import OperatorContext
 from berth_operator.reconcile import passivation as pv
 from berth_operator.reconcile.session import decide
 from berth_operator.settings import OperatorSettings
 
-from tests.unit.operator.fixtures import T0, make_pod, make_session, observation
+from tests.unit.operator.fixtures import T0, fresh_live, make_pod, make_session, observation
 
 SETTINGS = OperatorSettings()
 
@@ -112,7 +112,7 @@ class Kube:
 async def test_the_reserved_replacement_is_created_before_the_status_write_answers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(agentsession, "_post_events", lambda body, plan: None)
+    monkeypatch.setattr(session_apply, "post_events", lambda body, plan: None)
     kube = Kube(asyncio.Event())
     ctx = OperatorContext(settings=SETTINGS, kube=kube, runtime=None)  # type: ignore[arg-type]
     session = passivated_session()
@@ -120,7 +120,7 @@ async def test_the_reserved_replacement_is_created_before_the_status_write_answe
     obs = replace(observation(session, ENDED, now=5), reserved_epoch=OURS)
     plan = decide(obs, SETTINGS)
     assert plan.create is not None and plan.create.reserved
-    await agentsession._apply(ctx, session.obj(), obs, plan)
+    await session_apply.apply_plan(ctx, session.obj(), obs, plan, live=fresh_live())
     # the create did not wait for the write (the write waited for the create here), nor for
     # the guard's LIST: this process knows every pod of the session the LIST could show
     assert kube.calls[:3] == ["status epoch 2 sent", "create demo-e2", "status answered"]
@@ -135,7 +135,7 @@ async def test_without_the_reservation_the_replacement_lists_after_the_write(
 ) -> None:
     """A process that did not store the request (restarted, a new leader) writes the epoch
     after next first, then lists the session's pods straight from the apiserver, then creates."""
-    monkeypatch.setattr(agentsession, "_post_events", lambda body, plan: None)
+    monkeypatch.setattr(session_apply, "post_events", lambda body, plan: None)
     release = asyncio.Event()
     release.set()
     kube = Kube(release)
@@ -144,7 +144,7 @@ async def test_without_the_reservation_the_replacement_lists_after_the_write(
     obs = observation(session, ENDED, now=5)
     plan = decide(obs, SETTINGS)
     assert plan.create is not None and not plan.create.reserved
-    await agentsession._apply(ctx, session.obj(), obs, plan)
+    await session_apply.apply_plan(ctx, session.obj(), obs, plan, live=fresh_live())
     assert kube.calls.index("status answered") < kube.calls.index("create demo-e3")
     assert kube.calls.index("list") < kube.calls.index("create demo-e3")
 
@@ -152,8 +152,8 @@ async def test_without_the_reservation_the_replacement_lists_after_the_write(
 async def test_a_stored_request_is_remembered_as_this_process_reservation(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(agentsession, "_post_events", lambda body, plan: None)
-    monkeypatch.setattr(agentsession, "passivate", _no_call)
+    monkeypatch.setattr(session_apply, "post_events", lambda body, plan: None)
+    monkeypatch.setattr(session_apply, "passivate", _no_call)
     release = asyncio.Event()
     release.set()
     ctx = OperatorContext(
@@ -169,7 +169,7 @@ async def test_a_stored_request_is_remembered_as_this_process_reservation(
     obs = replace(obs, node_disruptions={"proc-a": pv.Trigger("node_drain", "cordoned", "proc-a")})
     plan = decide(obs, SETTINGS)
     assert plan.status.passivation is not None and plan.passivate is not None
-    await agentsession._apply(ctx, session.obj(), obs, plan)
+    await session_apply.apply_plan(ctx, session.obj(), obs, plan, live=fresh_live())
     assert ctx.memory(session.ref().uid).reservation == pv.Reservation(2, obs.now)
 
 

@@ -70,7 +70,7 @@ async def wait_for_tick(last: Any) -> float:
         REF,
         SPEC,
         last,
-        laneworker._LoopState(),
+        laneworker.LoopState(),
         started + 5,
         Stopped(),  # type: ignore[arg-type]
     )
@@ -80,7 +80,7 @@ async def wait_for_tick(last: Any) -> float:
 async def test_tasks_newer_than_the_ticks_reading_end_the_wait_at_once(stream: Any) -> None:
     """The tick read 10 tasks (1 replica) up to entry 7-0; 30 more landed while it scaled."""
     s = stream(BrokerPressure(backlog=40, in_flight=0, last_entry_id="9-0"))
-    tick = laneworker._Tick(
+    tick = laneworker.Tick(
         current=1,
         desired=1,
         pressure=10,
@@ -97,7 +97,7 @@ async def test_each_reading_moves_the_wait_on(stream: Any) -> None:
         BrokerPressure(backlog=5, in_flight=0, last_entry_id="8-0"),
         BrokerPressure(backlog=25, in_flight=0, last_entry_id="12-0"),
     )
-    tick = laneworker._Tick(
+    tick = laneworker.Tick(
         current=1, desired=1, pressure=4, broker=BrokerPressure(4, 0, last_entry_id="4-0")
     )
     assert await wait_for_tick(tick) < 1
@@ -106,6 +106,6 @@ async def test_each_reading_moves_the_wait_on(stream: Any) -> None:
 
 async def test_without_a_reading_the_wait_is_for_tasks_from_now_on(stream: Any) -> None:
     s = stream(BrokerPressure(backlog=40, in_flight=0, last_entry_id="9-0"))
-    tick = laneworker._Tick(current=1, desired=1, pressure=None, broker=None)
+    tick = laneworker.Tick(current=1, desired=1, pressure=None, broker=None)
     await wait_for_tick(tick)
     assert s.after == ["$"]

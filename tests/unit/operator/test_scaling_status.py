@@ -12,14 +12,16 @@ from berth_operator.reconcile.scaling import (
     BUSY_COST_BASE,
     DELETION_COST_ANNOTATION,
     IDLE_COST,
-    DeploymentCounts,
     LaneWorkerCondType,
     LaneWorkerReason,
     PodView,
-    PoolObservation,
     Recommendation,
     deletion_cost,
     deletion_cost_plan,
+)
+from berth_operator.reconcile.scaling_status import (
+    DeploymentCounts,
+    PoolObservation,
     pod_view,
     pool_status,
     scaling_conditions,

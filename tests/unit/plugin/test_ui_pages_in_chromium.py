@@ -4,7 +4,9 @@ from node-a onto node-b). The same checks on the dev cluster, with a real drain:
 tests/e2e/test_ui_browser.py.
 
 Asserted: the session page shows run 1 on node-a passivated for ``node_drain``, run 2 on node-b
-and tool calls on the execute lane; a new Event shows on the open page (live, no reload); a user
+and tool calls on the execute lane, each of run 2's calls with its lane, duration and outcome, and
+the conversation with the leaked credential masked; a new Event and a new tool call show on the
+open page (live, no reload); a trace and a Grafana link are offered (configured); a user
 whose access reviews say no sees the pages without actions; another origin's auto-submitted
 form is refused. Writes the three pages' screenshots to docs/ (docs/ui.md) and prints the live
 delay and the page weight.
@@ -21,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubectl_berth.ui.links import Links
 from kubectl_berth.ui.serve import start
 
-from tests.unit.plugin.ui_world import NS, World, apiserver
+from tests.unit.plugin.ui_world import LEAKED, NS, World, apiserver
 
 ROOT = Path(__file__).resolve().parents[3]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -57,7 +60,10 @@ async def view() -> AsyncIterator[tuple[str, World, str]]:
     world, viewers = World(), World(allowed=False)
     world.add_event("Passivated", "node_drain: node node-a is draining; checkpointed at turn 3")
     with apiserver(world) as api, apiserver(viewers) as view_api:
-        runner, view_runner = await start(api, NS, 0), await start(view_api, NS, 0)
+        links = Links(
+            "https://traces.example/trace?session={session}", "https://grafana.example/d/b"
+        )
+        runner, view_runner = await start(api, NS, 0, links), await start(view_api, NS, 0)
         try:
             yield (
                 f"127.0.0.1:{runner.addresses[0][1]}",
@@ -90,6 +96,15 @@ def runs_on_page(driver: Any) -> list[list[str]]:
     rows: list[list[str]] = driver.execute_script(
         "return Array.from(document.querySelectorAll('#runs-table tr[data-run]'))"
         ".map(function (r) { return [r.dataset.node, r.dataset.reason]; });"
+    )
+    return rows
+
+
+def calls_on_page(driver: Any) -> list[list[str]]:
+    rows: list[list[str]] = driver.execute_script(
+        "return Array.from(document.querySelectorAll('table.calls-of-run tr[data-lane]'))"
+        ".map(function (r) { return Array.from(r.cells).slice(1).map(function (c) {"
+        " return c.innerText; }); });"
     )
     return rows
 
@@ -129,6 +144,14 @@ def in_browser(driver: Any, host: str, world: World, viewer_host: str) -> None:
     assert runs[0] == ["node-a", "node_drain"] and runs[1][0] == "node-b", runs
     assert "execute" in text_of(driver, "calls") and "4" in text_of(driver, "calls")
     assert "Passivate…" in text_of(driver, "actions")  # this user may act
+    assert calls_on_page(driver) == [
+        ["bash", "execute", "1.240 s", "ok"],
+        ["grep", "query", "0.085 s", "ok"],
+        ["bash", "execute", "3.020 s", "error (exit 2)"],
+    ]
+    talk = text_of(driver, "conversation")
+    assert "OPENAI_API_KEY=[REDACTED]" in talk and LEAKED not in driver.page_source
+    assert "Trace" in text_of(driver, "actions") and "Grafana" in text_of(driver, "actions")
     weight: int = driver.execute_script(
         "return performance.getEntriesByType('navigation').concat("
         "performance.getEntriesByType('resource'))"
@@ -142,7 +165,14 @@ def in_browser(driver: Any, host: str, world: World, viewer_host: str) -> None:
         "the new Event on the open page", lambda: "resumed on node-b" in text_of(driver, "events")
     )
     print(f"live-update delay (Event recorded to shown): {time.monotonic() - added:.2f}s")
+    world.add_tool_call("call_live", "glob", 42, 0)
+    added = time.monotonic()
+    until("the new tool call on the open page", lambda: "0.042 s" in text_of(driver, "calls"))
+    print(f"live-update delay (tool call recorded to shown): {time.monotonic() - added:.2f}s")
+    tall: int = driver.execute_script("return document.documentElement.scrollHeight;")
+    driver.set_window_size(1200, min(tall + 140, 4000))  # the whole page: calls, conversation
     driver.save_screenshot(str(ROOT / "docs" / "ui-session.png"))
+    driver.set_window_size(1200, 1000)
     driver.get(f"http://{host}/sessions")
     driver.save_screenshot(str(ROOT / "docs" / "ui-sessions.png"))
     driver.get(f"http://{host}/workers/{NS}/exec-pool")

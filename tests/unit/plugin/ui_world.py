@@ -1,6 +1,9 @@
 """A small apiserver for the web view's tests: a real HTTP server answering the paths the view
 reads (AgentSessions, a LaneWorker, Events, a Secret, SelfSubjectAccessReviews, and the session
-pod's ``/v1/state`` and ``/metrics`` through the pod proxy) from a ``World`` the test changes.
+pod's ``/v1/state``, ``/metrics`` and ``/v1/runs/{runId}/events`` through the pod proxy) from a
+``World`` the test changes. The run's answer is made by the runtime's own read
+(``session_runtime.pod.runview.answer``: pairing, lanes, paging, masking) over events and
+messages shaped as the session emits and keeps them.
 
 The session tells the story of a drain: run 1 on node-a passivated with reason ``node_drain``,
 run 2 resumed on node-b, tool calls on the execute lane.
@@ -16,15 +19,42 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 from kubectl_berth.client import PluginClient
 from kubernetes import client
+
+from session_runtime.pod.runview import answer
 
 NS = "team-a"
 SESSIONS = f"/apis/berth.dev/v1alpha1/namespaces/{NS}/agentsessions"
 WORKER = f"/apis/berth.dev/v1alpha1/namespaces/{NS}/laneworkers/exec-pool"
 PROXY = f"/api/v1/namespaces/{NS}/pods/demo-e2:8080/proxy"
+RUN2_STARTED_MS = 1795086003000  # 2026-11-21T11:00:03Z
+LEAKED = "sk-" + "live0123456789abcdefXYZ"
+"""A credential a tool printed; the page must show it masked."""
+
+
+def demo_messages() -> list[dict[str, Any]]:
+    """Run 2's conversation as the session keeps it (OpenAI chat format)."""
+    call = {"id": "call_1_0", "type": "function"}
+    return [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "fix the bug"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {**call, "function": {"name": "bash", "arguments": '{"command": "env"}'}}
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_1_0",
+            "content": f"OPENAI_API_KEY={LEAKED}\nHOME=/w",
+        },
+        {"role": "assistant", "content": "The test fails in parse(); running it again."},
+    ]
 
 
 def demo_session() -> dict[str, Any]:
@@ -92,6 +122,46 @@ class World:
     patches: list[Any] = field(default_factory=list)
     posts: list[tuple[str, Any]] = field(default_factory=list)
     metrics: str = 'berth_session_tool_calls_total{lane="execute"} 4.0\n'
+    run_events: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=demo_messages)
+    run_status: str = "running"
+    run_asks: int = 0
+
+    def __post_init__(self) -> None:
+        self.add_tool_call("call_1_0", "bash", 1240, 0)
+        self.add_tool_call("call_1_1", "grep", 85, 0)
+        self.add_tool_call("call_1_2", "bash", 3020, 2)
+
+    def add_tool_call(self, call_id: str, name: str, took_ms: int, exit_code: int) -> None:
+        """A finished tool call of run 2 (its ``tool_start`` and ``tool_end`` events)."""
+        self.start_call(call_id, name)
+        self.end_call(call_id, name, took_ms, exit_code)
+
+    def _event(self, kind: str, call_id: str, name: str, at: int | None = None) -> dict[str, Any]:
+        seq = len(self.run_events) + 1
+        event = {"type": kind, "seq": seq, "ts_ms": at or RUN2_STARTED_MS + 1000 * seq}
+        event.update(run_id="run-2", session_id="team-a/demo", id=call_id, name=name)
+        self.run_events.append(event)
+        return event
+
+    def start_call(self, call_id: str, name: str) -> None:
+        """Run 2 starts tool call ``call_id`` (a ``tool_start`` event)."""
+        self._event("tool_start", call_id, name)
+
+    def end_call(self, call_id: str, name: str, took_ms: int, exit_code: int) -> None:
+        """Tool call ``call_id`` ends ``took_ms`` after it started (a ``tool_end`` event)."""
+        start = next(e for e in self.run_events if e["id"] == call_id)["ts_ms"]
+        self._event("tool_end", call_id, name, start + took_ms).update(exit_code=exit_code)
+
+    def run_answer(self, run_id: str, query: str) -> dict[str, Any] | None:
+        """The pod's ``GET /v1/runs/{run_id}/events?query`` answer (None: not retained)."""
+        if run_id != "run-2":
+            return None
+        self.run_asks += 1
+        q = {k: v[0] for k, v in parse_qs(query).items()}
+        record = {"id": run_id, "status": self.run_status, "event_count": len(self.run_events)}
+        after, limit = int(q.get("after", -1)), int(q.get("limit", 100))
+        return answer(record, self.run_events, self.messages, after, limit)
 
     def add_event(self, reason: str, message: str) -> None:
         """A new Event of the session (as the operator records one)."""
@@ -106,6 +176,16 @@ class World:
                 "lastTimestamp": "2026-11-21T11:00:05Z",
             }
         )
+
+
+def _selected(event: dict[str, Any], selector: str) -> bool:
+    """Whether ``event`` matches an ``involvedObject.kind=K,involvedObject.name=N`` selector."""
+    involved = event.get("involvedObject") or {}
+    for term in filter(None, selector.split(",")):
+        key, _, value = term.partition("=")
+        if str(involved.get(key.removeprefix("involvedObject."))) != value:
+            return False
+    return True
 
 
 def _handler(world: World) -> type[BaseHTTPRequestHandler]:
@@ -130,7 +210,9 @@ def _handler(world: World) -> type[BaseHTTPRequestHandler]:
             elif path == f"{SESSIONS}/demo":
                 self._send(200, world.sessions[0])
             elif path == f"/api/v1/namespaces/{NS}/events":
-                self._send(200, {"kind": "EventList", "items": world.events})
+                wanted = parse_qs(urlparse(self.path).query).get("fieldSelector", [""])[0]
+                items = [e for e in world.events if _selected(e, wanted)]
+                self._send(200, {"kind": "EventList", "items": items})
             elif path == f"/api/v1/namespaces/{NS}/secrets/demo-berth":
                 token = base64.b64encode(b"tok").decode()
                 self._send(200, {"kind": "Secret", "data": {"api-token": token}})
@@ -138,6 +220,10 @@ def _handler(world: World) -> type[BaseHTTPRequestHandler]:
                 self._send(200, {"state": "running", "turn": 3, "usage": {"totalTokens": 1500}})
             elif path == f"{PROXY}/metrics":
                 self._send(200, world.metrics)
+            elif path.startswith(f"{PROXY}/v1/runs/") and path.endswith("/events"):
+                run_id = path.removeprefix(f"{PROXY}/v1/runs/").removesuffix("/events")
+                found = world.run_answer(run_id, urlparse(self.path).query)
+                self._send(200 if found else 404, found or {"error": "unknown_run"})
             elif path == WORKER:
                 self._send(200, {"spec": {}, "status": {"replicas": 1, "pressure": {"backlog": 2}}})
             else:

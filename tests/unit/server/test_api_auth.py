@@ -27,6 +27,7 @@ GUARDED = [
     ("GET", "/v1/state", None),
     ("POST", "/v1/passivate", {"reason": "manual"}),
     ("POST", "/v1/messages", {"prompt": "rm -rf /"}),
+    ("GET", "/v1/runs/run-1/events", None),
     ("GET", "/v1/unknown", None),
 ]
 
