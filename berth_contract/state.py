@@ -172,8 +172,7 @@ def state_body(
     last_checkpoint, last_error}``) or None before the session exists. Shape::
 
         {"state": Phase, "runtimeState": str | null, "runId": str | null,
-         "resumedFrom": str | null,   # the run ``runId`` continues (resume_run lineage)
-         "turn": int, "toolCallsCount": int,
+         "resumedFrom": str | null, "turn": int, "toolCallsCount": int,  # resumedFrom: lineage
          "usage": {"promptTokens", "completionTokens", "totalTokens"},   # session cumulative
          "lastCheckpoint": {"runId", "turn", "toolCallsCount", "checkpointMs"} | null,
          "lastError": str | null, "epoch": int, "session": "<ns>/<name>",
