@@ -388,7 +388,7 @@ def trace_summary() -> str:
     batches: a few seconds are allowed)."""
     jaeger = ENV.get("JAEGER_URL", "")
     if not jaeger:
-        return "trace: none (the dev cluster runs no Jaeger: bash hack/build-binaries.sh jaeger)"
+        return "trace: none (no Jaeger in the dev cluster: BERTH_DEV_JAEGER=1, hack/jaeger.sh)"
     query = urllib.parse.urlencode(
         {
             "service": "berth-session",
