@@ -12,7 +12,7 @@ untraced round and per span; and, without the model, the cost of one recording s
 four attributes, end, batch export) against a non-recording one, in a loop.
 
 Run: ``.venv/bin/python bench/tracing.py [--trials 5] [--runs 5] [--rounds 20]``.
-Goal (the issue's): at most 1 % of a round and 50 µs per span on the dev machine.
+Goal: at most 1 % of a round and 50 µs per span on the dev machine (bench/README.md has figures).
 """
 
 from __future__ import annotations
