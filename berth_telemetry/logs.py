@@ -55,18 +55,21 @@ def json_formatter() -> logging.Formatter:
 
 def configure(level: str, fmt: str | None = None) -> None:
     """Send the root logger's records at ``level`` (a logging level name) to standard error in
-    ``fmt`` (``json``/``text``; None: ``BERTH_LOG_FORMAT``, default ``text``). Raises ValueError
-    for another format."""
+    ``fmt`` (``json``/``text``; None: ``BERTH_LOG_FORMAT``, default ``text``). Another format
+    is logged as a warning and ``text`` used: a log setting never stops a program."""
     import os
 
     fmt = (fmt or os.environ.get(envvars.LOG_FORMAT) or "text").strip().lower()
-    if fmt not in FORMATS:
-        raise ValueError(f"{envvars.LOG_FORMAT} must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    unknown = fmt not in FORMATS
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(json_formatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    if unknown:
+        logging.getLogger(__name__).warning(
+            "%s must be one of %s, not %r: logging as text", envvars.LOG_FORMAT, FORMATS, fmt
+        )
 
 
 def bind(**labels: Any) -> None:

@@ -78,11 +78,17 @@ def build_provider(
 
 def configure(service_name: str, attributes: Mapping[str, str | int | None] | None = None) -> bool:
     """Install the process's tracer provider when :func:`enabled`; returns whether it did.
-    ``attributes`` (None values left out) go on its resource. Call once, early in ``main``."""
+    ``attributes`` (None values left out) go on its resource. Call once, early in ``main``.
+    Never raises: a provider that cannot be built is logged and the program runs untraced."""
     if not enabled():
         return False
     attrs = {k: v for k, v in (attributes or {}).items() if v is not None}
-    trace.set_tracer_provider(build_provider(service_name, attrs))
+    try:
+        provider = build_provider(service_name, attrs)
+    except Exception:
+        log.warning("tracing is configured but cannot start; running untraced", exc_info=True)
+        return False
+    trace.set_tracer_provider(provider)
     log.info("exporting traces over OTLP as %s", service_name)
     return True
 

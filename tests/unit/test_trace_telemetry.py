@@ -81,5 +81,23 @@ def test_json_lines_carry_span_ids_and_bound_labels() -> None:
     assert (first["trace_id"], first["span_id"]) == (f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}")
     assert (first["session"], first["epoch"], first["level"]) == ("ns/s", 3, "info")
     assert "run_id" not in first and "trace_id" not in second
-    with pytest.raises(ValueError, match="BERTH_LOG_FORMAT"):
-        logs.configure("INFO", "xml")
+    out = io.StringIO()
+    try:
+        logs.configure("INFO", "xml")  # unknown: text, and a warning saying so
+        root.handlers[0].stream = out  # type: ignore[attr-defined]
+        logging.getLogger("berth.x").warning("plain")
+    finally:
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])
+    assert out.getvalue().rstrip().endswith("WARNING berth.x: plain")
+
+
+def test_a_provider_that_cannot_start_leaves_the_program_untraced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(*_: object) -> None:
+        raise ValueError("bad OTEL_* value")
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setattr(tracing, "build_provider", broken)
+    assert tracing.configure("berth-worker") is False
