@@ -45,6 +45,7 @@ from berth_contract import names
 from berth_contract.taskauth import sign_fields, verify_fields
 from session_runtime.lanes.external import ExternalReply, ExternalTask, ReplySink
 from session_runtime.tools.base import Lane, ToolContext
+from session_runtime.tracing import tool_span, trace_fields
 from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage, as_text
 from session_runtime.transport.connect import connect
 
@@ -71,7 +72,10 @@ class RedisTaskTransport:
     tasks, verify replies; None = unauthenticated, for local runs and tests only),
     ``on_rejected`` (called with a reason for every dropped reply: ``mac``, ``malformed``),
     ``reply_grace_ms`` (how long past a task's timeout the queue waits for the worker's own
-    deadline/"worker lost" answer; default 10000 ms), ``block_ms`` (reader block time, ms).
+    deadline/"worker lost" answer; default 10000 ms), ``block_ms`` (reader block time, ms),
+    ``labels`` (the session's identity labels, sent with every task for the worker's spans).
+    Every task carries the W3C trace context of its tool call's span
+    (:func:`session_runtime.tracing.tool_span`), signed with the rest.
     """
 
     def __init__(
@@ -91,6 +95,7 @@ class RedisTaskTransport:
         reply_grace_ms: int = 10_000,
         block_ms: int = 1_000,
         clock: Callable[[], int] | None = None,
+        labels: Mapping[str, str | None] | None = None,
     ) -> None:
         self._redis = redis
         self._ns = names.namespace(namespace)
@@ -120,6 +125,7 @@ class RedisTaskTransport:
         self._unsettled: list[str] = []
         self._relative: dict[str, str] = {}  # workspace -> as sent (realpath once, not per task)
         self._deleter: asyncio.Task[None] | None = None
+        self._labels = {k: v for k, v in (labels or {}).items() if v}
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisTaskTransport:
@@ -182,6 +188,8 @@ class RedisTaskTransport:
             workspace=self._workspace(ctx.workspace),
             deadline_ms=task.deadline_ms,
             reply_to=self._reply_stream,
+            labels=self._labels,
+            **trace_fields(tool_span(task.tool_call_id)),
         )
         fields = message.to_fields()
         if self._key is not None:

@@ -8,7 +8,6 @@ import contextlib
 import logging
 import os
 import socket
-import sys
 import threading
 from collections.abc import Sequence
 from http.server import ThreadingHTTPServer
@@ -17,6 +16,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry, MetricsHandler
 from redis.asyncio import Redis
 
+from berth_contract import envvars
+from berth_contract import tracing as names
+from berth_telemetry import logs, tracing
 from session_runtime import early_signals, listen
 from session_runtime.tools import sandbox
 from session_runtime.transport.connect import connect
@@ -99,12 +101,17 @@ async def serve(settings: WorkerSettings, listener: socket.socket | None = None)
 def main(argv: Sequence[str] | None = None, listener: socket.socket | None = None) -> int:
     """Run a LaneWorker (``berth-worker``, via ``session_runtime.launch``); returns the exit
     code (0 after a clean stop). ``listener``: the metrics socket, bound before the imports."""
-    logging.basicConfig(
-        level=os.environ.get("BERTH_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    logs.configure(os.environ.get(envvars.LOG_LEVEL, "INFO"))
     settings = WorkerSettings.from_env(argv=argv)
+    tracing.configure(
+        "berth-worker",
+        {
+            "k8s.namespace.name": settings.namespace,
+            "k8s.pod.name": settings.pod_name,
+            names.NODE: os.environ.get(envvars.NODE_NAME),
+            names.LANEWORKER: settings.laneworker,
+        },
+    )
     try:
         mode = sandbox.sandbox_mode()
     except sandbox.SandboxError as exc:

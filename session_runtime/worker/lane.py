@@ -28,6 +28,7 @@ from session_runtime.worker.tasks import (
     WORKER_LOST,
     TaskRejected,
     WorkspaceRefused,
+    execution_span,
     now_ms,
     resolve_workspace,
     task_reply,
@@ -168,8 +169,7 @@ class LaneWorker:
         task.add_done_callback(done)
 
     async def _handle(self, entry_id: str, fields: Any) -> None:
-        """Run one task; every path ends with the entry acknowledged (or left for the reclaimer
-        if Redis itself is gone)."""
+        """Run one task; every path acknowledges the entry (Redis gone: left to the reclaimer)."""
         try:
             await self._handle_inner(entry_id, fields)
         except Exception:
@@ -200,10 +200,10 @@ class LaneWorker:
 
     async def _handle_inner(self, entry_id: str, fields: Any) -> None:
         started_ms = now_ms()
-        admitted = await self._admit(entry_id, fields)
-        if admitted is not None:
+        if (admitted := await self._admit(entry_id, fields)) is not None:
             task, ns, key = admitted
-            await self._execute(entry_id, task, ns, key, started_ms)
+            with execution_span(task):  # a child of the session's tool-call span
+                await self._execute(entry_id, task, ns, key, started_ms)
 
     async def _admit(self, entry_id: str, fields: Any) -> tuple[TaskMessage, str, bytes] | None:
         """(task, namespace, session key) of a task this worker may run, after its signature,

@@ -279,6 +279,26 @@ app.kubernetes.io/component: redis
   value: {{ .Values.operator.metricsPort | quote }}
 - name: BERTH_LOG_LEVEL
   value: {{ .Values.operator.logLevel | default "INFO" | quote }}
+{{- with .Values.observability }}
+- name: BERTH_LOG_FORMAT
+  value: {{ .logFormat | default "json" | quote }}
+{{- if .tracing.otlpEndpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .tracing.otlpEndpoint | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ .tracing.sampler | default "parentbased_always_on" | quote }}
+{{- with .tracing.samplerArg }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ . | quote }}
+{{- end }}
+{{- with .tracing.resourceAttributes }}
+{{- $attrs := list }}
+{{- range $k, $v := . }}{{ $attrs = append $attrs (printf "%s=%s" $k $v) }}{{ end }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ join "," $attrs | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if .Values.webhook.enabled }}
 - name: BERTH_WEBHOOK_ENABLED
   value: "true"
@@ -536,6 +556,23 @@ matchExpressions:
 {{- end }}
 
 {{/* Egress rule: Redis, the bundled pod or networkPolicy.externalRedis. */}}
+{{- /* Egress to the OTLP trace endpoint, when observability.tracing.otlpEndpoint is set. */ -}}
+{{- define "berth.np.otlpEgressRule" -}}
+{{- if .Values.observability.tracing.otlpEndpoint }}
+{{- $rule := .Values.networkPolicy.otlpEgress }}
+- ports:
+    {{- range $rule.ports }}
+    - {protocol: TCP, port: {{ . }}}
+    {{- end }}
+  {{- with $rule.cidrs }}
+  to:
+    {{- range . }}
+    - ipBlock: {cidr: {{ . }}}
+    {{- end }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
 {{- define "berth.np.redisEgressRule" -}}
 {{- if .Values.redis.enabled }}
 - to:

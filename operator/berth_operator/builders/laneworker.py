@@ -73,6 +73,7 @@ from berth_operator.builders.security import (
     with_default_resources,
 )
 from berth_operator.builders.session_pod import tool_sandbox_env
+from berth_operator.builders.telemetry import telemetry_env
 from berth_operator.errors import SpecError
 from berth_operator.settings import OperatorSettings
 
@@ -176,6 +177,7 @@ def worker_env(
         },
         {"name": envvars.TASK_TIMEOUT_SECONDS, "value": str(spec.task_timeout_seconds)},
         {"name": envvars.METRICS_PORT, "value": str(METRICS_PORT)},
+        *telemetry_env(),
     ]
 
 

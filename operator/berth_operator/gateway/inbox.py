@@ -10,7 +10,8 @@ Keys (:mod:`berth_contract.names`; the chart's Redis ACL gives them to the opera
 Message fields: ``id``, ``session`` (``ns/name``), ``prompt``, ``state`` (``queued`` →
 ``delivered`` → ``done`` | ``failed``), ``createdMs``, ``runId``, ``resultText``, ``error``,
 ``peer`` (JSON ``{fromSessionId, fromTenantId, correlationId}`` or empty) and ``chain`` (JSON
-list of the ``ns/name`` sessions the call went through, for loop detection).
+list of the ``ns/name`` sessions the call went through, for loop detection) and
+``traceparent`` (W3C, of the front door's span of the message; empty without tracing).
 
 Enqueue and finish are Lua scripts on the session's two keys (one Redis Cluster slot), so a
 message is queued once (its id is the idempotency key: a repeated enqueue returns the stored
@@ -35,6 +36,7 @@ from typing import Any, Literal
 from redis.asyncio import Redis
 
 from berth_contract import names
+from berth_telemetry.tracing import TRACEPARENT
 
 PREFIX = names.GATEWAY_PREFIX
 ACTIVE_KEY = names.GATEWAY_ACTIVE
@@ -74,6 +76,9 @@ class Message:
     error: str = ""
     peer: dict[str, Any] | None = None
     chain: list[str] = field(default_factory=list)
+    traceparent: str = field(default="", compare=False)
+    """W3C traceparent of the front door's span of this message (the run it starts is a child);
+    where it sits in a trace, not what the message is, so not part of its equality."""
 
     def fields(self) -> dict[str, str]:
         """The Redis hash of this message."""
@@ -88,6 +93,7 @@ class Message:
             "error": self.error,
             "peer": json.dumps(self.peer) if self.peer else "",
             "chain": json.dumps(self.chain),
+            TRACEPARENT: self.traceparent,
         }
 
     @classmethod
@@ -106,6 +112,7 @@ class Message:
             error=f.get("error", ""),
             peer=json.loads(f["peer"]) if f.get("peer") else None,
             chain=list(json.loads(f["chain"])) if f.get("chain") else [],
+            traceparent=f.get(TRACEPARENT, ""),
         )
 
     def to_json(self) -> dict[str, Any]:
