@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from redis.asyncio import Redis
 
 from berth_contract import tracing as names
 from berth_contract.taskauth import derive_session_key, sign_fields, verify_fields
@@ -61,8 +62,8 @@ def worker(tmp_path: Path) -> LaneWorker:
         },
         [],
     )
-    redis: Any = None  # session_key never reaches Redis
-    return LaneWorker(settings, redis)
+    # a client that never connects: deriving a session's key does not reach Redis
+    return LaneWorker(settings, Redis.from_url("redis://127.0.0.1:1/0"))
 
 
 def _context(name: str) -> str:
