@@ -17,6 +17,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from berth_contract import tracing as names
+from berth_contract.names import task_stream
 from tests.integration.server.harness import bash, blocking_bash, pod_world, wait_for
 
 Workers = pytest.importorskip("tests.integration.lanes.conftest").Workers
@@ -89,7 +90,7 @@ def test_worker_span_is_the_session_tool_calls_child_across_processes(
         "execute": {
             "mode": "external",
             "timeoutSeconds": 30,
-            "laneWorker": {"name": "pool", "taskStream": "berth:team-a:lw:pool:tasks"},
+            "laneWorker": {"name": "pool", "taskStream": task_stream("team-a", "pool")},
         }
     }
     with pod_world(tmp_path, script, lanes=lanes) as world:
