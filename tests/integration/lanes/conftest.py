@@ -25,7 +25,7 @@ import pytest
 from redis.asyncio import Redis
 
 from session_runtime.transport.connect import connect
-from tests.unit.server.test_early_signals import as_pid_1
+from tests.unit.runtime.pod.test_early_signals import as_pid_1
 
 REPO = Path(__file__).resolve().parents[3]
 

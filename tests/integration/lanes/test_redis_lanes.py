@@ -32,7 +32,7 @@ from session_runtime.transport import (
     dead_letter_stream,
     task_stream,
 )
-from tests.unit.server.test_early_signals import wait_until_importing
+from tests.unit.runtime.pod.test_early_signals import wait_until_importing
 
 from .conftest import MASTER, Workers, free_port
 

@@ -30,7 +30,7 @@ from tests.integration.server.harness import (
     session_command,
     wait_for,
 )
-from tests.unit.server.test_early_signals import signalled_while_importing
+from tests.unit.runtime.pod.test_early_signals import signalled_while_importing
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -332,7 +332,7 @@ def test_keep_alive_messages_and_metrics(tmp_path: Path) -> None:
 
 def test_bad_input_fails_cleanly(tmp_path: Path) -> None:
     """The real process on an unreadable options file (more cases run in-process in
-    tests/unit/server/test_main_bad_input.py)."""
+    tests/unit/runtime/pod/test_main_bad_input.py)."""
     with pod_world(tmp_path, {"turns": [{"text": "unused"}]}) as world:
         pod = world.start(epoch=1, BERTH_OPTIONS_FILE=str(tmp_path / "nope" / "options.json"))
         assert pod.wait_exit() == 2

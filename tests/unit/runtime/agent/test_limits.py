@@ -12,8 +12,7 @@ from session_runtime import (
     MaxToolRoundsError,
     ParseRetriesExceededError,
 )
-
-from .conftest import opts
+from tests.unit.runtime.conftest import opts
 
 
 def _append_round(i: int) -> dict[str, Any]:

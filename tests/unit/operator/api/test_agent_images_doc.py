@@ -17,7 +17,7 @@ from berth_operator.builders.security import hardened_container_security
 
 from session_runtime.tools import sandbox
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 DOC = (ROOT / "docs" / "agent-images.md").read_text()
 EXAMPLE = (ROOT / "examples" / "agent-image" / "Dockerfile").read_text()
 

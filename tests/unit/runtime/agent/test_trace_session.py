@@ -18,8 +18,7 @@ from berth_telemetry.tracing import remote_parent
 from session_runtime import RunPassivatedError
 from session_runtime.store.memory import MemorySessionStore
 from tests.trace_support import exporter, ids, named, parent_id
-
-from .conftest import opts
+from tests.unit.runtime.conftest import opts
 
 PROMPT = "secret prompt text 4711"
 TOOL_THEN_TEXT: list[dict[str, Any]] = [

@@ -17,7 +17,7 @@ from session_runtime.pod.config import parse_env
 from session_runtime.pod.http import make_app
 from session_runtime.pod.lifecycle import SessionPod
 from tests.trace_support import exporter
-from tests.unit.server.test_server_parts import env
+from tests.unit.runtime.pod.test_server_parts import env
 
 TOKEN = "t" * 43
 

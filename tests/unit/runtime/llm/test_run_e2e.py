@@ -8,8 +8,7 @@ from typing import Any
 
 from session_runtime import Agent, Session
 from session_runtime.llm.scripted import ScriptedServer
-
-from .conftest import opts
+from tests.unit.runtime.conftest import opts
 
 IDENTITY = {
     "tenant_id": "acme-corp",

@@ -11,8 +11,7 @@ from typing import Any
 from session_runtime import LoopCheckpoint, StoreError
 from session_runtime.store import FileSessionStore
 from session_runtime.store.memory import MemorySessionStore
-
-from .conftest import opts
+from tests.unit.runtime.conftest import opts
 
 
 class Recording(MemorySessionStore):

@@ -147,7 +147,7 @@ def test_model_strings_and_endpoints(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_endpoint(p) == ("http://p:2/v1", "mine")
 
 
-REPO_ROOT = str(Path(__file__).resolve().parents[3])
+REPO_ROOT = str(Path(__file__).resolve().parents[4])
 
 
 def _free_port() -> int:
@@ -191,8 +191,7 @@ async def test_recorded_conversation_replays_identically(
     scripted: Any, agent_for: Any, tmp_path: Path
 ) -> None:
     from session_runtime.llm.scripted import script_from_history
-
-    from .conftest import opts
+    from tests.unit.runtime.conftest import opts
 
     original = [
         {"tool_calls": [{"name": "write", "arguments": {"file_path": "r.txt", "content": "r"}}]},

@@ -160,7 +160,7 @@ def test_live_writer_in_another_process_blocks_and_a_dead_one_does_not(tmp_path:
     child = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(tmp_path)],
         stdout=subprocess.PIPE,
-        cwd=Path(__file__).resolve().parents[3],
+        cwd=Path(__file__).resolve().parents[4],
     )
     try:
         assert child.stdout is not None and child.stdout.readline() == b"ready\n"

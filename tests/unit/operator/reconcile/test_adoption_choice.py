@@ -12,8 +12,8 @@ from berth_operator.reconcile.session import decide
 from berth_operator.reconcile.warmpool import WarmOffer, choose_adoption
 from berth_operator.settings import OperatorSettings
 
+from tests.unit.operator.api.test_warmpool import LLM, pod, spec
 from tests.unit.operator.fixtures import make_session, observation
-from tests.unit.operator.test_warmpool import LLM, pod, spec
 
 TEMPLATE = WarmPodTemplate.model_validate({"llm": LLM})
 OFFER = WarmOffer("p", template=TEMPLATE, template_hash="h1", pods=(pod("a"), pod("b")))

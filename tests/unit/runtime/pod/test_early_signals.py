@@ -18,7 +18,7 @@ from typing import IO
 import pytest
 
 from session_runtime.tools import sandbox
-from tests.unit.server.test_warm import free_port, warm_env
+from tests.unit.runtime.pod.test_warm import free_port, warm_env
 
 
 def test_a_stop_signal_before_any_handler_is_remembered_and_taken_once() -> None:

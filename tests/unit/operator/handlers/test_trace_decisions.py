@@ -139,7 +139,12 @@ async def test_passivation_and_its_resume_join_the_runs_trace(spans: InMemorySpa
 def test_the_passivate_decision_carries_the_runs_trace_node_and_labels() -> None:
     from berth_operator.reconcile.session import decide
 
-    from tests.unit.operator.test_passivation import DRAIN, SETTINGS, _fields, running_session
+    from tests.unit.operator.handlers.test_passivation import (
+        DRAIN,
+        SETTINGS,
+        _fields,
+        running_session,
+    )
 
     run = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
     session = running_session().with_status(epoch=1, podName="demo-e1", podUid="pod-uid-1")

@@ -18,8 +18,7 @@ from session_runtime import (
     SessionRetentionLimits,
 )
 from session_runtime.llm.scripted import ScriptedServer
-
-from .conftest import make_agent, opts
+from tests.unit.runtime.conftest import make_agent, opts
 
 SLOW_TOOL = [
     {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 5"}}]},

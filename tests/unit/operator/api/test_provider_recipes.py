@@ -13,7 +13,7 @@ from berth_operator.api.agentsession import AgentSessionSpec
 
 from session_runtime.llm.client import parse_model
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "llm-providers.md"
+DOC = Path(__file__).resolve().parents[4] / "docs" / "llm-providers.md"
 
 
 def recipes() -> dict[str, dict[str, Any]]:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from berth_operator.api import crdgen
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.mark.parametrize("name", sorted(crdgen.rendered_files()))

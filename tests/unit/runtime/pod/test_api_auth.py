@@ -20,7 +20,7 @@ from session_runtime.metrics import SessionMetrics
 from session_runtime.pod.config import parse_env
 from session_runtime.pod.http import make_app
 from session_runtime.pod.lifecycle import SessionPod
-from tests.unit.server.test_server_parts import env
+from tests.unit.runtime.pod.test_server_parts import env
 
 TOKEN = "k9yQq1dQ1kMbpbo2eW5m6l8Hq2wq4Cq1vEo9R7g3x0Y"
 GUARDED = [

@@ -11,7 +11,7 @@ from pathlib import Path
 from session_runtime.a3s_core.binding import core_version
 from tests.a3s_core_support import binding
 
-CRATE = Path(__file__).resolve().parents[2] / "a3s_core_binding"
+CRATE = Path(__file__).resolve().parents[4] / "a3s_core_binding"
 
 
 def test_the_binding_reports_the_pinned_core_version() -> None:

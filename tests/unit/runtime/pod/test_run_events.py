@@ -21,7 +21,7 @@ from session_runtime.pod.config import parse_env
 from session_runtime.pod.http import make_app
 from session_runtime.pod.lifecycle import SessionPod
 from session_runtime.store.memory import MemorySessionStore
-from tests.unit.server.test_server_parts import env
+from tests.unit.runtime.pod.test_server_parts import env
 
 TOKEN = "run-events-token-0123456789abcdef"
 AUTH = {"X-Berth-Token": TOKEN}

@@ -24,8 +24,7 @@ from session_runtime import (
 )
 from session_runtime.store.memory import MemorySessionStore
 from session_runtime.tools import DirectExecutor, ResultCallback, ToolCall, ToolContext, ToolResult
-
-from .conftest import DictStore, opts
+from tests.unit.runtime.conftest import DictStore, opts
 
 TWO_ROUNDS: list[dict[str, Any]] = [
     {

@@ -11,8 +11,7 @@ import pytest
 
 from session_runtime import BudgetExhaustedError, TokenBudgetGuard
 from session_runtime.agent.budget import GuardCaller, parse_decision
-
-from .conftest import opts
+from tests.unit.runtime.conftest import opts
 
 TOOL_THEN_TEXT: list[dict[str, Any]] = [
     {"tool_calls": [{"name": "write", "arguments": {"file_path": "f.txt", "content": "1"}}]},

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from session_runtime.lanes import LaneHandlerConfig, LaneQueue, SessionQueueConfig
-
-from .conftest import opts
+from tests.unit.runtime.conftest import opts
 
 
 async def test_external_execute_lane_through_the_session(
