@@ -20,6 +20,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from berth_contract.tracing import RUN_STATUS
+from berth_telemetry.logs import bind
+from berth_telemetry.tracing import traceparent
 from session_runtime.agent.loop import (
     AgentLoop,
     PassivationStop,
@@ -51,6 +54,7 @@ from session_runtime.errors import (
 from session_runtime.hostenv import HostEnv
 from session_runtime.store.base import PendingRound
 from session_runtime.tools.base import ToolContext, ToolExecutor
+from session_runtime.tracing import active
 
 log = logging.getLogger(__name__)
 
@@ -252,10 +256,23 @@ class RunDriver:
     async def run_started(
         self, start: Start, prelude: Prelude | None = None, initial_commit: bool = True
     ) -> AgentResult:
-        """Drive a run whose operation slot is already taken; always releases it."""
+        """Drive a run whose operation slot is already taken; always releases it.
+
+        The run has a span (``session_runtime.tracing``): a resumed run's is a child of the
+        span of the run it resumes (same trace, across pods), another's a child of the
+        caller's current span (the front door's ``traceparent``), else a new trace's root."""
         try:
             record, state = await start()
-            return await asyncio.ensure_future(self._drive(record, state, prelude, initial_commit))
+            resumed = self.runs.get(record.resumed_from) if record.resumed_from else None
+            parent = resumed.traceparent if resumed is not None else None
+            span = self.loop.tracing.run(record.id, record.resumed_from, parent)
+            record.traceparent = traceparent(span) or None
+            with active(span, quiet=(RunPassivatedError, RunCancelledError)):
+                try:
+                    drive = self._drive(record, state, prelude, initial_commit)
+                    return await asyncio.ensure_future(drive)
+                finally:
+                    span.set_attribute(RUN_STATUS, record.status)
         finally:
             self.slot.end()
 
@@ -267,6 +284,7 @@ class RunDriver:
         initial_commit: bool,
     ) -> AgentResult:
         control = RunControl()
+        bind(run_id=record.id)  # on every log record of this run's task (berth_telemetry.logs)
         self.conv.carried = (dict(state.usage), state.tool_calls_count)
         self.slot.bind(control)
         with self.slot.lock:

@@ -146,15 +146,16 @@ class SessionPod:
             return None
         return dict(state)
 
-    def _resumed_from(self, run_id: str | None) -> str | None:
-        """The run ``run_id`` continues (its run record's ``resumed_from``), or None."""
+    def _run_field(self, run_id: str | None, name: str) -> str | None:
+        """Field ``name`` of run ``run_id``'s record (``resumed_from``: the run it continues;
+        ``traceparent``: its span's), or None."""
         if self.session is None or not run_id:
             return None
         try:
             snapshot = self.session.run_snapshot(run_id)
         except Exception:
             return None
-        value = snapshot.get("resumed_from") if snapshot is not None else None
+        value = snapshot.get(name) if snapshot is not None else None
         return str(value) if value else None
 
     def _message(
@@ -181,7 +182,7 @@ class SessionPod:
             usage=Usage.from_mapping(rt.get("usage")),
             reason=reason,
             result_text=self._result_text,
-            resumed_from=self._resumed_from(run_id),
+            resumed_from=self._run_field(run_id, "resumed_from"),
             code=code,
         )
 
@@ -523,7 +524,8 @@ class SessionPod:
             pod_name=self.cfg.pod_name,
             node_name=self.cfg.node_name,
             passivation=self.passivation,
-            resumed_from=self._resumed_from(rt.get("run_id") if rt else None),
+            resumed_from=self._run_field(rt.get("run_id") if rt else None, "resumed_from"),
+            traceparent=self._run_field(rt.get("run_id") if rt else None, "traceparent"),
             result_text=self._result_text,
             idle_since_ms=self.idle_since_ms,
             run_started_ms=self.run_started_ms,

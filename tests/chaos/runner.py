@@ -42,6 +42,7 @@ from typing import Any
 
 import redis
 
+from berth_contract import names
 from berth_contract.termination import STORE_CODES, STORE_FULL
 from tests.chaos import invariants
 from tests.chaos.infra import RedisServer, Zygote
@@ -481,7 +482,7 @@ class _SessionCtx:
     def _lane_fault(self, fault: Fault) -> bool:
         """Apply a Redis/worker fault; True if it hit something."""
         server = self.c.redis()
-        stream = f"berth:{NAMESPACE}:lw:lw{self.scenario.seed}:tasks"
+        stream = names.task_stream(NAMESPACE, f"lw{self.scenario.seed}")
         if fault.kind == "redis_restart":
             with self.c._redis_lock:
                 server.restart()
@@ -492,7 +493,7 @@ class _SessionCtx:
                 if fault.param in (0, 2):
                     client.xtrim(stream, maxlen=0)
                 if fault.param in (1, 2):
-                    client.delete(f"berth:{NAMESPACE}:s:{self.uid}:results")
+                    client.delete(names.reply_stream(NAMESPACE, self.uid))
                 return True
             assert self.workers is not None
             holder = self._holder(client, stream)

@@ -337,8 +337,14 @@ async def adopt_for_session(ctx: OperatorContext, obs: Observation, create: Crea
     body = adopt_body(
         ref, obs.spec, options, data, epoch=create.epoch, resume_run_id=create.resume_run_id
     )
-    for pod in adoption.candidates[:MAX_ADOPTION_TRIES]:
-        if ctx.warm.claim(key, pod.name) and await _adopt(ctx, obs, create, pod, body, token):
+    tries = 0
+    for pod in adoption.candidates:  # those claimed since the decision are skipped, not tried
+        if tries == MAX_ADOPTION_TRIES:
+            break
+        if not ctx.warm.claim(key, pod.name):
+            continue
+        tries += 1
+        if await _adopt(ctx, obs, create, pod, body, token):
             return True
     return False
 
