@@ -41,7 +41,7 @@ from session_runtime.pod.runview import run_events
 from session_runtime.pod.start import StartPlan, plan_start
 from session_runtime.pod.wiring import build_executor
 from session_runtime.store.file import FileSessionStore
-from session_runtime.store.fscheck import check_volume
+from session_runtime.store.fscheck import checked_store_dir
 from session_runtime.store.health import store_failure_code
 from session_runtime.store.ids import check_id
 from session_runtime.store.incarnation import open_incarnation, record_inherited
@@ -207,9 +207,7 @@ class SessionPod:
         errors, and ``ValueError`` for unusable options."""
         cfg = self.cfg
         store_root = cfg.store_dir / cfg.namespace
-        session_dir = store_root / check_id("session id", cfg.name)
-        session_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # its only writable store dir
-        check_volume(session_dir)  # refuse a volume that would corrupt the store later
+        session_dir = checked_store_dir(store_root / check_id("session id", cfg.name))
         incarnation = open_incarnation(session_dir, cfg.session_uid)
         raw_store = FileSessionStore(str(store_root), epoch=incarnation.store_epoch(cfg.epoch))
         raw_store.acquire(cfg.name)  # claim the lease now: older epochs are fenced from here on

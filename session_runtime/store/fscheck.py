@@ -120,6 +120,14 @@ def check_volume(
         _remove(probe)
 
 
+def checked_store_dir(session_dir: Path) -> Path:
+    """Create ``session_dir`` (mode 0700, parents as needed; a session pod may write only
+    there) and :func:`check_volume` it; returns it. Raises OSError or FilesystemCheckError."""
+    session_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    check_volume(session_dir)
+    return session_dir
+
+
 def _write(ops: Ops, path: Path, data: bytes, flags: int = 0, *, sync: bool = False) -> None:
     """Write ``data`` to a new file (fsync only with ``sync``: each is a round trip on NFS)."""
     fd = ops.open(path, os.O_WRONLY | os.O_CREAT | flags | os.O_CLOEXEC, 0o600)

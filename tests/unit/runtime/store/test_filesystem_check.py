@@ -141,8 +141,9 @@ def test_a_session_pod_refuses_to_start_naming_the_property(
     from session_runtime.metrics import SessionMetrics
     from session_runtime.pod import lifecycle
     from session_runtime.pod.config import parse_env
+    from session_runtime.store import fscheck
 
-    monkeypatch.setattr(lifecycle, "check_volume", partial(check_volume, ops=no_links()))
+    monkeypatch.setattr(fscheck, "check_volume", partial(check_volume, ops=no_links()))
     token = tmp_path / "api-token"
     token.write_text("t" * 32)
     env = {
