@@ -155,7 +155,7 @@ async def run(
         try:
             try:
                 pod.build()
-            except (SessionRuntimeError, ValueError) as exc:
+            except (SessionRuntimeError, ValueError, OSError) as exc:
                 message = pod.build_failed(exc)
             else:
                 pod.start()

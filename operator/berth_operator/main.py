@@ -34,6 +34,7 @@ from berth_operator.handlers import gateway as _gateway  # registers handlers; w
 from berth_operator.handlers import laneworker as _laneworker  # noqa: F401  (registers handlers)
 from berth_operator.handlers import login as _login  # kopf's session over the operator's pool
 from berth_operator.handlers import nodes as _nodes  # noqa: F401  (registers handlers)
+from berth_operator.handlers import retention as _retention  # noqa: F401  (registers handlers)
 from berth_operator.handlers import sessionwarmpool as _warm  # noqa: F401  (registers handlers)
 from berth_operator.handlers import webhook
 from berth_operator.handlers.context import (

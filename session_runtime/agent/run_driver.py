@@ -43,7 +43,14 @@ from session_runtime.agent.resume import (
 )
 from session_runtime.agent.run_slot import RunSlot
 from session_runtime.agent.runs import RunLog, RunRecord, RunStatus
-from session_runtime.errors import ResumeError, RunCancelledError, RunPassivatedError
+from session_runtime.errors import (
+    FencedError,
+    ResumeError,
+    RunCancelledError,
+    RunNotDurableError,
+    RunPassivatedError,
+    StoreError,
+)
 from session_runtime.hostenv import HostEnv
 from session_runtime.store.base import PendingRound
 from session_runtime.tools.base import ToolContext, ToolExecutor
@@ -92,7 +99,8 @@ class RunDriver:
     """Starts, resumes and drives the runs of one session (module docstring).
 
     ``emit(type, **fields)`` stamps and delivers an event; ``save()`` persists the session
-    (errors other than fencing are logged, not raised); ``executor()`` is the session's tool
+    (``Session.save``: raises the store's errors; the driver logs them, except fencing and a
+    completed run's end, see :meth:`save_session`); ``executor()`` is the session's tool
     executor."""
 
     def __init__(
@@ -283,7 +291,7 @@ class RunDriver:
             self.conv.run_state = state
             self.passivation = None
         self.runs.add(record)
-        self.save()
+        self.save_session()
         try:
             if initial_commit:
                 await self.loop.commit(state)
@@ -302,7 +310,11 @@ class RunDriver:
             self._finish(record, state, "failed", error=str(exc))
             await self.emit("error", message=str(exc), run_id=record.id)
             raise
-        self._finish(record, state, "completed", text=text)
+        try:
+            self._finish(record, state, "completed", text=text, durable=True)
+        except RunNotDurableError as exc:
+            await self.emit("persistence_failed", operation="end_run", message=str(exc))
+            raise
         await self.emit("agent_end", text=text, usage=dict(state.usage), run_id=record.id)
         return AgentResult(
             text=text,
@@ -337,8 +349,11 @@ class RunDriver:
         text: str | None = None,
         error: str | None = None,
         turn: int | None = None,
+        durable: bool = False,
     ) -> None:
-        """Close ``record`` with ``status`` and add the run's own usage to the totals."""
+        """Close ``record`` with ``status`` and add the run's own usage to the totals.
+        ``durable``: the end must reach the store, else RunNotDurableError
+        (:meth:`save_session`)."""
         conv = self.conv
         carried, carried_calls = conv.carried
         for key in conv.usage:
@@ -357,7 +372,27 @@ class RunDriver:
         if error is not None:
             conv.last_error = error
         conv.run_state = None
-        self.save()
+        self.save_session(record if durable else None)
+
+    def save_session(self, durable: RunRecord | None = None) -> None:
+        """Persist the session (no store: nothing to do). FencedError always propagates; other
+        StoreErrors are logged, unless ``durable`` names a run whose end must be saved: then
+        the record is marked ``interrupted`` in memory (as the store still holds it unfinished)
+        and RunNotDurableError is raised, so a full volume never reports a run completed that a
+        replacement would find running."""
+        if self.options.session_store is None:
+            return
+        try:
+            self.save()
+        except FencedError:
+            raise
+        except StoreError as exc:
+            if durable is None:
+                log.warning("saving session %s failed: %s", self.session_id, exc)
+                return
+            durable.status = "interrupted"
+            durable.error = str(exc)
+            raise RunNotDurableError(durable.id, exc) from exc
 
     def last_run_id(self) -> str | None:
         """The id of the newest retained run, or None."""

@@ -20,6 +20,7 @@ from berth_contract import envvars
 from berth_contract import tracing as names
 from berth_telemetry import logs, tracing
 from session_runtime import early_signals, listen
+from session_runtime.store.fscheck import FilesystemCheckError, check_volume
 from session_runtime.tools import sandbox
 from session_runtime.transport.connect import connect
 from session_runtime.worker.lane import LaneWorker
@@ -119,6 +120,10 @@ def main(argv: Sequence[str] | None = None, listener: socket.socket | None = Non
     refusal = sandbox.startup_refusal(mode, sandbox.landlock_abi(), os.environ.get("NODE_NAME"))
     if refusal is not None:
         return _refuse(refusal, 1)
+    try:  # the shared volume keeps the promises tools and the store rely on
+        check_volume(settings.workspaces_root)
+    except FilesystemCheckError as exc:
+        return _refuse(str(exc), 1)
     asyncio.run(serve(settings, listener))
     return 0
 

@@ -171,6 +171,15 @@ app.kubernetes.io/component: redis
 
 {{/* Operator environment: downward API first (later entries may reference them), then the
      settings of berth_operator.settings.OperatorSettings (BERTH_<FIELD>), then user extras. */}}
+{{/* sharedVolume.retention.namespaces as "<ns>=<policy>,..." (sorted), for the operator. */}}
+{{- define "berth.retentionNamespaces" -}}
+{{- $out := list -}}
+{{- range $ns, $policy := .Values.sharedVolume.retention.namespaces -}}
+{{- $out = append $out (printf "%s=%s" $ns $policy) -}}
+{{- end -}}
+{{- join "," $out -}}
+{{- end -}}
+
 {{- define "berth.operatorEnv" -}}
 - name: POD_NAME
   valueFrom: {fieldRef: {fieldPath: metadata.name}}
@@ -203,6 +212,10 @@ app.kubernetes.io/component: redis
   value: {{ .Values.sharedVolume.size | quote }}
 - name: BERTH_SHARED_CLAIM_SETUP
   value: {{ .Values.sharedVolume.setup | quote }}
+- name: BERTH_SHARED_CLAIM_RETENTION
+  value: {{ .Values.sharedVolume.retention.default | quote }}
+- name: BERTH_SHARED_CLAIM_RETENTION_NAMESPACES
+  value: {{ include "berth.retentionNamespaces" . | quote }}
 - name: BERTH_SESSION_IMAGE
   value: {{ include "berth.runtimeImage" . | quote }}
 - name: BERTH_IMAGE_PULL_POLICY
@@ -416,10 +429,10 @@ app.kubernetes.io/component: redis
   resources: [deployments/scale]
   verbs: [patch]
 # The store-cleanup Job of berth.dev/delete-store; the shared claim's volume set-up Job (its
-# outcome is read).
+# outcome is read); retention's suspended cleanup Jobs (listed, resumed, deleted when done).
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [get, create]
+  verbs: [get, list, create, patch, delete]
 # One PodDisruptionBudget per namespace over its session pods (passivation before eviction).
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]

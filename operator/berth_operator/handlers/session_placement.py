@@ -124,6 +124,29 @@ async def concurrently(*awaitables: Awaitable[Any]) -> list[Any]:
     return results
 
 
+class PodNameTaken(KubeError):
+    """The pod name of this epoch belongs to a pod of an earlier AgentSession of the same name
+    (another ``metadata.uid``), still being deleted."""
+
+
+async def name_taken_by_earlier_object(ctx: OperatorContext, ref: SessionRef, name: str) -> None:
+    """After an AlreadyExists on create: raise :class:`PodNameTaken` when pod ``name`` is not
+    this session's (its ``berth.dev/session-uid`` label names another object). Pod names are
+    ``<session>-e<epoch>`` and a re-created session starts at epoch 1 again, so the pod of a
+    deleted object of the same name can hold the name until garbage collection has removed it
+    (a few seconds). Counting it as this session's pod in flight would wait out
+    ``placement.inflight_ttl_seconds`` (60 s) for a pod that never comes; the failed create is
+    placed again after the placement backoff instead, with this wait named in Ready."""
+    existing = await ctx.kube.get_pod(ref.namespace, name)
+    labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
+    other = labels.get(LABEL_SESSION_UID)
+    if existing is not None and other != ref.uid:
+        raise PodNameTaken(
+            f"the name is still held by pod {name} of an earlier AgentSession {ref.name} "
+            f"(uid {other or 'unknown'}) that is being deleted; waiting for it to go"
+        )
+
+
 async def list_pods(ctx: OperatorContext, ref: SessionRef) -> list[dict[str, Any]]:
     """The session's pods as the apiserver lists them (not the cache): ``create_pod``'s guard."""
     return await ctx.kube.list_pods(ref.namespace, f"{LABEL_SESSION_UID}={ref.uid}")
@@ -309,7 +332,7 @@ async def place_pod(
         await ctx.kube.create_pod(pod)
         PLACEMENTS.labels(reason=create.reason).inc()
     except AlreadyExists:
-        pass
+        await name_taken_by_earlier_object(ctx, ref, target)
     ctx.mark_inflight(ref.uid, target)
     recheck_objects(ctx, ref, obs.spec)  # a created pod mounts the Secret: not later than now
     return ()

@@ -31,6 +31,9 @@ def test_families_and_zero_series_exist_from_the_start() -> None:
         "berth_session_passivations": "counter",
         "berth_session_replies_rejected": "counter",
         "berth_session_state": "gauge",
+        "berth_session_store_bytes": "gauge",
+        "berth_session_store_volume_size_bytes": "gauge",
+        "berth_session_store_volume_free_bytes": "gauge",
     }
     s = samples(SessionMetrics())
     assert s[("berth_session_tool_calls_total", (("lane", "execute"),))] == 0
