@@ -25,10 +25,11 @@ RUN python -m venv /opt/berth \
 COPY operator/ operator/
 COPY session_runtime/ session_runtime/
 COPY berth_contract/ berth_contract/
+COPY berth_telemetry/ berth_telemetry/
 COPY plugin/kubectl_berth/ plugin/kubectl_berth/
 RUN /opt/berth/bin/pip install --no-deps --no-build-isolation . \
  && /opt/berth/bin/python -m compileall -q -j 0 /opt/berth/lib \
- && /opt/berth/bin/python -c "import berth_operator.main, session_runtime.server, session_runtime.worker, berth_contract, kubectl_berth.cli" \
+ && /opt/berth/bin/python -c "import berth_operator.main, session_runtime.server, session_runtime.worker, berth_contract, berth_telemetry.tracing, kubectl_berth.cli" \
  && test -x /opt/berth/bin/berth-operator \
  && test -x /opt/berth/bin/berth-session \
  && test -x /opt/berth/bin/berth-worker \

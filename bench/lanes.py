@@ -41,6 +41,7 @@ from session_runtime.lanes import LaneQueue, SessionQueueConfig
 from session_runtime.lanes.metrics import percentile
 from session_runtime.tools import ResultCallback, ToolCall, ToolContext, ToolResult
 from session_runtime.transport import GROUP, RedisTaskTransport
+from session_runtime.transport.connect import connect
 from session_runtime.worker.lane import LaneWorker
 from session_runtime.worker.metrics import WorkerMetrics
 from session_runtime.worker.settings import WorkerSettings
@@ -230,7 +231,17 @@ async def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--sessions", default="1,10,100", help="session counts, comma-separated")
     p.add_argument("--json", default=None, help="also write the per-session figures here")
     p.add_argument("--skip-redis", action="store_true", help="skip the external round trip")
+    p.add_argument("--redis-only", action="store_true", help="only the external round trip")
+    p.add_argument("--cluster", action="store_true", help="also on a local 3+3-node Redis Cluster")
     a = p.parse_args(argv)
+    if not a.redis_only:
+        await bench_dispatch(a)
+    if not a.skip_redis:
+        await bench_round_trips(a)
+
+
+async def bench_dispatch(a: argparse.Namespace) -> None:
+    """Sections 1 and 2 (internal dispatch)."""
 
     queue_us, bare_us = await bench_internal(a.tasks)
     print(f"internal dispatch, {a.tasks} no-op tasks submitted at once (best of 3):")
@@ -261,30 +272,55 @@ async def main(argv: Sequence[str] | None = None) -> None:
             for s, us in per_session.items()
         ]
         write_json(a.json, {"tasks": a.tasks, "curve": figures})
-    if a.skip_redis:
-        return
 
-    proc, url, workdir = start_redis()
+
+async def round_trips(url: str, n: int) -> tuple[list[float], list[float]]:
+    """(bare, lane) round-trip samples in ms, sorted, on the Redis ``url`` names."""
     shared = tempfile.mkdtemp(prefix="berth-bench-shared-")
-    redis: Redis[Any] = Redis.from_url(url)
+    redis: Redis[Any] = connect(url)
     try:
         await bench_bare_redis(redis, 50)  # warm-up
-        bare = sorted(await bench_bare_redis(redis, a.round_trips))
+        bare = sorted(await bench_bare_redis(redis, n))
         await bench_queue_redis(redis, 50, os.path.join(shared, "warm-up"))
-        ours = sorted(await bench_queue_redis(redis, a.round_trips, os.path.join(shared, "run")))
+        ours = sorted(await bench_queue_redis(redis, n, os.path.join(shared, "run")))
     finally:
         closer: Any = redis
         await closer.aclose()
+        shutil.rmtree(shared, ignore_errors=True)
+    return bare, ours
+
+
+async def bench_round_trips(a: argparse.Namespace) -> None:
+    """Section 3: the lane round trip against bare Redis, on one server (and a cluster)."""
+    proc, url, workdir = start_redis()
+    try:
+        bare, ours = await round_trips(url, a.round_trips)
+    finally:
         proc.terminate()
         proc.wait()
         shutil.rmtree(workdir, ignore_errors=True)
-        shutil.rmtree(shared, ignore_errors=True)
     b50, b99 = percentile(bare, 50), percentile(bare, 99)
     o50, o99 = percentile(ours, 50), percentile(ours, 99)
     print(f"external round trip, {a.round_trips} sequential tasks, same redis-server:")
     print(f"  LaneQueue+Redis+worker p50 {o50:7.3f} ms  p99 {o99:7.3f} ms")
     print(f"  bare XADD/XREADGROUP/XADD/XREAD p50 {b50:7.3f} ms  p99 {b99:7.3f} ms")
     print(f"  ratio p50 {o50 / b50:.2f}x  p99 {o99 / b99:.2f}x")
+    if not a.cluster:
+        return
+    from tests.integration.redis_cluster import start_cluster
+
+    cluster = start_cluster()
+    try:
+        cbare, cours = await round_trips(cluster.url, a.round_trips)
+    finally:
+        cluster.stop()
+    c50, c99 = percentile(cours, 50), percentile(cours, 99)
+    cb50, cb99 = percentile(cbare, 50), percentile(cbare, 99)
+    print(f"external round trip, {a.round_trips} sequential tasks, local Redis Cluster (3+3):")
+    print(f"  LaneQueue+Redis+worker p50 {c50:7.3f} ms  p99 {c99:7.3f} ms")
+    print(f"  bare XADD/XREADGROUP/XADD/XREAD p50 {cb50:7.3f} ms  p99 {cb99:7.3f} ms")
+    print(f"  ratio to the cluster's bare p50 {c50 / cb50:.2f}x  p99 {c99 / cb99:.2f}x")
+    print(f"  ratio to the single server's bare p50 {c50 / b50:.2f}x  p99 {c99 / b99:.2f}x")
 
 
 if __name__ == "__main__":

@@ -51,3 +51,31 @@ POD_NAME: Final = "POD_NAME"
 POD_IP: Final = "POD_IP"
 POD_NAMESPACE: Final = "POD_NAMESPACE"
 NODE_NAME: Final = "NODE_NAME"
+
+# Observability, read by every Berth program; the operator passes its own values on to the session
+# and worker pods it builds (:data:`PASSED_ON`).
+LOG_FORMAT: Final = "BERTH_LOG_FORMAT"
+"""``json`` (one JSON object per line, with trace and span ids and the session's labels) or
+``text`` (the default outside the chart)."""
+LOG_LEVEL: Final = "BERTH_LOG_LEVEL"
+OTEL_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_ENDPOINT"
+"""OpenTelemetry's own variable: traces are exported (OTLP over HTTP) only when it, or
+:data:`OTEL_TRACES_ENDPOINT`, is set."""
+OTEL_TRACES_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+TRACEPARENT: Final = "TRACEPARENT"
+"""Session pods: the W3C traceparent of the operator's span of the placement (OpenTelemetry's
+environment carrier): the pod's first run, and anything else without a parent of its own, is
+its child."""
+PASSED_ON: Final = (
+    LOG_FORMAT,
+    OTEL_ENDPOINT,
+    OTEL_TRACES_ENDPOINT,
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_TRACES_SAMPLER",
+    "OTEL_TRACES_SAMPLER_ARG",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_SDK_DISABLED",
+)
+"""The variables the operator copies from its own environment into the pods it builds, when set.
+Never ``OTEL_EXPORTER_OTLP_HEADERS``: it may hold a credential, and tools inherit a session pod's
+environment."""

@@ -26,7 +26,7 @@ Shape (every block optional except ``prompt`` and ``model``)::
                {"mode": "internal|external|hybrid", "timeoutSeconds", "maxConcurrency",
                 "laneWorker": {"name", "taskStream"?}}},  (the consumer group is always
                                                       ``berth_contract.names.GROUP``)
-     "resultStream": "berth:{ns}:s:{uid}:results",
+     "resultStream": "berth:<ns>:s:{<uid>}:results",   # berth_contract.names.reply_stream
      "keepAlive": bool,
      "passivation": {"deadlineSeconds": int (default 120)},
      "peerCalls": {"gatewayUrl": str, "maxWaitSeconds": int (default 300)}}   # spec.peers

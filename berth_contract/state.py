@@ -164,6 +164,7 @@ def state_body(
     result_text: str | None = None,
     idle_since_ms: int | None = None,
     run_started_ms: int | None = None,
+    traceparent: str | None = None,
 ) -> dict[str, Any]:
     """The ``GET /v1/state`` answer.
 
@@ -171,8 +172,7 @@ def state_body(
     last_checkpoint, last_error}``) or None before the session exists. Shape::
 
         {"state": Phase, "runtimeState": str | null, "runId": str | null,
-         "resumedFrom": str | null,   # the run ``runId`` continues (resume_run lineage)
-         "turn": int, "toolCallsCount": int,
+         "resumedFrom": str | null, "turn": int, "toolCallsCount": int,  # resumedFrom: lineage
          "usage": {"promptTokens", "completionTokens", "totalTokens"},   # session cumulative
          "lastCheckpoint": {"runId", "turn", "toolCallsCount", "checkpointMs"} | null,
          "lastError": str | null, "epoch": int, "session": "<ns>/<name>",
@@ -181,6 +181,7 @@ def state_body(
          "resultText": str | null,    # final text of the last finished run
          "idleSinceMs": int | null,   # when the pod became idle (keepAlive), else null
          "runStartedMs": int | null,  # when the pod started its latest run, else null
+         "traceparent": str | null,   # W3C, of the span of run ``runId`` (tracing on)
          "passivation": {"reason", "deadlineMs", "requestedMs"} | null}
     """
     rt = runtime or {}
@@ -207,6 +208,7 @@ def state_body(
         "idleSinceMs": idle_since_ms,
         "runStartedMs": run_started_ms,
         "passivation": passivation_json,
+        "traceparent": traceparent,
     }
 
 
@@ -275,3 +277,5 @@ class RuntimeState(_Lenient):
     )
     passivation: PassivationView | None = None
     """The passivation request the runtime accepted, if any (also ``kubectl berth passivate``)."""
+    traceparent: str | None = Field(None, max_length=128)
+    """W3C traceparent of run ``run_id``'s span (the parent of the operator's spans about it)."""

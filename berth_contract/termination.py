@@ -16,7 +16,8 @@ Shape (camelCase, compact JSON, UTF-8)::
      "resultText": str | null,     # the agent's final text, truncated with a trailing "…"
      "resumedFrom": str | null,    # the run ``runId`` resumed (lineage), null for a fresh run
      "code": str}                  # only for a failure the operator reports by name:
-                                   # "ToolSandboxUnavailable" (no Landlock, toolSandbox Required)
+                                   # "ToolSandboxUnavailable" (no Landlock, toolSandbox Required),
+                                   # "StoreFull" / "StoreUnavailable" (:data:`STORE_CODES`)
 
 Exit codes (:data:`EXIT_CODES`): 0 for ``completed`` and ``passivated``, 1 for ``failed`` (2 when
 the failure is bad input: environment or options file), 3 for ``fenced``.
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
@@ -45,6 +46,20 @@ EXIT_CODES: Mapping[Outcome, int] = {"completed": 0, "passivated": 0, "failed": 
 EXIT_BAD_INPUT = 2
 
 _ELLIPSIS = "…"
+
+STORE_FULL: Final = "StoreFull"
+"""Code of a ``failed`` end caused by a store volume out of space or quota (``ENOSPC``,
+``EDQUOT``): what the run did is durable up to its last committed round, the rest (also a run's
+end) could not be saved. The operator reports it as the session's reason and places the session
+again after a delay; the replacement resumes from the last committed round once space is back."""
+
+STORE_UNAVAILABLE: Final = "StoreUnavailable"
+"""Code of a ``failed`` end caused by any other failure of the store volume (``EIO``, ``EROFS``,
+``ESTALE``, a lost mount, a filesystem that lacks a property the store needs): handled like
+:data:`STORE_FULL`."""
+
+#: The codes of a store failure, in the termination message and as the session's reasons.
+STORE_CODES: Final = (STORE_FULL, STORE_UNAVAILABLE)
 
 
 class Usage(BaseModel):
@@ -120,7 +135,8 @@ class TerminationMessage(BaseModel):
     )
     """The run ``run_id`` resumed (lineage); None for a fresh run."""
     code: str | None = None
-    """For a failure the operator reports by name: ``ToolSandboxUnavailable``."""
+    """For a failure the operator reports by name: ``ToolSandboxUnavailable``, or one of
+    :data:`STORE_CODES`."""
     bad_input: bool = Field(False, exclude=True)
     """Writer only: the failure is unusable input (environment, options file) — exit code 2."""
 

@@ -40,6 +40,11 @@ else
   step "a3s-code-core $core binding: building with maturin (cold: ~7 min on 2 cores)"
   rm -rf "$out.tmp" && mkdir -p "$out.tmp"
   start=$(date +%s)
+  # The target directory is shared by every checkout on this machine, and cargo judges a path
+  # crate fresh by comparing its sources' mtimes with the last build's: another checkout's newer
+  # build of other sources would be taken as this one's. Touching them makes cargo rebuild the
+  # binding crate (its dependencies stay cached).
+  touch "$src"/src/*.rs "$src/Cargo.toml"
   CARGO_TARGET_DIR=$cache/target nice -n 10 "$py" -m maturin build --strip \
     --manifest-path "$src/Cargo.toml" --interpreter "$py" --out "$out.tmp" --quiet
   step "built in $(( $(date +%s) - start )) s: $(ls "$out.tmp")"

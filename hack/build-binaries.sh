@@ -9,6 +9,7 @@
 #   crictl (to inspect and tear down the dev nodes' pods)             (sigs.k8s.io/cri-tools)
 #   kube-router (NetworkPolicy enforcement only, hack/netpol.sh)      (github.com/cloudnativelabs/kube-router/v2)
 #   agent-sandbox-controller + its CRDs (a peer for bench/peers.py)   (sigs.k8s.io/agent-sandbox)
+#   jaeger (v2, the dev cluster's trace backend, in-memory store)     (github.com/jaegertracing/jaeger)
 #
 # k8s.io/kubernetes and etcd 3.5 point their sibling modules at local directories with `replace`
 # directives, so `go install mod@version` refuses them. We build them from a small wrapper module
@@ -155,6 +156,30 @@ build_agent_sandbox() {
   touch "$out/.done"
 }
 
+# Jaeger v2: the dev cluster's trace backend (OTLP in, query API and UI out; never shipped). Its
+# go.mod has a replace directive, so `go install mod@version` refuses it: a wrapper module requires
+# it and repeats its module-to-module replaces.
+build_jaeger() {
+  local out=$cache/bin/jaeger-$JAEGER_VERSION
+  if [[ -f $out/.done && -x $out/jaeger ]]; then step "jaeger $JAEGER_VERSION: cached in $out"; return; fi
+  local mod=$cache/src/jaeger-$JAEGER_VERSION
+  mkdir -p "$mod" "$out"
+  {
+    echo "module berth.dev/jaegerbuild"
+    echo
+    echo "go 1.24.6"
+    echo
+    echo "require github.com/jaegertracing/jaeger $JAEGER_VERSION"
+    echo
+    grep -E '^replace [^ ]+ => [^ .][^ ]* v' "$(gomod_file github.com/jaegertracing/jaeger "$JAEGER_VERSION")" || true
+  } > "$mod/go.mod"
+  step "jaeger $JAEGER_VERSION: resolving modules (cold: several minutes)"
+  (cd "$mod" && go get "github.com/jaegertracing/jaeger/cmd/jaeger@$JAEGER_VERSION")
+  step "jaeger $JAEGER_VERSION: go build (cold: ten minutes or more on two cores)"
+  (cd "$mod" && go build -trimpath -ldflags "-s -w" -o "$out/jaeger" github.com/jaegertracing/jaeger/cmd/jaeger)
+  touch "$out/.done"
+}
+
 mkdir -p "$cache/bin"
 what=${1:-all}
 case $what in
@@ -167,9 +192,10 @@ case $what in
        build_kubernetes ;;
   kube-router) build_kube_router ;;
   agent-sandbox) build_agent_sandbox ;;
+  jaeger) build_jaeger ;;
   kubernetes) build_kubernetes ;;
   etcd) build_etcd ;;
   kwok) build_kwok ;;
-  *) echo "usage: $0 [all|kubernetes|etcd|kwok|kube-router|agent-sandbox]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|kubernetes|etcd|kwok|kube-router|agent-sandbox|jaeger]" >&2; exit 2 ;;
 esac
 step "binaries ready under $cache/bin ($(du -sh "$cache/bin" | cut -f1))"

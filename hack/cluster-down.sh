@@ -6,9 +6,10 @@ LOG_TAG=cluster-down
 bash "$ROOT/hack/netpol.sh" down
 log "removing the nodes' pods, stopping kubelets, containerds and kube-proxy"
 bash "$ROOT/hack/nodes.sh" down
-log "stopping prometheus and redis"
+log "stopping prometheus, jaeger and redis"
 stop_pidfile "$DEV/prometheus.pid" 10
 stop_pidfile "$DEV/promsd.pid" 5
+stop_pidfile "$DEV/jaeger.pid" 5
 stop_pidfile "$DEV/redis.pid" 10
 if [[ -x $KWOK_BIN/kwokctl ]]; then
   log "deleting kwokctl cluster $CLUSTER_NAME"

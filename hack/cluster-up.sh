@@ -7,7 +7,8 @@
 # Writes .berth/dev/{kubeconfig,env,values.yaml}. Progress is printed; every step says what it
 # waits for. Must run as root (it starts containerd and kubelets).
 #
-# Env knobs: BERTH_KWOK_NODE_COUNT (default 3).
+# Env knobs: BERTH_KWOK_NODE_COUNT (default 3); BERTH_DEV_JAEGER=1 starts Jaeger (hack/jaeger.sh)
+# and points Berth's pods at it (off by default until a cluster run has shown it).
 source "$(dirname "$0")/lib.sh"
 LOG_TAG=cluster-up
 KWOK_NODES=${BERTH_KWOK_NODE_COUNT:-3}
@@ -168,6 +169,13 @@ PROM
   log "prometheus up on $HOST_IP:$port"
 fi
 
+# --- Jaeger v2 (traces): with BERTH_DEV_JAEGER=1, once hack/build-binaries.sh jaeger built it --
+otlp=""
+if [[ ${BERTH_DEV_JAEGER:-0} == 1 ]]; then
+  bash "$ROOT/hack/jaeger.sh"
+  if pid_alive "$DEV/jaeger.pid"; then otlp="http://$HOST_IP:4318"; fi
+fi
+
 cat > "$DEV/env" <<ENV
 # Written by hack/cluster-up.sh; source it to use the dev cluster.
 export KUBECONFIG=$KUBECONFIG
@@ -188,6 +196,9 @@ export BERTH_IMAGE=$IMAGE
 export BERTH_SHARED_DIR=$DEV/pvc
 export BERTH_KWOK_NODE_NAMES="$(seq -s ' ' -f 'kwok-node-%g' 0 $((KWOK_NODES - 1)))"
 export PROMETHEUS_URL=http://$HOST_IP:$(cat "$DEV/prometheus.port")
+# Jaeger (hack/jaeger.sh): empty when it does not run.
+export BERTH_OTLP_ENDPOINT=$otlp
+export JAEGER_URL=${otlp:+http://$HOST_IP:16686}
 ENV
 # Helm values for running Berth itself in this cluster (.berth/dev/values.yaml), once the chart exists.
 [[ -f $ROOT/hack/dev-values.sh ]] && bash "$ROOT/hack/dev-values.sh" >/dev/null

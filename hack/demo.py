@@ -380,6 +380,50 @@ def tool_calls_by_lane(workspace: Path, run_id: str) -> dict[str, int]:
     return counts
 
 
+def trace_summary() -> str:
+    """``trace <id>: <N> spans from <M> services (<names>)`` and a link to it in Jaeger's UI, for
+    the demo session's trace with the most spans (Jaeger's query API, ``/api/traces``, searched
+    by the runs' ``gen_ai.conversation.id``); a line saying why not when the dev cluster has no
+    Jaeger (hack/jaeger.sh) or it holds no trace of the session yet (spans are exported in
+    batches: a few seconds are allowed)."""
+    jaeger = ENV.get("JAEGER_URL", "")
+    if not jaeger:
+        return "trace: none (no Jaeger in the dev cluster: BERTH_DEV_JAEGER=1, hack/jaeger.sh)"
+    query = urllib.parse.urlencode(
+        {
+            "service": "berth-session",
+            "tags": json.dumps({"gen_ai.conversation.id": SESSION}),
+            "lookback": "1h",
+            "limit": "20",
+        }
+    )
+    traces: list[dict[str, Any]] = []
+    for _ in range(15):
+        try:
+            with urllib.request.urlopen(f"{jaeger}/api/traces?{query}", timeout=10) as resp:
+                traces = json.load(resp).get("data") or []
+        except (OSError, ValueError) as exc:
+            return f"trace: n/a (Jaeger's query API at {jaeger}: {exc})"
+        if traces:
+            break
+        time.sleep(1)
+    if not traces:
+        return f"trace: none found in Jaeger ({jaeger}) for session {SESSION}"
+    best = max(traces, key=lambda t: len(t.get("spans") or []))
+    tid = best["traceID"]
+    try:  # the search result may hold only the spans that matched: read the whole trace
+        with urllib.request.urlopen(f"{jaeger}/api/traces/{tid}", timeout=10) as resp:
+            best = (json.load(resp).get("data") or [best])[0]
+    except (OSError, ValueError):
+        pass
+    services = sorted({p.get("serviceName", "?") for p in (best.get("processes") or {}).values()})
+    spans = len(best.get("spans") or [])
+    return (
+        f"trace {tid}: {spans} spans from {len(services)} services ({', '.join(services)})\n"
+        f"  open it: {jaeger}/trace/{tid}"
+    )
+
+
 def report(drain: dict[str, Any], timeline: Timeline, workspace: Path) -> bool:
     st = session_status()
     runs = st.get("runs") or []
@@ -427,6 +471,7 @@ def report(drain: dict[str, Any], timeline: Timeline, workspace: Path) -> bool:
           f"{inside.get('rootfs')}, effective capabilities {inside.get('capEff')}")  # fmt: skip
     print(f"project tests in the workspace: {tests['summary']} (rc {tests['rc']})")
     print(f"result: {((st.get('result') or {}).get('text') or '')[:300]}")
+    print(trace_summary())
 
     replicas = [s[1] for s in timeline.samples]
     checks = {

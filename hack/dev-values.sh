@@ -18,7 +18,8 @@
 #   on the host address, a real endpoint for `make demo`), on any port (tests pick free ones);
 #   DNS is this machine's resolver (as the nodes' clusterDNS, hack/nodes.sh);
 # - the operator creates each namespace's claim berth-shared with class berth-shared, served by
-#   the dev cluster's RWX provisioner (hack/provisioner.sh), and sets its root-owned root up.
+#   the dev cluster's RWX provisioner (hack/provisioner.sh), and sets its root-owned root up;
+# - traces go to the dev cluster's Jaeger (BERTH_OTLP_ENDPOINT, hack/jaeger.sh) when it runs.
 source "$(dirname "$0")/lib.sh"
 LOG_TAG=dev-values
 env_file=${BERTH_DEV_ENV:-$DEV/env}
@@ -97,5 +98,9 @@ metrics:
 grafanaDashboard:
   enabled: true
 YAML
+# Traces to the dev cluster's Jaeger (hack/jaeger.sh) when it runs.
+if [[ -n ${BERTH_OTLP_ENDPOINT:-} ]]; then
+  printf 'observability:\n  tracing:\n    otlpEndpoint: "%s"\n' "$BERTH_OTLP_ENDPOINT" >> "$out.tmp"
+fi
 mv "$out.tmp" "$out"
 log "wrote $out"

@@ -33,7 +33,7 @@ berth_hash() {
     {
       echo "base $base_id"
       git ls-files -co --exclude-standard -- Dockerfile .dockerignore pyproject.toml README.md requirements.lock \
-        operator session_runtime berth_contract plugin/kubectl_berth | LC_ALL=C sort | while read -r f; do
+        operator session_runtime berth_contract berth_telemetry plugin/kubectl_berth | LC_ALL=C sort | while read -r f; do
         [[ -f $f ]] && printf '%s %s\n' "$(sha256sum < "$f" | cut -c1-64)" "$f"
       done
     } | sha256sum | cut -c1-12

@@ -41,6 +41,7 @@ trap 'rm -rf "$tmp"' EXIT
 SHARED_MODULES=(
   __init__.py py.typed errors.py
   api/__init__.py api/agentsession.py api/common.py api/constants.py api/laneworker.py
+  api/retention.py
   k8s/__init__.py k8s/calls.py k8s/paths.py
 )
 

@@ -94,7 +94,9 @@ def task_of(raw: dict[str, Any], now_ms: int, margin_ms: int = SAFETY_MARGIN_MS)
 class A3sBridge:
     """Forward one A3S session's external tasks to a LaneWorker pool and complete them.
 
-    ``session`` is an ``a3s_code.Session`` with a queue (see :func:`open_external_session`);
+    ``session`` is an ``a3s_code.Session`` with a queue (see :func:`open_external_session`)
+    or an a3s-code-core 9.x ``session_runtime.a3s_core.binding.CoreSession`` with an external
+    Execute lane;
     ``transport`` a started-or-not :class:`ExternalTransport` (Berth's ``RedisTaskTransport``
     bound to this session's name, uid and key); ``workspace`` the session's workspace as the
     transport's ``shared_root`` sees it. :meth:`run` serves until ``stop`` is set.
@@ -194,8 +196,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     env = os.environ
     p = argparse.ArgumentParser(
         prog="berth-a3s-bridge",
-        description="Run one prompt in an A3S Code session whose bash/write/edit calls run on "
-        "Berth LaneWorkers.",
+        description="Run one prompt in an A3S Code session (a3s-code 3.1.0, or with --core "
+        "a3s-code-core 9.x) whose external tasks run on Berth LaneWorkers.",
     )
     p.add_argument("--config", required=True, help="the A3S agent config (ACL) file")
     p.add_argument("--workspace", required=True)
@@ -207,6 +209,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--laneworker", required=True, help="LaneWorker serving the execute lane")
     p.add_argument("--task-key-file", default=env.get("BERTH_TASK_KEY_FILE"))
     p.add_argument("--timeout-ms", type=int, default=60_000)
+    p.add_argument(
+        "--core",
+        action="store_true",
+        help="host an a3s-code-core 9.x session (Berth's binding) instead of a3s-code 3.1.0",
+    )
     a = p.parse_args(argv)
     if not a.redis_url or not a.task_key_file:
         p.error(
@@ -215,26 +222,42 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return a
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Console entry point: run ``--prompt`` in an A3S session bridged to Berth; print the
-    answer; exit 0."""
+def _open_sdk(a: argparse.Namespace) -> Any:
+    """An a3s-code 3.1.0 session (the SDK, extra ``a3s``) with an external Execute lane."""
     from a3s_code import Agent, PermissionPolicy, SessionOptions
-    from redis.asyncio import Redis
 
-    from berth_contract.taskauth import read_key_file
-    from session_runtime.transport import RedisTaskTransport
-
-    a = _parse(argv)
-    logging.basicConfig(level=os.environ.get("BERTH_LOG_LEVEL", "INFO"), stream=sys.stderr)
     agent = Agent.create(a.config)
     options = SessionOptions()
     options.permission_policy = PermissionPolicy(default_decision="allow")
     options.planning_mode = "disabled"
-    session = open_external_session(agent, a.workspace, options, timeout_ms=a.timeout_ms)
+    return open_external_session(agent, a.workspace, options, timeout_ms=a.timeout_ms)
+
+
+def _open_core(a: argparse.Namespace) -> Any:
+    """An a3s-code-core 9.x session (Berth's binding, ``make a3s-core-binding``) with an
+    external Execute lane and the host-served bash sandbox; raises ImportError saying how to
+    build the binding when it is absent."""
+    from session_runtime.a3s_core.binding import CoreAgent
+
+    return CoreAgent(a.config).session(a.workspace, external_timeout_ms=a.timeout_ms)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point: run ``--prompt`` in an A3S session bridged to Berth (``--core``:
+    an a3s-code-core 9.x session; default: a3s-code 3.1.0); print the answer; exit 0."""
+    from redis.asyncio import Redis
+
+    from berth_contract.taskauth import read_key_file
+    from session_runtime.transport import RedisTaskTransport
+    from session_runtime.transport.connect import connect
+
+    a = _parse(argv)
+    logging.basicConfig(level=os.environ.get("BERTH_LOG_LEVEL", "INFO"), stream=sys.stderr)
+    session = _open_core(a) if a.core else _open_sdk(a)
     answer: dict[str, Any] = {}
 
     async def serve() -> None:
-        redis: Redis[Any] = Redis.from_url(a.redis_url)
+        redis: Redis[Any] = connect(a.redis_url)
         transport = RedisTaskTransport(
             redis,
             namespace=a.namespace,

@@ -156,6 +156,16 @@ class CheckpointError(StoreError):
     """A checkpoint cannot be used: newer schema version, or it belongs to another session."""
 
 
+class RunNotDurableError(StoreError):
+    """A run finished but its end could not be saved (a full or failing store volume): the
+    store still holds the run as unfinished, resumable from its last committed round, so the
+    run is not reported completed. The cause (a ``StoreError``) is ``__cause__``."""
+
+    def __init__(self, run_id: str, cause: BaseException) -> None:
+        super().__init__(f"run '{run_id}' finished but its end could not be saved: {cause}")
+        self.run_id = run_id
+
+
 __all__ = [
     "AgentClosedError",
     "BudgetExhaustedError",
@@ -170,6 +180,7 @@ __all__ = [
     "ParseRetriesExceededError",
     "ResumeError",
     "RunCancelledError",
+    "RunNotDurableError",
     "RunPassivatedError",
     "SessionBusyError",
     "SessionClosedError",

@@ -26,7 +26,15 @@ name                                             type      meaning
                                                           pod, 0 for the others (:data:`STATES`)
 ``berth_session_replies_rejected_total{reason}`` counter   worker replies dropped undelivered:
                                                           ``mac`` (forged/unsigned), ``malformed``
+``berth_session_store_bytes``                   gauge     bytes of this session's store directory
+``berth_session_store_volume_size_bytes``       gauge     size of the store's filesystem
+``berth_session_store_volume_free_bytes``       gauge     bytes an unprivileged writer may still
+                                                          use on it (statvfs ``f_bavail``)
 =============================================== ========= =========================================
+
+The ``store`` gauges are read at scrape time (:meth:`SessionMetrics.watch_store`); NaN until the
+session's store is known and when the volume cannot be read (a stale mount), so an alert on the
+free share stays quiet rather than firing on a made-up zero.
 
 Counters count work done *by this process*: a resumed run's carried-forward usage and rounds are
 not counted again (Prometheus handles the counter reset of a new pod).
@@ -34,11 +42,15 @@ not counted again (Prometheus handles the counter reset of a new pod).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from session_runtime.store.health import tree_bytes, volume_usage
 
 #: Lanes a tool call can run in (A3S lane contract; LLM calls are ``generate``, not tool calls).
 TOOL_LANES: Final = ("query", "execute")
@@ -133,6 +145,7 @@ class SessionMetrics:
             ["state"],
             registry=self.registry,
         )
+        self._store_gauges()
         for lane in TOOL_LANES:
             self.tool_calls_total.labels(lane=lane)
         for kind in TOKEN_KINDS:
@@ -140,6 +153,26 @@ class SessionMetrics:
         for reason in PASSIVATION_REASON_LABELS:
             self.passivations_total.labels(reason=reason)
         self.set_state("starting")
+
+    def _store_gauges(self) -> None:
+        """The ``berth_session_store_*`` gauges, NaN until :meth:`watch_store`."""
+        self.store_bytes = Gauge(
+            "berth_session_store_bytes",
+            "Bytes of this session's store directory (journal, snapshots, lease).",
+            registry=self.registry,
+        )
+        self.store_volume_size_bytes = Gauge(
+            "berth_session_store_volume_size_bytes",
+            "Size of the filesystem that holds the session's store, in bytes.",
+            registry=self.registry,
+        )
+        self.store_volume_free_bytes = Gauge(
+            "berth_session_store_volume_free_bytes",
+            "Bytes still usable by the session on the store's filesystem (statvfs f_bavail).",
+            registry=self.registry,
+        )
+        for gauge in (self.store_bytes, self.store_volume_size_bytes, self.store_volume_free_bytes):
+            gauge.set(math.nan)
 
     def set_state(self, state: str) -> None:
         """Make ``state`` (one of :data:`STATES`) the only gauge series at 1."""
@@ -170,6 +203,27 @@ class SessionMetrics:
     def observe_rejected_reply(self, reason: str) -> None:
         """Count one reply the transport dropped (``mac`` or ``malformed``)."""
         self.replies_rejected_total.labels(reason=reason if reason == "mac" else "malformed").inc()
+
+    def watch_store(self, session_dir: Path) -> None:
+        """Read the ``store`` gauges from ``session_dir`` (the session's store directory) and
+        its filesystem at every scrape; a failing read gives NaN (module docstring)."""
+
+        def reading(read: Callable[[], float]) -> Callable[[], float]:
+            def safe() -> float:
+                try:
+                    return read()
+                except OSError:
+                    return math.nan
+
+            return safe
+
+        self.store_bytes.set_function(reading(lambda: float(tree_bytes(session_dir))))
+        self.store_volume_size_bytes.set_function(
+            reading(lambda: float(volume_usage(session_dir).size))
+        )
+        self.store_volume_free_bytes.set_function(
+            reading(lambda: float(volume_usage(session_dir).free))
+        )
 
     def render(self) -> bytes:
         """The registry in Prometheus text format (``CONTENT_TYPE``)."""

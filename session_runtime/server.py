@@ -90,8 +90,10 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from berth_contract import envvars
+from berth_contract import tracing as names
 from berth_contract.options import OptionsError, SessionPodOptions, load_options
 from berth_contract.termination import TerminationMessage, render
+from berth_telemetry import logs, tracing
 from session_runtime import early_signals
 from session_runtime.errors import (
     SessionRuntimeError,
@@ -153,7 +155,7 @@ async def run(
         try:
             try:
                 pod.build()
-            except (SessionRuntimeError, ValueError) as exc:
+            except (SessionRuntimeError, ValueError, OSError) as exc:
                 message = pod.build_failed(exc)
             else:
                 pod.start()
@@ -207,11 +209,7 @@ def tool_sandbox_refusal(cfg: PodConfig, opts: SessionPodOptions) -> str | None:
 def main() -> None:
     """Run the session pod (``berth-session``, via ``session_runtime.launch``). Exits with the
     outcome's code (module docstring)."""
-    logging.basicConfig(
-        level=os.environ.get("BERTH_LOG_LEVEL", "INFO").upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logs.configure(os.environ.get(envvars.LOG_LEVEL, "INFO"))
     env = os.environ
     listener = None
     try:
@@ -224,6 +222,7 @@ def main() -> None:
             cfg, opts, token, listener = adopted.cfg, adopted.opts, adopted.token, adopted.listener
         else:
             cfg, opts, token = load(env)
+        telemetry(cfg)
         refusal = tool_sandbox_refusal(cfg, opts)
     except (PodConfigError, OptionsError, warm.WarmError, sandbox.SandboxError) as exc:
         log.error("%s", exc)
@@ -241,7 +240,8 @@ def main() -> None:
         termination.write(cfg.termination_log, message)
         exit_now(message.exit_code)
     try:
-        message = asyncio.run(run(cfg, opts, token, listener))
+        with tracing.remote_parent({"traceparent": env.get(envvars.TRACEPARENT, "")}):
+            message = asyncio.run(run(cfg, opts, token, listener))  # the placement's child
     except Exception as exc:  # a bug: still leave a termination message behind
         log.exception("berth-session crashed")
         message = TerminationMessage(
@@ -251,6 +251,23 @@ def main() -> None:
     exit_now(message.exit_code)
 
 
+def telemetry(cfg: PodConfig) -> None:
+    """Labels on every log record (session, epoch) and, when an OTLP endpoint is set, the
+    tracer provider of service ``berth-session`` (:mod:`berth_telemetry`)."""
+    logs.bind(session=cfg.session_key, epoch=cfg.epoch)
+    tracing.configure(
+        "berth-session",
+        {
+            names.SESSION: cfg.session_key,
+            names.SESSION_UID: cfg.session_uid,
+            names.EPOCH: cfg.epoch,
+            "k8s.namespace.name": cfg.namespace,
+            "k8s.pod.name": cfg.pod_name,
+            names.NODE: cfg.node_name,
+        },
+    )
+
+
 def exit_now(code: int) -> NoReturn:
     """End the process with ``code`` once its work is done: flush the log and the standard
     streams, then ``os._exit``. The interpreter's own finalization (tearing down every module
@@ -258,6 +275,7 @@ def exit_now(code: int) -> NoReturn:
     termination message is written and before the kubelet sees the container end, on the path
     of every passivation; nothing the session needs happens in it (its store writes are
     fsynced, its tools have ended)."""
+    tracing.flush()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

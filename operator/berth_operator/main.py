@@ -34,6 +34,7 @@ from berth_operator.handlers import gateway as _gateway  # registers handlers; w
 from berth_operator.handlers import laneworker as _laneworker  # noqa: F401  (registers handlers)
 from berth_operator.handlers import login as _login  # kopf's session over the operator's pool
 from berth_operator.handlers import nodes as _nodes  # noqa: F401  (registers handlers)
+from berth_operator.handlers import retention as _retention  # noqa: F401  (registers handlers)
 from berth_operator.handlers import sessionwarmpool as _warm  # noqa: F401  (registers handlers)
 from berth_operator.handlers import webhook
 from berth_operator.handlers.context import (
@@ -52,6 +53,7 @@ from berth_operator.metrics import LEADER
 from berth_operator.persistence import WITHOUT_DIFFBASE, SelectiveDiffBaseStorage
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
+from berth_telemetry import logs, tracing
 
 log = logging.getLogger("berth.main")
 
@@ -324,9 +326,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def configure_logging(level: str) -> None:
-    """The root logger at ``level`` (a logging level name). kopf's per-object log (a line per
-    handler call and event) stays at WARNING unless the level is DEBUG."""
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    """The root logger at ``level`` (a logging level name) in ``BERTH_LOG_FORMAT`` (JSON lines or
+    text, :mod:`berth_telemetry.logs`), and traces when an OTLP endpoint is set
+    (:mod:`berth_telemetry.tracing`). kopf's per-object log (a line per handler call and event)
+    stays at WARNING unless the level is DEBUG."""
+    logs.configure(level)
+    tracing.configure("berth-operator", {"k8s.pod.name": os.environ.get("POD_NAME")})
     if level != "DEBUG":
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
 

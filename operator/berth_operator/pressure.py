@@ -62,7 +62,7 @@ class BrokerPressure:
 
 
 async def broker_pressure(redis: Redis[Any], namespace: str, laneworker: str) -> BrokerPressure:
-    """Pressure of ``berth:{namespace}:lw:{laneworker}:tasks`` / group ``workers``.
+    """Pressure of ``berth:<namespace>:lw:{<laneworker>}:tasks`` / group ``workers``.
 
     Raises PressureUnavailable when Redis cannot be reached or answers with an error.
     """

@@ -16,6 +16,7 @@ Errors: ``RuntimeUnreachable`` for connection failures, timeouts, non-2xx answer
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -166,16 +167,17 @@ class RuntimeClient:
         path: str,
         token: str | None,
         body: dict[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> tuple[int, dict[str, Any]]:
         """One request of the session pod API (messages: ``POST /v1/messages``, ``GET
         /v1/messages/{id}[/events]``): (HTTP status, JSON object body; {} when the body is not
         one). Raises RuntimeUnreachable for connection failures and timeouts only; statuses are
-        the caller's to judge. Bodies over MAX_STATE_BODY_BYTES are refused."""
+        the caller's to judge. Bodies over MAX_STATE_BODY_BYTES are refused. ``headers`` go with
+        the request's (a message's W3C ``traceparent``)."""
         url = self.base_url(pod_ip, self.session_port) + path
+        sent = {**self.auth_headers(token), **(headers or {})}
         try:
-            async with self._http().request(
-                method, url, json=body, headers=self.auth_headers(token)
-            ) as resp:
+            async with self._http().request(method, url, json=body, headers=sent) as resp:
                 raw = await resp.content.read(MAX_STATE_BODY_BYTES + 1)
                 if len(raw) > MAX_STATE_BODY_BYTES:
                     raise RuntimeUnreachable(f"{method} {url}: body too large")

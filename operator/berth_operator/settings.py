@@ -126,6 +126,11 @@ class SharedClaimSettings(SettingsGroup):
     """storageClassName of claims the operator creates; empty = the cluster's default class."""
     size: str = "10Gi"
     """Requested size of claims the operator creates (a Kubernetes quantity). Default 10Gi."""
+    retention: str = "Keep"
+    """Store retention of sessions without spec.storeRetention: Keep, Delete, Delete/<seconds>."""
+    retention_namespaces: CommaList = Field(default_factory=list)
+    """Per-namespace retention overriding ``retention``, comma-separated ``<ns>=<policy>``."""
+    _split_retention = field_validator("retention_namespaces", mode="before")(_split)
     setup: bool = True
     """Before a claim's first session pod, run its one-shot set-up Job once
     (``builders.volume_setup``: a root pod with only CAP_CHOWN and CAP_FOWNER that makes the
@@ -175,8 +180,7 @@ class RedisSettings(SettingsGroup):
     """Redis URL LaneWorker pods use (the ``berth-worker`` ACL user); copied into each
     namespace's ``berth-worker-redis`` Secret. Empty = url."""
     operator_url: str = ""
-    """Redis URL of the operator's own pressure reads (the read-only ``berth-operator`` ACL
-    user). Empty = url."""
+    """Redis URL of the operator's pressure reads (read-only ``berth-operator``); empty = url."""
 
     @property
     def for_sessions(self) -> str:
@@ -307,8 +311,7 @@ class WebhookSettings(SettingsGroup):
     model_config = SettingsConfigDict(env_prefix="BERTH_WEBHOOK_")
 
     enabled: bool = False
-    """Serve the webhook. Needs cert_dir. Default false (the PDB alone still makes drains
-    wait)."""
+    """Serve the webhook (needs cert_dir). Default false: the PDB alone makes drains wait."""
     listen_host: str = "0.0.0.0"
     """Bind address of the webhook's HTTPS server. Default 0.0.0.0."""
     port: Annotated[int, Field(ge=1, le=65535)] = 9443
@@ -369,8 +372,7 @@ class ServerSettings(SettingsGroup):
     Default 32."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Level of the operator's log (Python logging level names). DEBUG adds kopf's per-object
-    handler log and every apiserver request; it is verbose at hundreds of sessions. Default
-    INFO."""
+    handler log and every apiserver request: verbose at hundreds of sessions. Default INFO."""
 
 
 class BudgetSettings(SettingsGroup):

@@ -13,6 +13,8 @@ Commands::
     kubectl berth logs NAME [-f]              the session's logs, following it across pods
     kubectl berth logs NAME --message ID      a front door message's states and run events
     kubectl berth events NAME                 the session's Events, oldest first
+    kubectl berth import NAME --from-a3s F    an a3s-code-core 9.x checkpoint as a new session
+                                              that resumes its run (:mod:`.a3s_import`)
     kubectl berth ui [--port N] [-n NS | -A]  a local web view of sessions, runs and workers
         [--trace-url-template URL] [--grafana-url URL]  (links from a session to both)
     kubectl berth version                     the plugin's version
@@ -37,6 +39,7 @@ from berth_operator.errors import BerthOperatorError
 from rich.console import Console
 
 from kubectl_berth import __version__
+from kubectl_berth.a3s_import import import_command
 from kubectl_berth.client import PluginClient, connect
 from kubectl_berth.errors import PluginError
 from kubectl_berth.front_door import gateway_message_url, message_events, send_through_gateway
@@ -412,6 +415,9 @@ def cleanup_lease(
         )
     except (BerthOperatorError, PluginError) as exc:
         raise _fail(str(exc)) from exc
+
+
+app.command("import")(import_command)
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ from typing import Any
 from session_runtime.a3s_core import binding
 from session_runtime.a3s_core.messages import Unmapped, to_berth, to_core
 from session_runtime.agent.options import SessionOptions
+from session_runtime.agent.runs import RunRecord
 from session_runtime.store.base import LoopCheckpoint
 from session_runtime.store.file import FileSessionStore
 
@@ -253,18 +254,52 @@ def _dropped(snap: dict[str, Any], cp: dict[str, Any] | None) -> list[str]:
     return out
 
 
+def _imported_run(cp: dict[str, Any], snap: dict[str, Any], messages: list[Any]) -> dict[str, Any]:
+    """Berth's run record of the run a 9.x loop checkpoint resumes: ``interrupted`` (it stopped
+    between tool rounds), so a session pod's start plan resumes it instead of starting anew."""
+    run_id = str(cp["run_id"])
+    source = next(
+        (
+            r.get("snapshot") or {}
+            for r in snap.get("run_records") or []
+            if (r.get("snapshot") or {}).get("id") == run_id
+        ),
+        {},
+    )
+    prompt = source.get("prompt") or next(
+        (str(m.get("content")) for m in messages if m.get("role") == "user"), ""
+    )
+    record = RunRecord(
+        id=run_id,
+        prompt=str(prompt),
+        started_ms=int(source.get("created_at_ms") or cp["checkpoint_ms"]),
+        status="interrupted",
+        usage=_counts(cp["total_usage"]),
+        tool_calls_count=int(cp["tool_calls_count"]),
+        turn=int(cp["turn"]),
+    )
+    return record.snapshot()
+
+
 def import_checkpoint(
-    export: dict[str, Any], store: FileSessionStore, *, accept: frozenset[str] = frozenset()
+    export: dict[str, Any],
+    store: FileSessionStore,
+    *,
+    accept: frozenset[str] = frozenset(),
+    session_id: str | None = None,
 ) -> ImportResult:
     """Write a wire-form 9.x export into Berth's ``store`` (session record, then the run's
     loop checkpoint, so ``resume_run(run_id)`` continues it after the last completed tool
-    round). Raises ``CheckpointError`` for a descriptor that does not match its content and
-    :class:`Unmapped` naming the first field that does not map (nothing is written then)."""
+    round). ``session_id`` names the Berth session (default: the 9.x session's id; a session
+    pod's store holds its AgentSession's name). The run is recorded ``interrupted``, so a
+    session pod started on the store resumes it (``session_runtime.pod.start``). Raises
+    ``CheckpointError`` for a descriptor that does not match its content and :class:`Unmapped`
+    naming the first field that does not map (nothing is written then)."""
     payload = binding.checkpoint_open(export)
     snap, cp = payload["snapshot"], payload.get("logical_resume")
     _check_refused(snap, cp, set(accept))
     s = snap["session"]
-    sid = str(s["id"])
+    sid = session_id or str(s["id"])
     system = s["config"].get("system_prompt")
     messages = to_berth(s.get("messages") or [], "session.messages", system)
     checkpoint = None
@@ -287,7 +322,7 @@ def import_checkpoint(
         "identity": {label: s.get(label) for label in IDENTITY},
         "options": {},
         "messages": messages,
-        "runs": [],
+        "runs": [] if cp is None else [_imported_run(cp, snap, messages)],
         "usage": usage,
         "tool_calls_count": 0 if cp is None else int(cp["tool_calls_count"]),
         "turn": 0 if cp is None else int(cp["turn"]),

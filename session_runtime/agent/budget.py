@@ -22,6 +22,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from session_runtime.tracing import budget_event
+
 log = logging.getLogger(__name__)
 
 DecisionKind = Literal["allow", "soft", "deny"]
@@ -141,12 +143,16 @@ class GuardCaller:
             return self._failed(f"budget guard {method} returned an unreadable decision: {exc}")
 
     async def check_before_llm(self, session_id: str, estimated_tokens: int) -> Decision:
-        """Decision for the next LLM call."""
-        return await self._check("check_before_llm", session_id, estimated_tokens)
+        """Decision for the next LLM call (an event on the current span, ``tracing``)."""
+        decision = await self._check("check_before_llm", session_id, estimated_tokens)
+        budget_event("llm", decision.kind, decision.resource, decision.reason, None)
+        return decision
 
     async def check_before_tool(self, session_id: str, tool_name: str) -> Decision:
-        """Decision for one tool call."""
-        return await self._check("check_before_tool", session_id, tool_name)
+        """Decision for one tool call (an event on the current span, ``tracing``)."""
+        decision = await self._check("check_before_tool", session_id, tool_name)
+        budget_event("tool", decision.kind, decision.resource, decision.reason, tool_name)
+        return decision
 
     async def record_after_llm(self, session_id: str, usage: dict[str, int]) -> None:
         """Report actual usage; failures are logged, never raised."""

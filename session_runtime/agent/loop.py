@@ -41,6 +41,7 @@ from session_runtime.hostenv import HostEnv
 from session_runtime.llm.client import LlmClient, LlmResponse, RawToolCall
 from session_runtime.store.base import LoopCheckpoint, SessionStore
 from session_runtime.tools.base import ToolCall, ToolContext, ToolExecutor, ToolResult
+from session_runtime.tracing import LoopTracing, active
 
 Emit = Callable[..., Awaitable[Event]]
 #: Emits an event and returns the block reason a hook gave (pre_tool_use), or None.
@@ -159,6 +160,7 @@ class AgentLoop:
         self.gate = gate
         self._guard = guard
         self.env = host_env
+        self.tracing = LoopTracing(session_id, options.identity())
         self.breaker = CircuitBreaker(
             options.circuit_breaker_threshold,
             options.llm_backoff_ms,
@@ -235,32 +237,39 @@ class AgentLoop:
             if control.passivation is not None:
                 await self.commit(state)
                 raise PassivationStop()
-            await self._maybe_compact(state)
-            await self._check_llm_budget(state)
-            await self.emit("turn_start", turn=state.turn + 1)
-            response = await self._call_llm_controlled(state, control)
-            self._add_usage(state, response.usage)
-            guard = self._guard()
-            if guard is not None:
-                await guard.record_after_llm(self.session_id, response.usage)
-            if response.tool_calls:
-                await self._tool_round(state, control, response)
-                text_parts.clear()
-                continue
-            state.messages.append(assistant_message(response.text, []))
-            text_parts.append(response.text)
-            if (
-                response.finish_reason == "length"
-                and self.options.continuation_enabled
-                and state.continuations < self.options.max_continuation_turns
-            ):
-                state.continuations += 1
-                state.messages.append({"role": "user", "content": CONTINUATION_PROMPT})
-                await self.emit("continuation", turn=state.turn, count=state.continuations)
-                continue
-            # The answering turn is numbered like its turn_start (one past the completed rounds).
-            await self.emit("turn_end", turn=state.turn + 1, usage=dict(state.usage))
-            return "".join(text_parts)
+            with active(self.tracing.turn(state.turn + 1), quiet=(PassivationStop,)):
+                done = await self._turn(state, control, text_parts)
+            if done:
+                return "".join(text_parts)
+
+    async def _turn(self, state: RunState, control: RunControl, text_parts: list[str]) -> bool:
+        """One model turn (and its tool round); True when the run's answer is complete."""
+        await self._maybe_compact(state)
+        await self._check_llm_budget(state)
+        await self.emit("turn_start", turn=state.turn + 1)
+        response = await self._call_llm_controlled(state, control)
+        self._add_usage(state, response.usage)
+        guard = self._guard()
+        if guard is not None:
+            await guard.record_after_llm(self.session_id, response.usage)
+        if response.tool_calls:
+            await self._tool_round(state, control, response)
+            text_parts.clear()
+            return False
+        state.messages.append(assistant_message(response.text, []))
+        text_parts.append(response.text)
+        if (
+            response.finish_reason == "length"
+            and self.options.continuation_enabled
+            and state.continuations < self.options.max_continuation_turns
+        ):
+            state.continuations += 1
+            state.messages.append({"role": "user", "content": CONTINUATION_PROMPT})
+            await self.emit("continuation", turn=state.turn, count=state.continuations)
+            return False
+        # The answering turn is numbered like its turn_start (one past the completed rounds).
+        await self.emit("turn_end", turn=state.turn + 1, usage=dict(state.usage))
+        return True
 
     def _add_usage(self, state: RunState, usage: dict[str, int]) -> None:
         for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
@@ -329,7 +338,9 @@ class AgentLoop:
             if not self.breaker.allows(time.monotonic()):
                 raise CircuitOpenError(self.breaker.failures, self.breaker.last_error)
             try:
-                response = await self.llm.complete(state.messages, self.tools, on_text)
+                with active(self.tracing.llm(self.llm.model)) as span:
+                    response = await self.llm.complete(state.messages, self.tools, on_text)
+                    self.tracing.llm_done(span, response.usage, response.finish_reason)
             except LlmTransientError as exc:
                 delay_ms = self.breaker.record_failure(time.monotonic(), str(exc))
                 if delay_ms is None:
@@ -396,8 +407,12 @@ class AgentLoop:
         turn = state.turn
         results: dict[str, ToolResult] = dict(prefilled or {})
 
+        spans = self.tracing.tools([(c.id, c.name, c.lane) for c in calls])
+
         async def on_result(res: ToolResult) -> None:
             results[res.tool_call_id] = res
+            worker = res.metadata.get("worker")
+            self.tracing.tool_done(spans.get(res.tool_call_id), res.exit_code, res.is_error, worker)
             if (store := self.store) is not None:
                 record = result_record(res)
                 await self.persist(
@@ -414,6 +429,20 @@ class AgentLoop:
                 exit_code=res.exit_code,
             )
 
+        with self.tracing.round(spans):
+            await self._run_calls(state, control, calls, results, on_result)
+        return [results[c.id] for c in calls]
+
+    async def _run_calls(
+        self,
+        state: RunState,
+        control: RunControl,
+        calls: list[ToolCall],
+        results: dict[str, ToolResult],
+        on_result: Callable[[ToolResult], Awaitable[None]],
+    ) -> None:
+        """Pre-check the calls without a result yet, then run the approved ones."""
+        turn = state.turn
         approved: list[ToolCall] = []
         refused: list[ToolResult] = []
         for call in calls:
@@ -437,7 +466,6 @@ class AgentLoop:
                 await self._executor().execute(approved, ctx, on_result)
             finally:
                 control.phase = "idle"
-        return [results[c.id] for c in calls]
 
     async def _precheck(self, call: ToolCall) -> str | None:
         """Hooks then budget guard; the refusal text for the model, or None to run it."""

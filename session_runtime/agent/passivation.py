@@ -50,7 +50,7 @@ async def passivate(driver: RunDriver, reason: str, deadline_ms: int | None) -> 
     try:
         running = slot.running()
         if running is None:  # idle: the saved session is the durable state
-            driver.save()
+            driver.save_session()
             driver.passivation = _at_rest(driver)
             return driver.passivation
         task, loop, control = running

@@ -20,6 +20,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from berth_contract.tracing import RUN_STATUS
+from berth_telemetry.logs import bind
+from berth_telemetry.tracing import traceparent
 from session_runtime.agent.loop import (
     AgentLoop,
     PassivationStop,
@@ -40,10 +43,18 @@ from session_runtime.agent.resume import (
 )
 from session_runtime.agent.run_slot import RunSlot
 from session_runtime.agent.runs import RunLog, RunRecord, RunStatus
-from session_runtime.errors import ResumeError, RunCancelledError, RunPassivatedError
+from session_runtime.errors import (
+    FencedError,
+    ResumeError,
+    RunCancelledError,
+    RunNotDurableError,
+    RunPassivatedError,
+    StoreError,
+)
 from session_runtime.hostenv import HostEnv
 from session_runtime.store.base import PendingRound
 from session_runtime.tools.base import ToolContext, ToolExecutor
+from session_runtime.tracing import active
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +99,8 @@ class RunDriver:
     """Starts, resumes and drives the runs of one session (module docstring).
 
     ``emit(type, **fields)`` stamps and delivers an event; ``save()`` persists the session
-    (errors other than fencing are logged, not raised); ``executor()`` is the session's tool
+    (``Session.save``: raises the store's errors; the driver logs them, except fencing and a
+    completed run's end, see :meth:`save_session`); ``executor()`` is the session's tool
     executor."""
 
     def __init__(
@@ -244,10 +256,23 @@ class RunDriver:
     async def run_started(
         self, start: Start, prelude: Prelude | None = None, initial_commit: bool = True
     ) -> AgentResult:
-        """Drive a run whose operation slot is already taken; always releases it."""
+        """Drive a run whose operation slot is already taken; always releases it.
+
+        The run has a span (``session_runtime.tracing``): a resumed run's is a child of the
+        span of the run it resumes (same trace, across pods), another's a child of the
+        caller's current span (the front door's ``traceparent``), else a new trace's root."""
         try:
             record, state = await start()
-            return await asyncio.ensure_future(self._drive(record, state, prelude, initial_commit))
+            resumed = self.runs.get(record.resumed_from) if record.resumed_from else None
+            parent = resumed.traceparent if resumed is not None else None
+            span = self.loop.tracing.run(record.id, record.resumed_from, parent)
+            record.traceparent = traceparent(span) or None
+            with active(span, quiet=(RunPassivatedError, RunCancelledError)):
+                try:
+                    drive = self._drive(record, state, prelude, initial_commit)
+                    return await asyncio.ensure_future(drive)
+                finally:
+                    span.set_attribute(RUN_STATUS, record.status)
         finally:
             self.slot.end()
 
@@ -259,13 +284,14 @@ class RunDriver:
         initial_commit: bool,
     ) -> AgentResult:
         control = RunControl()
+        bind(run_id=record.id)  # on every log record of this run's task (berth_telemetry.logs)
         self.conv.carried = (dict(state.usage), state.tool_calls_count)
         self.slot.bind(control)
         with self.slot.lock:
             self.conv.run_state = state
             self.passivation = None
         self.runs.add(record)
-        self.save()
+        self.save_session()
         try:
             if initial_commit:
                 await self.loop.commit(state)
@@ -284,7 +310,11 @@ class RunDriver:
             self._finish(record, state, "failed", error=str(exc))
             await self.emit("error", message=str(exc), run_id=record.id)
             raise
-        self._finish(record, state, "completed", text=text)
+        try:
+            self._finish(record, state, "completed", text=text, durable=True)
+        except RunNotDurableError as exc:
+            await self.emit("persistence_failed", operation="end_run", message=str(exc))
+            raise
         await self.emit("agent_end", text=text, usage=dict(state.usage), run_id=record.id)
         return AgentResult(
             text=text,
@@ -319,8 +349,11 @@ class RunDriver:
         text: str | None = None,
         error: str | None = None,
         turn: int | None = None,
+        durable: bool = False,
     ) -> None:
-        """Close ``record`` with ``status`` and add the run's own usage to the totals."""
+        """Close ``record`` with ``status`` and add the run's own usage to the totals.
+        ``durable``: the end must reach the store, else RunNotDurableError
+        (:meth:`save_session`)."""
         conv = self.conv
         carried, carried_calls = conv.carried
         for key in conv.usage:
@@ -339,7 +372,27 @@ class RunDriver:
         if error is not None:
             conv.last_error = error
         conv.run_state = None
-        self.save()
+        self.save_session(record if durable else None)
+
+    def save_session(self, durable: RunRecord | None = None) -> None:
+        """Persist the session (no store: nothing to do). FencedError always propagates; other
+        StoreErrors are logged, unless ``durable`` names a run whose end must be saved: then
+        the record is marked ``interrupted`` in memory (as the store still holds it unfinished)
+        and RunNotDurableError is raised, so a full volume never reports a run completed that a
+        replacement would find running."""
+        if self.options.session_store is None:
+            return
+        try:
+            self.save()
+        except FencedError:
+            raise
+        except StoreError as exc:
+            if durable is None:
+                log.warning("saving session %s failed: %s", self.session_id, exc)
+                return
+            durable.status = "interrupted"
+            durable.error = str(exc)
+            raise RunNotDurableError(durable.id, exc) from exc
 
     def last_run_id(self) -> str | None:
         """The id of the newest retained run, or None."""

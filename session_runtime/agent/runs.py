@@ -49,6 +49,8 @@ class RunRecord:
     resumed_from: str | None = None
     message_id: str | None = None
     invoked_by: dict[str, Any] | None = None
+    #: *Berth*: W3C traceparent of the run's span; a run resumed from this one is its child.
+    traceparent: str | None = None
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-able copy (the shape of ``run_snapshot`` and of persisted run records)."""
@@ -67,6 +69,7 @@ class RunRecord:
             "resumed_from": self.resumed_from,
             "message_id": self.message_id,
             "invoked_by": dict(self.invoked_by) if self.invoked_by else None,
+            "traceparent": self.traceparent,
         }
 
     @classmethod
@@ -87,6 +90,7 @@ class RunRecord:
             resumed_from=data.get("resumed_from"),
             message_id=data.get("message_id"),
             invoked_by=data.get("invoked_by") or None,
+            traceparent=data.get("traceparent") or None,
         )
 
 

@@ -140,7 +140,7 @@ class Session(QueueApi):
             slot=self._slot,
             loop=loop,
             emit=self._emit,
-            save=self._save_quietly,
+            save=self.save,
             executor=lambda: self._executor,
         )
 
@@ -399,19 +399,6 @@ class Session(QueueApi):
     async def save_async(self) -> None:
         """Async twin of :meth:`save` (the store is synchronous; this runs it inline)."""
         self.save()
-
-    def _save_quietly(self) -> None:
-        store = self.options.session_store
-        if store is None:
-            return
-        from session_runtime.errors import FencedError, StoreError
-
-        try:
-            store.save_session(self._id, self.session_data())
-        except FencedError:
-            raise
-        except StoreError as exc:
-            log.warning("saving session %s failed: %s", self._id, exc)
 
     # ---- runs --------------------------------------------------------------------------
 

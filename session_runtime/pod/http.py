@@ -45,6 +45,7 @@ from berth_contract.state import (
     message_body,
     outcome_of,
 )
+from berth_telemetry.tracing import remote_parent
 from session_runtime.metrics import CONTENT_TYPE, SessionMetrics
 
 BodyT = TypeVar("BodyT", bound=BaseModel)
@@ -111,7 +112,8 @@ def presented_token(request: web.Request) -> bytes | None:
 
 def auth_middleware(token: bytes, refused: Counter) -> Any:
     """aiohttp middleware: 401 without a token, 403 with a wrong one (``hmac.compare_digest``),
-    except on :data:`OPEN_PATHS`. ``refused`` counts refusals by reason."""
+    except on :data:`OPEN_PATHS`. ``refused`` counts refusals by reason. An authenticated
+    request's W3C ``traceparent`` (the front door's) is the current context of its handler."""
 
     @web.middleware
     async def check(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -128,7 +130,8 @@ def auth_middleware(token: bytes, refused: Counter) -> Any:
         if not hmac.compare_digest(given, token):
             refused.labels(reason="wrong").inc()
             return web.json_response({"error": "forbidden"}, status=403)
-        return cast(web.StreamResponse, await handler(request))
+        with remote_parent(request.headers):  # a run a message starts: the caller's child
+            return cast(web.StreamResponse, await handler(request))
 
     return check
 

@@ -41,6 +41,8 @@ from session_runtime.pod.runview import run_events
 from session_runtime.pod.start import StartPlan, plan_start
 from session_runtime.pod.wiring import build_executor
 from session_runtime.store.file import FileSessionStore
+from session_runtime.store.fscheck import checked_store_dir
+from session_runtime.store.health import store_failure_code
 from session_runtime.store.ids import check_id
 from session_runtime.store.incarnation import open_incarnation, record_inherited
 from session_runtime.tools.base import lane_for_tool
@@ -144,15 +146,16 @@ class SessionPod:
             return None
         return dict(state)
 
-    def _resumed_from(self, run_id: str | None) -> str | None:
-        """The run ``run_id`` continues (its run record's ``resumed_from``), or None."""
+    def _run_field(self, run_id: str | None, name: str) -> str | None:
+        """Field ``name`` of run ``run_id``'s record (``resumed_from``: the run it continues;
+        ``traceparent``: its span's), or None."""
         if self.session is None or not run_id:
             return None
         try:
             snapshot = self.session.run_snapshot(run_id)
         except Exception:
             return None
-        value = snapshot.get("resumed_from") if snapshot is not None else None
+        value = snapshot.get(name) if snapshot is not None else None
         return str(value) if value else None
 
     def _message(
@@ -162,6 +165,7 @@ class SessionPod:
         reason: str | None = None,
         run_id: str | None = None,
         turn: int | None = None,
+        code: str | None = None,
     ) -> TerminationMessage:
         """A termination message; run id, turn and usage default to ``Session.state()`` (the
         session's cumulative usage and its last run), the text to the last finished run's."""
@@ -178,20 +182,22 @@ class SessionPod:
             usage=Usage.from_mapping(rt.get("usage")),
             reason=reason,
             result_text=self._result_text,
-            resumed_from=self._resumed_from(run_id),
+            resumed_from=self._run_field(run_id, "resumed_from"),
+            code=code,
         )
 
     # ---- building the session ----------------------------------------------------------
 
-    def build_failed(self, exc: SessionRuntimeError | ValueError) -> TerminationMessage:
+    def build_failed(self, exc: SessionRuntimeError | ValueError | OSError) -> TerminationMessage:
         """The termination message for an error of :meth:`build`: ``fenced`` for a newer epoch,
-        ``failed`` as bad input for unusable configuration, else ``failed``."""
+        ``failed`` as bad input for unusable configuration, else ``failed`` (with the code of a
+        store failure, :func:`~session_runtime.store.health.store_failure_code`)."""
         if isinstance(exc, FencedError):
             self._on_fenced(exc)
             return self._message("fenced", reason=str(exc))
         if isinstance(exc, ConfigError | ValueError):
             return TerminationMessage(outcome="failed", reason=str(exc), bad_input=True)
-        return self._message("failed", reason=str(exc))
+        return self._message("failed", reason=str(exc), code=store_failure_code(exc))
 
     def build(self) -> None:
         """Claim the session's lease for this epoch, create the agent and the session (resumed
@@ -201,11 +207,11 @@ class SessionPod:
         errors, and ``ValueError`` for unusable options."""
         cfg = self.cfg
         store_root = cfg.store_dir / cfg.namespace
-        store_root.mkdir(parents=True, exist_ok=True)
-        session_dir = store_root / check_id("session id", cfg.name)
+        session_dir = checked_store_dir(store_root / check_id("session id", cfg.name))
         incarnation = open_incarnation(session_dir, cfg.session_uid)
         raw_store = FileSessionStore(str(store_root), epoch=incarnation.store_epoch(cfg.epoch))
         raw_store.acquire(cfg.name)  # claim the lease now: older epochs are fenced from here on
+        self.metrics.watch_store(session_dir)
         guard = MeteredBudgetGuard(self.opts.budget, self.metrics)
         store = MeteredStore(raw_store, self.metrics, self._on_fenced)
         options = self._session_options(store, guard)
@@ -358,7 +364,7 @@ class SessionPod:
             self.finish(self._message("fenced", reason=str(exc)))
             return
         except SessionRuntimeError as exc:
-            self.finish(self._message("failed", reason=str(exc)))
+            self.finish(self._message("failed", reason=str(exc), code=store_failure_code(exc)))
             return
         except Exception as exc:
             log.exception("run failed unexpectedly")
@@ -413,7 +419,8 @@ class SessionPod:
             return
         except Exception as exc:
             log.exception("passivation failed")
-            self.finish(self._message("failed", reason=f"passivation failed: {exc}"))
+            reason, code = f"passivation failed: {exc}", store_failure_code(exc)
+            self.finish(self._message("failed", reason=reason, code=code))
             return
         if self._run_task is not None:  # let the run end on its boundary so state() is final
             remaining = max(0, p.deadline_ms - now_ms() + PASSIVATION_SLACK_MS) / 1000
@@ -515,7 +522,8 @@ class SessionPod:
             pod_name=self.cfg.pod_name,
             node_name=self.cfg.node_name,
             passivation=self.passivation,
-            resumed_from=self._resumed_from(rt.get("run_id") if rt else None),
+            resumed_from=self._run_field(rt.get("run_id") if rt else None, "resumed_from"),
+            traceparent=self._run_field(rt.get("run_id") if rt else None, "traceparent"),
             result_text=self._result_text,
             idle_since_ms=self.idle_since_ms,
             run_started_ms=self.run_started_ms,

@@ -6,7 +6,8 @@ Owned by the ``berth-session`` entrypoint, which adds it as a host tool
 ``waitSeconds``, authenticated as this session (its API token and uid, the scheme of the budget
 service); the front door checks that ``spec.peers`` allows the peer, refuses loops and deep
 chains, wakes a peer at rest and answers with the peer's reply. The message id is derived from
-the session, run, turn and tool call, so a retried call is delivered once.
+the session, run, turn and tool call, so a retried call is delivered once. The request carries
+the W3C ``traceparent`` of this tool call's span: the peer's run is its child, in one trace.
 
 Tool arguments: ``{session: str (the peer's name, same namespace), prompt: str,
 timeout_seconds?: int (default and cap: maxWaitSeconds)}``. Output: the peer's final answer;
@@ -23,6 +24,7 @@ import aiohttp
 from berth_contract.services import SESSION_UID_HEADER
 from session_runtime.tools.base import ToolCall, ToolContext, ToolResult
 from session_runtime.tools.host import HostTool
+from session_runtime.tracing import tool_span, trace_fields
 
 TOOL_NAME = "call_peer"
 #: Header carrying the calling session's uid (with its token in ``Authorization: Bearer``).
@@ -91,6 +93,7 @@ def peer_tool(
             body["correlationId"] = correlation_id
         url = f"{base}/v1/sessions/{namespace}/{peer}/messages"
         headers = {"Authorization": f"Bearer {token}", SESSION_UID_HEADER: session_uid}
+        headers.update(trace_fields(tool_span(call.id)))  # the callee's run: this call's child
         timeout = aiohttp.ClientTimeout(total=wait + HTTP_SLACK_SECONDS)
         try:
             async with (

@@ -89,6 +89,7 @@ def build_executor(
             shared_root=_task_root(cfg),
             task_key=key,
             on_rejected=on_rejected,
+            labels=opts.identity.model_dump(),
         )
     return LaneQueue(config, runner=DirectExecutor(), transport=transport)
 

@@ -4,13 +4,14 @@ Owned by ``session_runtime.transport``; built by the session pod (``berth-sessio
 to :class:`~session_runtime.lanes.queue.LaneQueue` as its ``transport``. It implements the
 :class:`~session_runtime.lanes.external.ExternalTransport` seam:
 
-- ``publish``: ``XADD`` the task to ``berth:{ns}:lw:{laneworker}:tasks`` of the LaneWorker that
+- ``publish``: ``XADD`` the task to ``berth:<ns>:lw:{<laneworker>}:tasks`` of the LaneWorker that
   serves the task's lane;
 - ``start``: a reader that ``XREAD``\\ s the session's reply stream
-  ``berth:{ns}:s:{uid}:results`` from its beginning and hands every reply to the queue (replies
+  ``berth:<ns>:s:{<uid>}:results`` from its beginning and hands every reply to the queue (replies
   for tasks this process did not publish are kept in memory for ``find_reply``);
 - ``settle``: ``XDEL`` a reply once the session has journaled its result (the stream keeps every
-  reply until then, so a resumed session finds results delivered while it was passivated);
+  reply until then, so a resumed session finds results delivered while it was passivated), in
+  the background, off the tool call's path;
 - ``find_reply``: look a reply up by tool call id (memory, then ``XRANGE`` over the stream).
 
 When several replies exist for one tool call (a worker's reply and a "worker lost" answer racing
@@ -44,9 +45,14 @@ from berth_contract import names
 from berth_contract.taskauth import sign_fields, verify_fields
 from session_runtime.lanes.external import ExternalReply, ExternalTask, ReplySink
 from session_runtime.tools.base import Lane, ToolContext
+from session_runtime.tracing import tool_span, trace_fields
 from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage, as_text
+from session_runtime.transport.connect import connect
 
 log = logging.getLogger(__name__)
+
+SETTLE_DELAY_SECONDS = 0.05
+"""How long settled replies wait to be deleted together (one XDEL per batch, not per call)."""
 
 MAX_KEPT_REPLIES = 10_000
 """Replies held in memory for ``find_reply`` at most (a flood of unknown replies cannot grow it)."""
@@ -66,7 +72,10 @@ class RedisTaskTransport:
     tasks, verify replies; None = unauthenticated, for local runs and tests only),
     ``on_rejected`` (called with a reason for every dropped reply: ``mac``, ``malformed``),
     ``reply_grace_ms`` (how long past a task's timeout the queue waits for the worker's own
-    deadline/"worker lost" answer; default 10000 ms), ``block_ms`` (reader block time, ms).
+    deadline/"worker lost" answer; default 10000 ms), ``block_ms`` (reader block time, ms),
+    ``labels`` (the session's identity labels, sent with every task for the worker's spans).
+    Every task carries the W3C trace context of its tool call's span
+    (:func:`session_runtime.tracing.tool_span`), signed with the rest.
     """
 
     def __init__(
@@ -86,6 +95,7 @@ class RedisTaskTransport:
         reply_grace_ms: int = 10_000,
         block_ms: int = 1_000,
         clock: Callable[[], int] | None = None,
+        labels: Mapping[str, str | None] | None = None,
     ) -> None:
         self._redis = redis
         self._ns = names.namespace(namespace)
@@ -112,17 +122,21 @@ class RedisTaskTransport:
         self._seen: dict[str, ExternalReply] = {}
         self._last_id = "0-0"
         self._owns_client = False
+        self._unsettled: list[str] = []
+        self._relative: dict[str, str] = {}  # workspace -> as sent (realpath once, not per task)
+        self._deleter: asyncio.Task[None] | None = None
+        self._labels = {k: v for k, v in (labels or {}).items() if v}
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisTaskTransport:
         """Build with its own client from a ``redis://`` URL (closed by :meth:`close`)."""
-        transport = cls(Redis.from_url(url), **kwargs)
+        transport = cls(connect(url), **kwargs)
         transport._owns_client = True
         return transport
 
     @property
     def reply_stream(self) -> str:
-        """This session's reply stream, ``berth:{ns}:s:{uid}:results`` (docs/architecture.md §7)."""
+        """This session's reply stream, ``berth:<ns>:s:{<uid>}:results`` (berth_contract.names)."""
         return self._reply_stream
 
     def task_stream(self, lane: Lane) -> str:
@@ -132,6 +146,15 @@ class RedisTaskTransport:
     def _workspace(self, workspace: str) -> str:
         if self._shared_root is None:
             return workspace
+        if workspace in self._relative:
+            return self._relative[workspace]
+        relative = self._relative[workspace] = self._resolve(workspace)
+        if len(self._relative) > 64:  # a session has one workspace; never grow without bound
+            self._relative.pop(next(iter(self._relative)))
+        return relative
+
+    def _resolve(self, workspace: str) -> str:
+        assert self._shared_root is not None
         real = os.path.realpath(workspace)
         if real == self._shared_root or real.startswith(self._shared_root + os.sep):
             return os.path.relpath(real, self._shared_root)
@@ -165,6 +188,8 @@ class RedisTaskTransport:
             workspace=self._workspace(ctx.workspace),
             deadline_ms=task.deadline_ms,
             reply_to=self._reply_stream,
+            labels=self._labels,
+            **trace_fields(tool_span(task.tool_call_id)),
         )
         fields = message.to_fields()
         if self._key is not None:
@@ -173,10 +198,24 @@ class RedisTaskTransport:
 
     async def settle(self, reply: ExternalReply) -> None:
         """Forget ``reply`` (journaled by the session): drop it from memory and ``XDEL`` its
-        stream entry (``reply.ref``). Raises ``RedisError``."""
+        stream entry (``reply.ref``) soon, off the caller's path: entries settled within
+        :data:`SETTLE_DELAY_SECONDS` go in one ``XDEL`` by a background task (:meth:`close`
+        waits for it). A reply left on the
+        stream by a crash or a failed delete is harmless: recovery prefers the journal."""
         self._seen.pop(reply.tool_call_id, None)
         if reply.ref:
-            await self._redis.xdel(self._reply_stream, reply.ref)
+            self._unsettled.append(reply.ref)
+            if self._deleter is None or self._deleter.done():
+                self._deleter = asyncio.get_running_loop().create_task(self._delete_settled())
+
+    async def _delete_settled(self) -> None:
+        await asyncio.sleep(SETTLE_DELAY_SECONDS)  # gather the replies settled meanwhile
+        while self._unsettled:
+            refs, self._unsettled = self._unsettled, []
+            try:
+                await self._redis.xdel(self._reply_stream, *refs)
+            except RedisError:
+                log.warning("could not delete %d settled replies", len(refs), exc_info=True)
 
     async def find_reply(self, tool_call_id: str) -> ExternalReply | None:
         """The first reply for ``tool_call_id``: from memory, else by ``XRANGE`` over the reply
@@ -197,6 +236,9 @@ class RedisTaskTransport:
 
     async def close(self) -> None:
         """Cancel the reply reader and, when built by :meth:`from_url`, close the Redis client."""
+        if self._deleter is not None:
+            with contextlib.suppress(Exception):
+                await self._deleter
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):

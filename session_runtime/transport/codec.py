@@ -3,13 +3,17 @@
 Owned by ``session_runtime.transport``; used by the session side and by ``berth-worker``. Fields
 are fixed by docs/architecture.md §7; every Redis field value is a string:
 
-Task (session -> worker, on ``berth:{ns}:lw:{lw}:tasks``): ``task_id``, ``session`` (``ns/name``),
+Task (session -> worker, on ``berth:<ns>:lw:{<lw>}:tasks``): ``task_id``, ``session`` (``ns/name``),
 ``session_uid``, ``epoch`` (int), ``run_id``, ``tool_call_id``, ``lane``, ``command_type`` (tool
 name), ``payload`` (JSON object: the model's raw arguments), ``workspace`` (path of the session
 workspace, relative to the shared volume root or absolute inside it), ``deadline_ms`` (epoch ms),
-``reply_to`` (the session's reply stream).
+``reply_to`` (the session's reply stream); optional, left out when empty: ``traceparent`` and
+``tracestate`` (W3C Trace Context of the session's tool-call span: the worker's execution span is
+its child; they never name the session, which is ``session``) and ``labels`` (JSON object: the
+session's identity labels, ``tenant_id``, ``principal``, ``agent_template_id``,
+``correlation_id``, for the worker's spans). The MAC covers them like every other field.
 
-Reply (worker -> session, on ``berth:{ns}:s:{uid}:results``): ``task_id``, ``tool_call_id``,
+Reply (worker -> session, on ``berth:<ns>:s:{<uid>}:results``): ``task_id``, ``tool_call_id``,
 ``success`` (``true``/``false``), ``result`` (JSON ``{"output": str, "exit_code": int,
 "is_error": bool}`` — A3S ``ExternalTaskResult.result`` plus Berth's ``is_error``), ``error``
 (empty = none), ``worker`` (pod name), ``started_ms``, ``ended_ms`` (epoch ms).
@@ -25,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from berth_contract.tracing import IDENTITY
 from session_runtime.lanes.config import LANES
 from session_runtime.lanes.external import ExternalReply
 
@@ -32,6 +37,10 @@ Fields = Mapping[Any, Any]  # str or bytes keys and values, as redis-py returns 
 
 #: Largest payload/result accepted, in bytes of JSON (a bigger message is malformed).
 MAX_JSON_BYTES = 4 * 1024 * 1024
+#: W3C Trace Context version 00 (or empty).
+TRACEPARENT_PATTERN = r"^(|00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2})$"
+#: Task fields left out of the stream entry when empty.
+OPTIONAL = ("traceparent", "tracestate", "labels")
 
 
 class MalformedMessage(ValueError):
@@ -80,6 +89,17 @@ class TaskMessage(BaseModel):
     workspace: str = Field(min_length=1, max_length=4096)
     deadline_ms: int = Field(ge=0)
     reply_to: str = Field(min_length=1, max_length=400)
+    traceparent: str = Field(default="", pattern=TRACEPARENT_PATTERN)
+    tracestate: str = Field(default="", max_length=512)
+    labels: dict[str, str] = Field(default_factory=dict, max_length=len(IDENTITY))
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _labels(cls, value: Any) -> Any:
+        labels = _json_object(value, "labels") if isinstance(value, str) else value
+        if isinstance(labels, dict) and not set(labels) <= set(IDENTITY):
+            raise ValueError(f"labels are {', '.join(IDENTITY)} only")
+        return labels
 
     @field_validator("lane")
     @classmethod
@@ -97,7 +117,8 @@ class TaskMessage(BaseModel):
         """Redis field map (all strings)."""
         data = self.model_dump()
         data["payload"] = json.dumps(self.payload, separators=(",", ":"))
-        return {k: str(v) for k, v in data.items()}
+        data["labels"] = json.dumps(self.labels, separators=(",", ":")) if self.labels else ""
+        return {k: str(v) for k, v in data.items() if k not in OPTIONAL or v}
 
     @classmethod
     def from_fields(cls, fields: Fields) -> TaskMessage:

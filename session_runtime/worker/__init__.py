@@ -4,10 +4,11 @@ Owned by the lane-queue/transport layer; started by the LaneWorker Deployment th
 (console script ``berth-worker``: ``session_runtime.launch.worker``, then :func:`main`). Talks only
 to Redis and the shared volume (docs/architecture.md §2, §4, §7).
 
-Loop: read tasks from ``berth:{ns}:lw:{laneworker}:tasks`` as consumer ``POD_NAME`` of group
+Loop: read tasks from ``berth:<ns>:lw:{<laneworker>}:tasks`` as consumer ``POD_NAME`` of group
 ``workers`` (at most ``BERTH_WORKER_CONCURRENCY`` at once), run each tool with the runtime's own
 tool implementations (:func:`session_runtime.tools.run_tool`) in the session's workspace on the
-shared volume, then reply to the task's ``reply_to`` stream and ``XACK`` in one ``MULTI``.
+shared volume, then reply to the task's ``reply_to`` stream and ``XACK`` with one script
+(:mod:`~session_runtime.worker.scripts`; on Redis Cluster the ``XACK`` follows it).
 
 Rules:
 
@@ -29,9 +30,10 @@ Rules:
   ``<BERTH_WORKSPACES_ROOT>/<namespace>/<session>/<relative workspace>`` (no ``..``, no absolute
   path, no symlinked directory), so a task can only touch its own session's files; replies are
   signed with the same session key.
-- A task id runs once: before running, the worker sets ``berth:{ns}:task:{uid}:{task_id}``
-  (``SET NX``); a redelivery finds it and is acknowledged without running or answering.
-- Bad input: a signed message that does not parse is moved to ``berth:{ns}:lw:{lw}:dead`` with a
+- A task id runs once: before running, the worker sets ``berth:<ns>:task:{<uid>}:<task_id>``
+  (``SET NX``, in the claim script); a redelivery finds it and is acknowledged without running
+  or answering. The answer script marks it ``replied``: a task gets one reply, whoever answers.
+- Bad input: a signed message that does not parse is moved to ``berth:<ns>:lw:{<lw>}:dead`` with a
   reason and acknowledged (and answered with the reason). Nothing a message says crashes the
   worker.
 - SIGTERM/SIGINT: read no new task, finish the held ones (they end by their deadlines), remove

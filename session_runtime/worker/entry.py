@@ -8,7 +8,6 @@ import contextlib
 import logging
 import os
 import socket
-import sys
 import threading
 from collections.abc import Sequence
 from http.server import ThreadingHTTPServer
@@ -17,8 +16,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry, MetricsHandler
 from redis.asyncio import Redis
 
+from berth_contract import envvars
+from berth_contract import tracing as names
+from berth_telemetry import logs, tracing
 from session_runtime import early_signals, listen
+from session_runtime.store.fscheck import FilesystemCheckError, check_volume
 from session_runtime.tools import sandbox
+from session_runtime.transport.connect import connect
 from session_runtime.worker.lane import LaneWorker
 from session_runtime.worker.metrics import WorkerMetrics
 from session_runtime.worker.settings import WorkerSettings
@@ -64,7 +68,7 @@ async def serve(settings: WorkerSettings, listener: socket.socket | None = None)
     ``listener``: the metrics socket, bound already (else bound here). It listens from the
     start, and is answered from the moment the worker joined its consumer group: the
     readiness probe's connection waits for that instead of being refused."""
-    redis: Redis[Any] = Redis.from_url(settings.redis_url)
+    redis: Redis[Any] = connect(settings.redis_url)
     metrics = WorkerMetrics()
     server: MetricsServer | None = None
     if settings.metrics_port > 0:
@@ -98,12 +102,17 @@ async def serve(settings: WorkerSettings, listener: socket.socket | None = None)
 def main(argv: Sequence[str] | None = None, listener: socket.socket | None = None) -> int:
     """Run a LaneWorker (``berth-worker``, via ``session_runtime.launch``); returns the exit
     code (0 after a clean stop). ``listener``: the metrics socket, bound before the imports."""
-    logging.basicConfig(
-        level=os.environ.get("BERTH_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    logs.configure(os.environ.get(envvars.LOG_LEVEL, "INFO"))
     settings = WorkerSettings.from_env(argv=argv)
+    tracing.configure(
+        "berth-worker",
+        {
+            "k8s.namespace.name": settings.namespace,
+            "k8s.pod.name": settings.pod_name,
+            names.NODE: os.environ.get(envvars.NODE_NAME),
+            names.LANEWORKER: settings.laneworker,
+        },
+    )
     try:
         mode = sandbox.sandbox_mode()
     except sandbox.SandboxError as exc:
@@ -111,6 +120,10 @@ def main(argv: Sequence[str] | None = None, listener: socket.socket | None = Non
     refusal = sandbox.startup_refusal(mode, sandbox.landlock_abi(), os.environ.get("NODE_NAME"))
     if refusal is not None:
         return _refuse(refusal, 1)
+    try:  # the shared volume keeps the promises tools and the store rely on
+        check_volume(settings.workspaces_root)
+    except FilesystemCheckError as exc:
+        return _refuse(str(exc), 1)
     asyncio.run(serve(settings, listener))
     return 0
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError, WatchError
+from redis.exceptions import RedisError, ResponseError
 
 from berth_contract import names
 from berth_contract.taskauth import derive_session_key, read_key_file, sign_fields
@@ -21,12 +21,14 @@ from berth_contract.taskauth import verify_fields as mac_ok
 from session_runtime.tools import ToolResult, run_tool
 from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage, as_text
 from session_runtime.worker.metrics import WorkerMetrics
+from session_runtime.worker.scripts import TaskScripts
 from session_runtime.worker.settings import WorkerSettings
 from session_runtime.worker.tasks import (
     MAX_TASK_BYTES,
     WORKER_LOST,
     TaskRejected,
     WorkspaceRefused,
+    execution_span,
     now_ms,
     resolve_workspace,
     task_reply,
@@ -67,6 +69,7 @@ class LaneWorker:
         self._master = read_key_file(settings.master_key_file)
         self._me = settings.pod_name
         self._started_ms = now_ms()
+        self._scripts = TaskScripts(redis, self._stream, settings.reply_ttl_seconds)
 
     # ------------------------------------------------------------------ life cycle
 
@@ -133,6 +136,8 @@ class LaneWorker:
                     if "NOGROUP" in str(exc):
                         await self._ensure_group()
                         continue
+                    if "UNBLOCKED" in str(exc):  # the stream's slot moved: read it again at once
+                        continue
                     log.warning("XREADGROUP failed: %s", exc)
                     await self._pause(1.0)
                     continue
@@ -164,8 +169,7 @@ class LaneWorker:
         task.add_done_callback(done)
 
     async def _handle(self, entry_id: str, fields: Any) -> None:
-        """Run one task; every path ends with the entry acknowledged (or left for the reclaimer
-        if Redis itself is gone)."""
+        """Run one task; every path acknowledges the entry (Redis gone: left to the reclaimer)."""
         try:
             await self._handle_inner(entry_id, fields)
         except Exception:
@@ -196,10 +200,10 @@ class LaneWorker:
 
     async def _handle_inner(self, entry_id: str, fields: Any) -> None:
         started_ms = now_ms()
-        admitted = await self._admit(entry_id, fields)
-        if admitted is not None:
+        if (admitted := await self._admit(entry_id, fields)) is not None:
             task, ns, key = admitted
-            await self._execute(entry_id, task, ns, key, started_ms)
+            with execution_span(task):  # a child of the session's tool-call span
+                await self._execute(entry_id, task, ns, key, started_ms)
 
     async def _admit(self, entry_id: str, fields: Any) -> tuple[TaskMessage, str, bytes] | None:
         """(task, namespace, session key) of a task this worker may run, after its signature,
@@ -223,14 +227,13 @@ class LaneWorker:
         if (ns, uid) != (self.settings.namespace, task.session_uid):
             await self._reject(entry_id, fields, TaskRejected("reply_to", "not its session's"))
             return None
-        kind = as_text(await self.redis.type(task.reply_to))  # type: ignore[no-untyped-call,unused-ignore]
-        if kind not in ("stream", "none"):  # its reply could never be delivered: do not run it
-            await self._reject(entry_id, fields, TaskRejected("reply_to", f"is a {kind}"))
-            return None
         claim = names.task_claim_key(ns, task.session_uid, task.task_id)
-        ttl = self.settings.reply_ttl_seconds
-        if not await self.redis.set(claim, entry_id, nx=True, ex=ttl):
+        outcome = await self._scripts.claim(task.reply_to, claim, entry_id)
+        if outcome == "duplicate":
             await self._reject(entry_id, fields, TaskRejected("duplicate", f"task {task.task_id}"))
+            return None
+        if outcome != "claimed":  # its reply could never be delivered: do not run it
+            await self._reject(entry_id, fields, TaskRejected("reply_to", f"is a {outcome}"))
             return None
         return task, ns, key
 
@@ -281,33 +284,20 @@ class LaneWorker:
     async def _answer(
         self, entry_id: str, reply_to: str, message: ReplyMessage, key: bytes
     ) -> None:
-        """Reply (signed with the session's key) and acknowledge atomically (MULTI/EXEC under
-        WATCH of the reply stream): a reply is never sent twice by this worker and an
-        acknowledged task always has its reply. Redis does not roll a transaction back when one
-        command fails, so a reply stream turned into another type would take the XACK but drop
-        the reply; that case is seen before EXEC, counted in
-        ``berth_worker_replies_undeliverable_total`` and the signed reply kept on the
-        dead-letter stream instead."""
+        """Reply (signed with the session's key) and acknowledge with the answer script
+        (:mod:`session_runtime.worker.scripts`): a task gets one reply whoever answers it, and
+        an acknowledged task always has its reply. A reply stream turned into another type
+        takes no reply; that case is counted in ``berth_worker_replies_undeliverable_total`` and
+        the signed reply kept on the dead-letter stream instead."""
         fields = sign_fields(key, message.to_fields())
-        async with self.redis.pipeline(transaction=True) as pipe:
-            while True:
-                try:
-                    await pipe.watch(reply_to)
-                    kind = as_text(await pipe.type(reply_to))
-                    if kind not in ("stream", "none"):
-                        await pipe.reset()
-                        break
-                    pipe.multi()
-                    pipe.xadd(reply_to, fields)  # type: ignore[arg-type,unused-ignore]
-                    pipe.expire(reply_to, self.settings.reply_ttl_seconds)
-                    pipe.xack(self._stream, names.GROUP, entry_id)
-                    await pipe.execute()
-                    return
-                except WatchError:
-                    continue  # the stream changed between WATCH and EXEC: check again
+        ns, uid = names.parse_reply_stream(reply_to)
+        claim = names.task_claim_key(ns, uid, message.task_id)
+        outcome = await self._scripts.answer(reply_to, claim, fields, entry_id)
+        if outcome in ("replied", "duplicate"):
+            return
         self.metrics.undeliverable.inc()
         await self._dead_letter(
-            entry_id, fields, f"reply not delivered: {reply_to} is a {kind}, not a stream", {}
+            entry_id, fields, f"reply not delivered: {reply_to} is a {outcome}, not a stream", {}
         )
 
     async def _dead_letter(
@@ -319,38 +309,44 @@ class LaneWorker:
         key: bytes | None = None,
     ) -> None:
         """Record the entry on the dead-letter stream and acknowledge it; with the session's
-        ``key`` (an authenticated task that does not parse) also answer it with the reason."""
+        ``key`` (an authenticated task that does not parse) first answer it with the reason (the
+        reply stream is in the session's slot, the dead-letter and task streams in the pool's:
+        two transactions; a worker lost between them leaves the entry for the reclaimer, which
+        dead-letters it again)."""
         raw = {as_text(k): as_text(v)[:4096] for k, v in dict(fields or {}).items()}
         log.warning("dead-lettering task entry %s: %s", entry_id, reason)
+        task_id, reply_to = partial.get("task_id"), partial.get("reply_to", "")
+        if key and task_id and reply_to.startswith(f"berth:{self.settings.namespace}:s:"):
+            with contextlib.suppress(ValueError, ResponseError):
+                names.parse_reply_stream(reply_to)
+                failure = ReplyMessage(
+                    task_id=task_id,
+                    tool_call_id=partial.get("tool_call_id", ""),
+                    success=False,
+                    error=f"malformed task message: {reason}",
+                    worker=self._me,
+                    started_ms=now_ms(),
+                    ended_ms=now_ms(),
+                )
+                signed = sign_fields(key, failure.to_fields())
+                async with self.redis.pipeline(transaction=True) as pipe:
+                    pipe.xadd(reply_to, signed)  # type: ignore[arg-type,unused-ignore]
+                    pipe.expire(reply_to, self.settings.reply_ttl_seconds)
+                    await pipe.execute()
+        record = {
+            "entry_id": entry_id,
+            "reason": reason[:1000],
+            "worker": self._me,
+            "at_ms": str(now_ms()),
+            "fields": json.dumps(raw)[:65536],
+        }
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.xadd(
                 self.settings.dead_letter_stream,
-                {
-                    "entry_id": entry_id,
-                    "reason": reason[:1000],
-                    "worker": self._me,
-                    "at_ms": str(now_ms()),
-                    "fields": json.dumps(raw)[:65536],
-                },
+                record,  # type: ignore[arg-type,unused-ignore]
                 maxlen=DEAD_LETTER_MAXLEN,
                 approximate=True,
             )
-            task_id, reply_to = partial.get("task_id"), partial.get("reply_to", "")
-            if key and task_id and reply_to.startswith(f"berth:{self.settings.namespace}:s:"):
-                with contextlib.suppress(ValueError):
-                    names.parse_reply_stream(reply_to)
-                    failure = ReplyMessage(
-                        task_id=task_id,
-                        tool_call_id=partial.get("tool_call_id", ""),
-                        success=False,
-                        error=f"malformed task message: {reason}",
-                        worker=self._me,
-                        started_ms=now_ms(),
-                        ended_ms=now_ms(),
-                    )
-                    signed = sign_fields(key, failure.to_fields())
-                    pipe.xadd(reply_to, signed)  # type: ignore[arg-type,unused-ignore]
-                    pipe.expire(reply_to, self.settings.reply_ttl_seconds)
             pipe.xack(self._stream, names.GROUP, entry_id)
             await pipe.execute()
 

@@ -1,13 +1,25 @@
 """What a worker checks on a task and how it answers one: the outcome labels, the reply, the
-rejections, the size limit and the session's own workspace a task runs in."""
+rejections, the size limit, the session's own workspace a task runs in and the span of its
+execution."""
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 
 from berth_contract import names
+from berth_contract import tracing as attrs
+from berth_telemetry import logs
+from berth_telemetry.tracing import extract
+from session_runtime.tracing import active
 from session_runtime.transport.codec import ReplyMessage, TaskMessage
+
+tracer = trace.get_tracer("berth.worker")
 
 OUTCOMES = ("ok", "tool_error", "timeout", "expired", "refused", "malformed", "lost", "error")
 WORKER_LOST = "worker lost"
@@ -92,3 +104,32 @@ def resolve_workspace(workspaces_root: str, namespace: str, session: str, relati
     finally:
         os.close(fd)
     return path
+
+
+@contextmanager
+def execution_span(task: TaskMessage) -> Iterator[None]:
+    """The span of running an admitted ``task`` (kind CONSUMER): a child of the tool-call span
+    named by the task's W3C trace context (a new trace without one). The session, epoch, run and
+    identity labels on it, and on the block's log records, come from the task's own fields, which
+    the session's MAC covers: a trace context never says which session a task is for."""
+    logs.bind(session=task.session, epoch=task.epoch, run_id=task.run_id)
+    parent = extract({"traceparent": task.traceparent, "tracestate": task.tracestate})
+    span = tracer.start_span(
+        f"execute_tool {task.command_type}",
+        parent,
+        kind=SpanKind.CONSUMER,
+        attributes={
+            attrs.SESSION: task.session,
+            attrs.SESSION_UID: task.session_uid,
+            attrs.EPOCH: task.epoch,
+            attrs.RUN_ID: task.run_id,
+            attrs.LANE: task.lane,
+            attrs.TASK_ID: task.task_id,
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": task.command_type,
+            "gen_ai.tool.call.id": task.tool_call_id,
+            **attrs.identity_attributes(dict(task.labels)),
+        },
+    )
+    with active(span):
+        yield

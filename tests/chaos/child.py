@@ -57,6 +57,7 @@ from session_runtime import Agent, SessionOptions
 from session_runtime.errors import FencedError, ResumeError, RunPassivatedError
 from session_runtime.pod.start import plan_start
 from session_runtime.store import FileSessionStore
+from session_runtime.store.health import store_failure_code
 
 EXIT_FENCED = 3
 EXIT_FAILED = 4
@@ -270,9 +271,13 @@ def _session_child(job: dict[str, Any]) -> None:
         code = EXIT_FENCED
     except RunPassivatedError as exc:
         _write_json(job["result"], {"outcome": "passivated", "detail": str(exc)})
-    except BaseException:
+    except BaseException as exc:
         traceback.print_exc()
         code = EXIT_FAILED
+        # What a session pod puts in its termination message: the store failure's code.
+        failure = {"outcome": "failed", "code": store_failure_code(exc), "detail": str(exc)}
+        with contextlib.suppress(OSError):
+            _write_json(job["result"], failure)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

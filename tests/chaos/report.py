@@ -54,7 +54,14 @@ def render(
         "results in final histories: "
         + ", ".join(
             f"{k} {stats[k]}"
-            for k in ("ran", "unknown", "not_run", "overlap_in_flight", "completion_not_durable")
+            for k in (
+                "ran",
+                "unknown",
+                "not_run",
+                "overlap_in_flight",
+                "store_full_reported",
+                "store_unavailable",
+            )
         )
     )
     bad = [r for r in results if r["violations"]]

@@ -12,8 +12,8 @@ the next attempt as the operator would place the next pod: with the epoch bumped
 passivation or a lost placement (a new pod), or kept half the time after a crash (the container
 restarted in place). Once the planned faults are used up, clean attempts resume the session until
 its run completes in the store (at most :data:`MAX_CLEAN` of them; a process that finished its run
-but could not make that durable, on a full volume, counts as ``completion_not_durable`` and the
-session is resumed); then
+but could not make that durable, on a full volume, must end failed with the store code instead of
+reporting completed: ``dishonest_completion`` otherwise, and the session is resumed); then
 :func:`~tests.chaos.invariants.after_session` checks the final history against the ledger.
 
 Harness-side faults: ``kill_session`` and the kill after ``clock_skew``/``slow_volume`` (SIGKILL
@@ -42,6 +42,8 @@ from typing import Any
 
 import redis
 
+from berth_contract import names
+from berth_contract.termination import STORE_CODES, STORE_FULL
 from tests.chaos import invariants
 from tests.chaos.infra import RedisServer, Zygote
 from tests.chaos.ledger import LedgerServer
@@ -281,10 +283,14 @@ class Campaign:
             if outcome in ("completed", "done"):
                 if invariants.final_history(sdir / "store", plan.name)[0] == "completed":
                     break
-                # The process finished but could not make the run's end durable (a full
-                # volume): the store still holds a resumable run, so the next placement
-                # resumes it, as a restarted pod would.
-                report.stats["completion_not_durable"] += 1
+                # The process said the run completed but the store does not hold it so: a
+                # report the operator would turn into Succeeded while a replacement would
+                # find the run unfinished. A run whose end cannot be saved must end failed
+                # with a store code instead (see _outcome).
+                ctx.violation(
+                    "dishonest_completion",
+                    f"attempt {ctx.n} reported {outcome} but the store holds the run unfinished",
+                )
             if fault is not None and (fault.kind == "passivate" or rng.random() < 0.5):
                 epoch += 1  # a new placement; else the container restarted in place
         self.ledger.sync()
@@ -431,6 +437,8 @@ class _SessionCtx:
                 self.violation("crash", f"attempt {job['attempt']}: no result ({exc})")
                 return "failed"
         if status == EXIT_FAILED and kind in MAY_FAIL:
+            if kind == "full_volume":
+                self._store_failure_named(job)
             return "failed"
         tail = Path(job["log"]).read_text(errors="replace")[-1500:] if job.get("log") else ""
         what = {EXIT_FENCED: "fenced", EXIT_FAILED: "failed"}.get(status, f"exit {status}")
@@ -438,6 +446,21 @@ class _SessionCtx:
             "unexpected_exit", f"attempt {job['attempt']} ({kind}) ended {what}; log: {tail}"
         )
         return "failed"
+
+    def _store_failure_named(self, job: dict[str, Any]) -> None:
+        """A session process that failed on a full volume must say why as a session pod does
+        (termination code StoreFull, or StoreUnavailable for what the torn writes left)."""
+        try:
+            code = json.loads(Path(job["result"]).read_text()).get("code")
+        except (OSError, ValueError, AttributeError):
+            code = None
+        if code not in STORE_CODES:
+            self.violation(
+                "unnamed_store_failure",
+                f"attempt {job['attempt']} failed on a full volume with code {code!r}",
+            )
+            return
+        self.report.stats["store_full_reported" if code == STORE_FULL else "store_unavailable"] += 1
 
     def _zombie(self, old: int, job: dict[str, Any], epoch: int, fault: Fault) -> tuple[int, str]:
         """The old process runs on while the next placement (epoch + 1) takes over."""
@@ -459,7 +482,7 @@ class _SessionCtx:
     def _lane_fault(self, fault: Fault) -> bool:
         """Apply a Redis/worker fault; True if it hit something."""
         server = self.c.redis()
-        stream = f"berth:{NAMESPACE}:lw:lw{self.scenario.seed}:tasks"
+        stream = names.task_stream(NAMESPACE, f"lw{self.scenario.seed}")
         if fault.kind == "redis_restart":
             with self.c._redis_lock:
                 server.restart()
@@ -470,7 +493,7 @@ class _SessionCtx:
                 if fault.param in (0, 2):
                     client.xtrim(stream, maxlen=0)
                 if fault.param in (1, 2):
-                    client.delete(f"berth:{NAMESPACE}:s:{self.uid}:results")
+                    client.delete(names.reply_stream(NAMESPACE, self.uid))
                 return True
             assert self.workers is not None
             holder = self._holder(client, stream)

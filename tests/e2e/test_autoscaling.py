@@ -36,6 +36,7 @@ import pytest
 from berth_operator.reconcile.scaling import recommend
 from redis.exceptions import ResponseError
 
+from berth_contract import names
 from tests.cluster import ROOT, DevCluster
 from tests.e2e.autoscaling_support import (
     SIM_METRIC,
@@ -153,7 +154,7 @@ def test_bursts_scale_from_zero_and_back_with_broker_and_prometheus(harness: Har
     )
     # Both sources read side by side for lwp's burst, to compare the decisions they lead to.
     probes = {
-        "broker": lambda: broker_total(harness.redis, f"berth:{ns}:lw:lwp:tasks"),
+        "broker": lambda: broker_total(harness.redis, names.task_stream(ns, "lwp")),
         "prometheus": lambda: prom_total(harness, prom_query),
     }
     with Sampler(harness.api, ns, ["lwb", "lwp"], probes=probes) as sampler:
@@ -337,7 +338,7 @@ def test_scale_down_removes_idle_pods_first(harness: Harness) -> None:
     workspace, uid = tester.workspace, tester.uid
     publish = tester.publish
 
-    stream = f"berth:{ns}:lw:lwd:tasks"
+    stream = names.task_stream(ns, "lwd")
     sync = redis_sync.Redis.from_url(harness.redis_url, decode_responses=True)
 
     def holders() -> dict[str, str]:
@@ -392,7 +393,7 @@ def test_scale_down_removes_idle_pods_first(harness: Harness) -> None:
         (workspace / "release-long").touch()
         replies = wait(
             "replies of all four tasks",
-            lambda: len(r := sync.xrange(f"berth:{ns}:s:{uid}:results")) == 4 and r,
+            lambda: len(r := sync.xrange(names.reply_stream(ns, uid))) == 4 and r,
             cap=120,
             every=1,
         )

@@ -78,7 +78,7 @@ def redis_as(user):
         c.ping(); return "open"
     if user == "self-tasks":
         try:
-            c.xreadgroup("workers", "probe", {"berth:probe:lw:pool:tasks": ">"}, count=1)
+            c.xreadgroup("workers", "probe", {names.task_stream("probe", "pool"): ">"}, count=1)
             return "allowed"
         except redis.exceptions.NoPermissionError:
             return "denied (NOPERM)"

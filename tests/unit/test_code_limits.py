@@ -1,11 +1,11 @@
 """Size limits of the programs, kept by the project itself (run by ``make test``).
 
-A module of ``operator/berth_operator``, ``session_runtime``, ``berth_contract`` or
-``plugin/kubectl_berth`` has at most 500 lines; a function at most 60 (pod and manifest builders
-in ``builders/``: 100). Complexity is ruff's (C901, PLR0912, PLR0915 in pyproject.toml). The
-modules and functions that were already over when the limits came are listed with their size
-then, as ceilings: they may shrink, never grow, and leave the list once under the limit (the test
-says when an entry is stale).
+A module of ``operator/berth_operator``, ``session_runtime``, ``berth_contract``,
+``berth_telemetry`` or ``plugin/kubectl_berth`` has at most 500 lines; a function at most 60
+(pod and manifest builders in ``builders/``: 100). Complexity is ruff's (C901, PLR0912, PLR0915
+in pyproject.toml). The modules and functions that were already over when the limits came are
+listed with their size then, as ceilings: they may shrink, never grow, and leave the list once
+under the limit (the test says when an entry is stale).
 """
 
 from __future__ import annotations
@@ -14,7 +14,13 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("operator/berth_operator", "session_runtime", "berth_contract", "plugin/kubectl_berth")
+PACKAGES = (
+    "operator/berth_operator",
+    "session_runtime",
+    "berth_contract",
+    "berth_telemetry",
+    "plugin/kubectl_berth",
+)
 MODULE_LINES = 500
 FUNCTION_LINES = 60
 BUILDER_LINES = 100
@@ -26,7 +32,6 @@ MODULE_CEILINGS = {
     "session_runtime/lanes/queue.py": 820,
     "session_runtime/pod/lifecycle.py": 560,
     "session_runtime/store/file.py": 590,
-    "session_runtime/worker/lane.py": 501,
 }
 FUNCTION_CEILINGS = {
     "operator/berth_operator/budget/service.py::BudgetService.check": 65,

@@ -88,7 +88,12 @@ app.kubernetes.io/component: redis
 {{- if .Values.redis.enabled }}
 {{- printf "redis://%s.%s.svc:%d/0" (include "berth.redisName" .) .Release.Namespace (int .Values.redis.service.port) }}
 {{- else }}
+{{- $u := urlParse .Values.redis.url }}
+{{- if and .Values.redis.cluster (not (hasSuffix "+cluster" $u.scheme)) }}
+{{- printf "%s+cluster%s" $u.scheme (trimPrefix $u.scheme .Values.redis.url) }}
+{{- else }}
 {{- .Values.redis.url }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -131,8 +136,9 @@ app.kubernetes.io/component: redis
 {{- end }}
 {{- $url }}
 {{- else }}
-{{- $u := urlParse $v.redis.url }}
-{{- $url := printf "%s://%s:$(%s)@%s%s" $u.scheme .user .var $u.host $u.path }}
+{{- $u := urlParse (include "berth.redisURL" .root) }}
+{{- $user := ternary "" .user (eq ($v.redis.auth.mode | default "acl") "password") }}
+{{- $url := printf "%s://%s:$(%s)@%s%s" $u.scheme $user .var $u.host $u.path }}
 {{- if $u.query }}
 {{- $url = printf "%s?%s" $url $u.query }}
 {{- end }}
@@ -165,6 +171,15 @@ app.kubernetes.io/component: redis
 
 {{/* Operator environment: downward API first (later entries may reference them), then the
      settings of berth_operator.settings.OperatorSettings (BERTH_<FIELD>), then user extras. */}}
+{{/* sharedVolume.retention.namespaces as "<ns>=<policy>,..." (sorted), for the operator. */}}
+{{- define "berth.retentionNamespaces" -}}
+{{- $out := list -}}
+{{- range $ns, $policy := .Values.sharedVolume.retention.namespaces -}}
+{{- $out = append $out (printf "%s=%s" $ns $policy) -}}
+{{- end -}}
+{{- join "," $out -}}
+{{- end -}}
+
 {{- define "berth.operatorEnv" -}}
 - name: POD_NAME
   valueFrom: {fieldRef: {fieldPath: metadata.name}}
@@ -197,6 +212,10 @@ app.kubernetes.io/component: redis
   value: {{ .Values.sharedVolume.size | quote }}
 - name: BERTH_SHARED_CLAIM_SETUP
   value: {{ .Values.sharedVolume.setup | quote }}
+- name: BERTH_SHARED_CLAIM_RETENTION
+  value: {{ .Values.sharedVolume.retention.default | quote }}
+- name: BERTH_SHARED_CLAIM_RETENTION_NAMESPACES
+  value: {{ include "berth.retentionNamespaces" . | quote }}
 - name: BERTH_SESSION_IMAGE
   value: {{ include "berth.runtimeImage" . | quote }}
 - name: BERTH_IMAGE_PULL_POLICY
@@ -211,6 +230,15 @@ app.kubernetes.io/component: redis
 {{- end }}
 {{- with include "berth.redisAuthSecretName" . }}
 {{- $secret := . }}
+{{- if eq ($.Values.redis.auth.mode | default "acl") "password" }}
+- name: REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef: {name: {{ $secret | quote }}, key: password}
+{{- range $role := list "session" "worker" "operator" }}
+- name: BERTH_REDIS_{{ upper $role }}_URL
+  value: {{ include "berth.redisRoleURL" (dict "root" $ "user" "" "var" "REDIS_PASSWORD") | quote }}
+{{- end }}
+{{- else }}
 {{- range $role := list "session" "worker" "operator" }}
 - name: REDIS_{{ upper $role }}_PASSWORD
   valueFrom:
@@ -219,6 +247,7 @@ app.kubernetes.io/component: redis
 {{- range $role := list "session" "worker" "operator" }}
 - name: BERTH_REDIS_{{ upper $role }}_URL
   value: {{ include "berth.redisRoleURL" (dict "root" $ "user" (printf "berth-%s" $role) "var" (printf "REDIS_%s_PASSWORD" (upper $role))) | quote }}
+{{- end }}
 {{- end }}
 {{- end }}
 - name: BERTH_DEFAULT_TOOL_SANDBOX
@@ -263,6 +292,26 @@ app.kubernetes.io/component: redis
   value: {{ .Values.operator.metricsPort | quote }}
 - name: BERTH_LOG_LEVEL
   value: {{ .Values.operator.logLevel | default "INFO" | quote }}
+{{- with .Values.observability }}
+- name: BERTH_LOG_FORMAT
+  value: {{ .logFormat | default "json" | quote }}
+{{- if .tracing.otlpEndpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .tracing.otlpEndpoint | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ .tracing.sampler | default "parentbased_always_on" | quote }}
+{{- with .tracing.samplerArg }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ . | quote }}
+{{- end }}
+{{- with .tracing.resourceAttributes }}
+{{- $attrs := list }}
+{{- range $k, $v := . }}{{ $attrs = append $attrs (printf "%s=%s" $k $v) }}{{ end }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ join "," $attrs | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if .Values.webhook.enabled }}
 - name: BERTH_WEBHOOK_ENABLED
   value: "true"
@@ -380,10 +429,10 @@ app.kubernetes.io/component: redis
   resources: [deployments/scale]
   verbs: [patch]
 # The store-cleanup Job of berth.dev/delete-store; the shared claim's volume set-up Job (its
-# outcome is read).
+# outcome is read); retention's suspended cleanup Jobs (listed, resumed, deleted when done).
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [get, create]
+  verbs: [get, list, create, patch, delete]
 # One PodDisruptionBudget per namespace over its session pods (passivation before eviction).
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
@@ -520,6 +569,23 @@ matchExpressions:
 {{- end }}
 
 {{/* Egress rule: Redis, the bundled pod or networkPolicy.externalRedis. */}}
+{{- /* Egress to the OTLP trace endpoint, when observability.tracing.otlpEndpoint is set. */ -}}
+{{- define "berth.np.otlpEgressRule" -}}
+{{- if .Values.observability.tracing.otlpEndpoint }}
+{{- $rule := .Values.networkPolicy.otlpEgress }}
+- ports:
+    {{- range $rule.ports }}
+    - {protocol: TCP, port: {{ . }}}
+    {{- end }}
+  {{- with $rule.cidrs }}
+  to:
+    {{- range . }}
+    - ipBlock: {cidr: {{ . }}}
+    {{- end }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
 {{- define "berth.np.redisEgressRule" -}}
 {{- if .Values.redis.enabled }}
 - to:

@@ -33,6 +33,7 @@ from berth_operator.api.common import (
     Toleration,
 )
 from berth_operator.api.constants import LANES, MAX_SESSION_NAME_LENGTH
+from berth_operator.api.retention import StoreRetentionSpec
 
 LaneName = Literal["query", "execute", "generate", "control"]
 LaneMode = Literal["internal", "external", "hybrid"]
@@ -231,8 +232,7 @@ class StoreSpec(K8sModel):
 
 
 class LimitsSpec(K8sModel):
-    """Agent-loop limits (docs/architecture.md §10 "Limits and retention"); unset = runtime
-    default."""
+    """Agent-loop limits (docs/architecture.md §10 "Limits and retention"); unset = default."""
 
     max_tool_rounds: Annotated[int, Field(ge=1, le=10000)] | None = None
     """Maximum tool rounds per run (runtime default 50)."""
@@ -332,8 +332,7 @@ class PassivationSpec(K8sModel):
     """How the session is passivated before its pod goes away (docs/architecture.md §8)."""
 
     deadline_seconds: Annotated[int, Field(ge=1, le=86400)] | None = None
-    """Grace window before forced eviction in seconds (default: BERTH_PASSIVATION_DEADLINE_SECONDS,
-    120)."""
+    """Grace window before forced eviction (s); default BERTH_PASSIVATION_DEADLINE_SECONDS, 120."""
 
 
 class PeerSelector(K8sModel):
@@ -474,6 +473,8 @@ class AgentSessionSpec(K8sModel):
     """Per-lane handler configuration, keyed by lane: query, execute, generate, control."""
     passivation: PassivationSpec | None = None
     """Passivation settings."""
+    store_retention: StoreRetentionSpec | None = None
+    """When the store and workspace go once the session finished or was deleted."""
     suspend: bool | None = None
     """true passivates the session and keeps it passivated; false resumes it."""
     keep_alive: bool | None = None
@@ -609,8 +610,7 @@ class PassivationStatus(K8sModel):
     requested_at: datetime
     """When the operator (or, for manual, the runtime) accepted the request."""
     deadline: datetime
-    """requestedAt + spec.passivation.deadlineSeconds: the pod is deleted at this time at the
-    latest."""
+    """requestedAt + spec.passivation.deadlineSeconds: the pod is deleted by then at the latest."""
     outcome: PassivationOutcome = "passivating"
     """passivating, passivated, deadline, completed or failed."""
     passivated_at: datetime | None = None
@@ -667,8 +667,7 @@ class AgentSessionStatus(K8sModel):
     passivation: PassivationStatus | None = None
     """The current or last passivation (trigger, deadline, outcome, resume)."""
     at_rest_since: datetime | None = None
-    """When the session came to rest (no pod: idle passivation or suspend); absent while it has a
-    pod or one is being placed."""
+    """When the session came to rest (no pod: idle passivation, suspend); unset with a pod."""
     restarts: int | None = None
     """Consecutive placements after a pod died without passivating (reset on success)."""
     placement_reason: str | None = None

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
+from berth_contract.termination import STORE_FULL, STORE_UNAVAILABLE
 from berth_operator.api.common import Condition, ConditionStatus
 
 
@@ -126,6 +127,12 @@ class Reason:
     POD_EVICTED: Final = "PodEvicted"
     POD_DELETED: Final = "PodDeleted"
     RUN_FAILED: Final = "RunFailed"
+    STORE_FULL: Final = STORE_FULL
+    """The run's progress (or its end) could not be saved: the store volume is full. The
+    session is placed again after a delay and resumes from its last saved round."""
+    STORE_UNAVAILABLE: Final = STORE_UNAVAILABLE
+    """As ``StoreFull`` for any other failure of the store volume (I/O error, read-only, stale
+    mount, a filesystem lacking a property the store needs)."""
     # Failed (and Ready): the node cannot confine tool processes (no Landlock) under Required
     TOOL_SANDBOX_UNAVAILABLE: Final = "ToolSandboxUnavailable"
     # Failed
@@ -199,6 +206,8 @@ class PlacementReason:
     PASSIVATED: Final = "Passivated"
     FENCED: Final = "Fenced"
     INTERRUPTED: Final = "PlacementInterrupted"
+    STORE_FULL: Final = Reason.STORE_FULL
+    STORE_UNAVAILABLE: Final = Reason.STORE_UNAVAILABLE
 
     ALL: Final = (
         INITIAL,
@@ -210,6 +219,8 @@ class PlacementReason:
         PASSIVATED,
         FENCED,
         INTERRUPTED,
+        STORE_FULL,
+        STORE_UNAVAILABLE,
     )
 
 

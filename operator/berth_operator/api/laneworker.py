@@ -1,7 +1,7 @@
 """LaneWorker v1alpha1: spec and status models (docs/architecture.md §4).
 
 A LaneWorker is a pool of ``berth-worker`` pods consuming the Redis task stream
-``berth:{ns}:lw:{name}:tasks`` (:func:`berth_contract.names.task_stream`), scaled through its
+``berth:<ns>:lw:{<name>}:tasks`` (:func:`berth_contract.names.task_stream`), scaled through its
 ``/scale`` subresource on the stream's pressure.
 """
 

@@ -1,9 +1,11 @@
 """Budget counters in Redis: reserve before a call, settle after it, atomically (Lua).
 
-One hash per policy and period window, ``berth-budget:{ns}:{policy}:{window}``, holds per
+One hash per policy and period window, ``berth-budget:{<ns>/<policy>}:<window>``
+(:func:`berth_contract.names.budget_window`; the braces are a Redis Cluster hash tag: a policy's
+keys share one slot, so each script touches one slot), holds per
 resource ``u:<resource>`` (settled use) and ``q:<resource>`` (reserved by calls in flight), and
 per reservation ``r:<id>:<resource>`` (its amounts) and ``r:<id>:s`` (the session that holds it);
-the set ``...:{window}:denied`` holds the sessions denied in that window. Keys expire a day after
+the set ``...:<window>:denied`` holds the sessions denied in that window. Keys expire a day after
 their window ends. Only the budget service talks to these keys (its Redis user alone may), so no
 session can touch another tenant's counters.
 
@@ -20,6 +22,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from berth_contract import names
 from berth_operator.budget.policy import WindowState
 
 _RESERVE = """
@@ -76,11 +79,7 @@ KEEP_AFTER_WINDOW_SECONDS = 86400
 """How long a window's counters outlive the window (for status and late settles)."""
 
 
-def window_key(namespace: str, policy: str, window: str) -> str:
-    """The hash of one policy window: ``berth-budget:{ns}:{policy}:{window}``. The prefix is
-    not ``berth:`` on purpose: no glob of the session or worker ACL users (``berth:*:...``) can
-    match it, whatever the namespace or policy is called."""
-    return f"berth-budget:{namespace}:{policy}:{window}"
+window_key = names.budget_window
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +123,7 @@ class Ledger:
         args: list[Any] = [reservation, max(1, ttl_seconds), holder, len(amounts)]
         for res, amt in amounts.items():
             args += [res, int(amt), int(limits[res])]
-        out = await self._reserve(keys=[key, f"{key}:denied"], args=args)
+        out = await self._reserve(keys=[key, names.budget_denied(key)], args=args)
         if int(out[0]) == 1:
             return Reserved(True, _pairs(list(out[1:])))
         name = out[1].decode() if isinstance(out[1], bytes) else str(out[1])
@@ -157,5 +156,5 @@ class Ledger:
         }
         used = {k[2:]: v for k, v in fields.items() if k.startswith("u:")}
         reserved = {k[2:]: v for k, v in fields.items() if k.startswith("q:")}
-        sessions = int(await self.redis.scard(f"{key}:denied"))
+        sessions = int(await self.redis.scard(names.budget_denied(key)))
         return WindowState(used, reserved, fields.get("denied", 0), sessions)

@@ -9,7 +9,7 @@ Contract given to ``berth-worker`` (read by
 
 - command ``berth-worker``; env ``BERTH_REDIS_URL`` (operator setting ``redis_url``),
   ``BERTH_NAMESPACE`` (downward API), ``BERTH_LANEWORKER`` (the LaneWorker name, which names the
-  task stream ``berth:{ns}:lw:{name}:tasks``), ``POD_NAME`` (the consumer name in group
+  task stream ``berth:<ns>:lw:{<name>}:tasks``), ``POD_NAME`` (the consumer name in group
   ``workers``) and ``POD_IP`` (downward API), ``BERTH_WORKER_CONCURRENCY`` (``spec.concurrency``),
   ``BERTH_WORKSPACES_ROOT`` (``/var/lib/berth/workspaces``), ``BERTH_TASK_MASTER_KEY_FILE``
   (``/var/run/berth/task-key/master``), ``BERTH_TASK_TIMEOUT_SECONDS``
@@ -73,6 +73,7 @@ from berth_operator.builders.security import (
     with_default_resources,
 )
 from berth_operator.builders.session_pod import tool_sandbox_env
+from berth_operator.builders.telemetry import telemetry_env
 from berth_operator.errors import SpecError
 from berth_operator.settings import OperatorSettings
 
@@ -176,6 +177,7 @@ def worker_env(
         },
         {"name": envvars.TASK_TIMEOUT_SECONDS, "value": str(spec.task_timeout_seconds)},
         {"name": envvars.METRICS_PORT, "value": str(METRICS_PORT)},
+        *telemetry_env(),
     ]
 
 

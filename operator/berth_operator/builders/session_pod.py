@@ -87,6 +87,7 @@ from berth_operator.builders.security import (
     pull_secrets,
     with_default_resources,
 )
+from berth_operator.builders.telemetry import telemetry_env
 from berth_operator.errors import SpecError
 from berth_operator.settings import OperatorSettings
 
@@ -201,7 +202,7 @@ def session_env(
         )
     if spec.llm is not None and spec.llm.base_url:
         env.append({"name": "OPENAI_BASE_URL", "value": spec.llm.base_url})
-    return env + budget_env(settings)
+    return env + budget_env(settings) + telemetry_env()
 
 
 def tool_sandbox_env(mode: str) -> dict[str, Any]:
@@ -429,8 +430,10 @@ def build_session_pod(
     resume_run_id: str | None,
     reason: str,
     avoid_nodes: tuple[str, ...] = (),
+    traceparent: str = "",
 ) -> dict[str, Any]:
     """The session Pod of ``epoch`` (name ``<session>-e<epoch>``), owned by the AgentSession.
+    ``traceparent``: the placement's span, as ``TRACEPARENT`` in the pod's environment.
 
     ``reason`` (a PlacementReason) and ``resume_run_id`` are recorded as annotations so the
     lineage can say why this pod exists and what it resumed. ``avoid_nodes`` (the node a
@@ -439,6 +442,8 @@ def build_session_pod(
     """
     labels = session_labels(ref, spec) | {LABEL_EPOCH: str(epoch)}
     container = session_container(ref, spec, settings, epoch, resume_run_id)
+    if traceparent:
+        container["env"].append({"name": envvars.TRACEPARENT, "value": traceparent})
     volumes = session_volumes(ref, spec, claim_name(spec, settings))
     pod_spec = runtime_pod_spec(spec, settings, container, volumes)
     if avoid_nodes:

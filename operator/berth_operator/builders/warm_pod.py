@@ -62,6 +62,7 @@ from berth_operator.builders.session_pod import (
     session_volumes,
     tool_sandbox_env,
 )
+from berth_operator.builders.telemetry import telemetry_env
 from berth_operator.settings import OperatorSettings
 
 
@@ -149,6 +150,7 @@ def build_warm_pod(
         _field_env(envvars.POD_IP, "status.podIP"),
         _field_env(envvars.NODE_NAME, "spec.nodeName"),
         tool_sandbox_env(settings.pods.default_tool_sandbox),
+        *telemetry_env(),
     ]
     llm = template.llm
     if llm is not None and llm.api_key_secret_ref is not None:

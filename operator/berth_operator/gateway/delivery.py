@@ -27,6 +27,7 @@ from berth_operator.errors import RuntimeUnreachable
 from berth_operator.gateway.inbox import Inbox, Message
 from berth_operator.gateway.routing import SessionView, next_step
 from berth_operator.runtime_client import RuntimeClient
+from berth_telemetry.tracing import TRACEPARENT
 
 log = logging.getLogger(__name__)
 
@@ -180,8 +181,9 @@ class Delivery:
         if message.peer:
             body["peer"] = message.peer
         try:
+            token, trace = await self.tokens(view), {TRACEPARENT: message.traceparent}
             status, answer = await self.runtime.call(
-                "POST", pod_ip, "/v1/messages", await self.tokens(view), body
+                "POST", pod_ip, "/v1/messages", token, body, trace if message.traceparent else None
             )
         except RuntimeUnreachable as exc:
             log.info("message %s: pod not reachable yet (%s)", message.id, exc)

@@ -1,20 +1,29 @@
 """The front door's durable message queues, one per session, in Redis (operator user only).
 
-Keys (``berth-gateway:`` prefix; the chart's Redis ACL gives them to the operator alone)::
+Keys (:mod:`berth_contract.names`; the chart's Redis ACL gives them to the operator alone)::
 
-    berth-gateway:s:{uid}:q            list of message ids not finished yet, oldest first
-    berth-gateway:s:{uid}:m:{id}       hash: one message (fields below)
+    berth-gateway:s:{<uid>}:q          list of message ids not finished yet, oldest first
+    berth-gateway:s:{<uid>}:m:<id>     hash: one message (fields below)
     berth-gateway:active               hash: uid → "<namespace>/<name>" of every session whose
-                                       queue is not empty (what a new leader resumes)
+                                       queue may not be empty (what a new leader resumes)
 
 Message fields: ``id``, ``session`` (``ns/name``), ``prompt``, ``state`` (``queued`` →
 ``delivered`` → ``done`` | ``failed``), ``createdMs``, ``runId``, ``resultText``, ``error``,
 ``peer`` (JSON ``{fromSessionId, fromTenantId, correlationId}`` or empty) and ``chain`` (JSON
-list of the ``ns/name`` sessions the call went through, for loop detection).
+list of the ``ns/name`` sessions the call went through, for loop detection) and
+``traceparent`` (W3C, of the front door's span of the message; empty without tracing).
 
-Enqueue and finish are Lua scripts, so a message is queued once (its id is the idempotency key:
-a repeated enqueue returns the stored record) and leaves the queue exactly when it gets its
-final state. A finished record is kept ``retention_seconds`` for callers that ask again.
+Enqueue and finish are Lua scripts on the session's two keys (one Redis Cluster slot), so a
+message is queued once (its id is the idempotency key: a repeated enqueue returns the stored
+record) and leaves the queue exactly when it gets its final state. A finished record is kept
+``retention_seconds`` for callers that ask again.
+
+The ``active`` index lives in a slot of its own, so it is written outside the scripts, in an
+order that never leaves a non-empty queue out of it: enqueue adds the session before and after
+queuing (the second write repairs a concurrent finish that removed it in between); finish (and
+a repeated enqueue) removes it only after its script found the queue empty, then looks again and
+adds it back if a message arrived meanwhile. An entry whose queue is empty is harmless (the
+resumer finds nothing).
 """
 
 from __future__ import annotations
@@ -26,38 +35,31 @@ from typing import Any, Literal
 
 from redis.asyncio import Redis
 
-PREFIX = "berth-gateway:"
-ACTIVE_KEY = PREFIX + "active"
+from berth_contract import names
+from berth_telemetry.tracing import TRACEPARENT
+
+PREFIX = names.GATEWAY_PREFIX
+ACTIVE_KEY = names.GATEWAY_ACTIVE
 
 MessageState = Literal["queued", "delivered", "done", "failed"]
 FINAL: frozenset[str] = frozenset({"done", "failed"})
 
 _ENQUEUE = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 4))
-redis.call('RPUSH', KEYS[2], ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
-return 1
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0, redis.call('LLEN', KEYS[2])} end
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+return {1, redis.call('RPUSH', KEYS[2], ARGV[1])}
 """
 
 _FINISH = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 4))
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
 redis.call('LREM', KEYS[2], 0, ARGV[1])
-if redis.call('LLEN', KEYS[2]) == 0 then redis.call('HDEL', KEYS[3], ARGV[2]) end
-return 1
+return redis.call('LLEN', KEYS[2])
 """
 
-
-def queue_key(uid: str) -> str:
-    """The queue of session ``uid``."""
-    return f"{PREFIX}s:{uid}:q"
-
-
-def message_key(uid: str, message_id: str) -> str:
-    """The record of message ``message_id`` of session ``uid``."""
-    return f"{PREFIX}s:{uid}:m:{message_id}"
+queue_key = names.gateway_queue
+message_key = names.gateway_message
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,9 @@ class Message:
     error: str = ""
     peer: dict[str, Any] | None = None
     chain: list[str] = field(default_factory=list)
+    traceparent: str = field(default="", compare=False)
+    """W3C traceparent of the front door's span of this message (the run it starts is a child);
+    where it sits in a trace, not what the message is, so not part of its equality."""
 
     def fields(self) -> dict[str, str]:
         """The Redis hash of this message."""
@@ -88,6 +93,7 @@ class Message:
             "error": self.error,
             "peer": json.dumps(self.peer) if self.peer else "",
             "chain": json.dumps(self.chain),
+            TRACEPARENT: self.traceparent,
         }
 
     @classmethod
@@ -106,6 +112,7 @@ class Message:
             error=f.get("error", ""),
             peer=json.loads(f["peer"]) if f.get("peer") else None,
             chain=list(json.loads(f["chain"])) if f.get("chain") else [],
+            traceparent=f.get(TRACEPARENT, ""),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -139,8 +146,13 @@ class Inbox:
         flat: list[str] = []
         for k, v in message.fields().items():
             flat += [k, v]
-        keys = [message_key(uid, message.id), queue_key(uid), ACTIVE_KEY]
-        created = await self._enqueue(keys=keys, args=[message.id, uid, message.session, *flat])
+        keys = [message_key(uid, message.id), queue_key(uid)]
+        await self.redis.hset(ACTIVE_KEY, uid, message.session)
+        created, queued = await self._enqueue(keys=keys, args=[message.id, *flat])
+        if created:
+            await self.redis.hset(ACTIVE_KEY, uid, message.session)
+        elif not queued:
+            await self._drop_if_empty(uid, message.session)
         if created:
             return message, True
         stored = await self.get(uid, message.id)
@@ -189,9 +201,20 @@ class Inbox:
         flat: list[str] = []
         for k, v in values.items():
             flat += [k, v]
-        keys = [message_key(uid, message_id), queue_key(uid), ACTIVE_KEY]
-        args = [message_id, uid, str(self.retention_seconds), *flat]
-        return bool(await self._finish(keys=keys, args=args))
+        keys = [message_key(uid, message_id), queue_key(uid)]
+        args = [message_id, str(self.retention_seconds), *flat]
+        left = int(await self._finish(keys=keys, args=args))
+        if left == 0:
+            session = await self.redis.hget(message_key(uid, message_id), "session")
+            await self._drop_if_empty(uid, session)
+        return left >= 0
+
+    async def _drop_if_empty(self, uid: str, session: bytes | str | None) -> None:
+        """Take ``uid`` out of the active index after its queue was seen empty; put it back
+        (as ``session``) if a message was queued meanwhile (module docstring)."""
+        await self.redis.hdel(ACTIVE_KEY, uid)
+        if session is not None and await self.redis.llen(queue_key(uid)):
+            await self.redis.hset(ACTIVE_KEY, uid, session)
 
 
 def _as_dict(message: Message) -> dict[str, Any]:

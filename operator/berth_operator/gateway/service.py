@@ -34,19 +34,23 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
+from opentelemetry.trace import SpanKind
 from prometheus_client import Counter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from berth_contract import tracing as names
 from berth_contract.services import SESSION_UID_HEADER
 from berth_contract.state import API_TOKEN_HEADER, MESSAGE_ID_PATTERN
 from berth_operator.errors import BerthOperatorError, RuntimeUnreachable
 from berth_operator.gateway.delivery import Delivery
 from berth_operator.gateway.inbox import FINAL, Inbox, Message
 from berth_operator.gateway.routing import SessionView, refuse_message, refuse_peer
+from berth_operator.tracing import tracer
+from berth_telemetry.tracing import remote_parent, traceparent
 
 REFUSED = Counter(
     "berth_operator_gateway_requests_refused_total",
@@ -226,6 +230,7 @@ class GatewayService:
                 prompt=body.prompt,
                 peer=peer,
                 chain=chain,
+                traceparent=front_door_span(request.headers, target, caller),
             )
         except Refusal as refusal:
             return refusal.response()
@@ -316,6 +321,24 @@ class GatewayService:
             for event in events[sent.get(run_id, 0) :]:
                 await _sse(resp, "run", event)
             sent[run_id] = max(sent.get(run_id, 0), len(events))
+
+
+def front_door_span(headers: Mapping[str, str], target: SessionView, caller: Any) -> str:
+    """The W3C traceparent of a span ``berth.message`` for a message to ``target``: a child of
+    the request's own ``traceparent`` (a caller's, a peer's ``call_peer``) if it has one. The run
+    the message starts is its child (``Message.traceparent``)."""
+    with remote_parent(headers):
+        span = tracer.start_span(
+            "berth.message",
+            kind=SpanKind.SERVER,
+            attributes={
+                names.SESSION: target.key,
+                names.SESSION_UID: target.uid,
+                "berth.peer.from": caller.key if caller is not None else "",
+            },
+        )
+    span.end()
+    return traceparent(span)
 
 
 def _code(why: str) -> str:

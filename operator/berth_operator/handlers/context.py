@@ -65,6 +65,7 @@ from berth_operator.metrics import PhaseTracker
 from berth_operator.reconcile.migration import MigrationSlots
 from berth_operator.reconcile.observe import ObservedPod, ended_as_reported
 from berth_operator.reconcile.plan import CreateFailure, CreatePod
+from berth_operator.redis_client import connect
 from berth_operator.runtime_client import RuntimeClient
 from berth_operator.settings import OperatorSettings
 
@@ -93,7 +94,7 @@ class LaneClients:
             kube=kube,
             api=LaneWorkerApi(kube.session),
             secrets=SecretApi.from_kube(kube),
-            redis=Redis.from_url(settings.redis.for_operator),
+            redis=connect(settings.redis.for_operator),
             http=aiohttp.ClientSession(),
         )
 
@@ -124,7 +125,7 @@ class BudgetClients:
     ) -> BudgetClients:
         """Redis from ``settings.redis.for_operator``; tokens looked up in ``tokens``, filled by
         ``load_token(identity, uid)`` for a session whose token it does not hold yet."""
-        redis: Redis[Any] = Redis.from_url(settings.redis.for_operator)
+        redis: Redis[Any] = connect(settings.redis.for_operator)
         directory = BudgetDirectory(tokens)
         ledger = Ledger(redis)
         service = BudgetService(ledger, directory, load_token=load_token)
@@ -180,7 +181,7 @@ class GatewayClients:
                 return True
             return str((body.get("metadata") or {}).get("uid")) != uid
 
-        redis: Redis[Any] = Redis.from_url(settings.redis.for_operator)
+        redis: Redis[Any] = connect(settings.redis.for_operator)
         directory = GatewayDirectory()
         inbox = Inbox(redis, gw.message_retention_seconds)
         delivery = Delivery(inbox, runtime, directory.by_uid, tokens, wake, gw.poll_seconds, gone)

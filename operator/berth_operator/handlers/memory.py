@@ -49,6 +49,9 @@ class SessionMemory:
     objects_recheck: bool = False
     """A pod was placed without waiting for the Secret (``objects_ready``): write it again once
     that pod exists, so one deleted meanwhile comes back."""
+    run_trace: str = ""
+    """W3C traceparent of the run this process last asked to passivate (its pod's
+    ``/v1/state``): the parent of the span of the placement that resumes it."""
 
 
 class SessionMemories:

@@ -18,6 +18,7 @@ from berth_operator.handlers.context import OperatorContext
 from berth_operator.handlers.session_reads import api_token, now_ms
 from berth_operator.reconcile.plan import PassivateCall
 from berth_operator.reconcile.replacement import parse_termination
+from berth_operator.tracing import PASSIVATE, active, decision_span
 
 log = logging.getLogger("berth.operator")
 
@@ -33,7 +34,28 @@ async def passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall) 
     in status still applies: the pod is deleted at the latest then). The pod's own report of
     its end is awaited beside the passes (``await_outcome``), asked for before the POST: a
     passivation that ends at once still finds the question waiting (a question that came after
-    the process closed its port would go unanswered)."""
+    the process closed its port would go unanswered). The first request (not its repeats) is a
+    ``berth.passivate`` span (``berth_operator.tracing``)."""
+    if call.resend:
+        await _passivate(ctx, ref, call)
+        return
+    span = decision_span(
+        PASSIVATE,
+        ref,
+        epoch=call.epoch,
+        reason=call.reason,
+        node=call.node,
+        identity=call.identity,
+        parent=call.run_trace,
+        **{"k8s.pod.uid": call.pod_uid or None, "berth.deadline_ms": call.deadline_ms},
+    )
+    ctx.memory(ref.uid).run_trace = call.run_trace  # the resume's placement: its child too
+    with active(span):
+        await _passivate(ctx, ref, call)
+
+
+async def _passivate(ctx: OperatorContext, ref: SessionRef, call: PassivateCall) -> None:
+    """The request itself (:func:`passivate`)."""
     try:
         token = await api_token(ctx, ref)
         if call.pod_uid and call.pod_uid not in ctx.outcome_waits:

@@ -30,6 +30,7 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 
+from berth_contract import tracing as names
 from berth_operator.api.agentsession import AgentSessionSpec
 from berth_operator.api.common import SessionRef
 from berth_operator.api.constants import LABEL_SESSION_UID
@@ -46,6 +47,8 @@ from berth_operator.handlers.sessionwarmpool import adopt_for_session
 from berth_operator.metrics import PLACEMENTS, RECONCILE_ERRORS
 from berth_operator.reconcile.observe import ObservedPod, observe_pod
 from berth_operator.reconcile.plan import CreatePod, Observation
+from berth_operator.tracing import PLACE, RESUME, active, decision_span, identity_of
+from berth_telemetry.tracing import traceparent
 
 log = logging.getLogger("berth.operator")
 
@@ -119,6 +122,29 @@ async def concurrently(*awaitables: Awaitable[Any]) -> list[Any]:
         if isinstance(result, BaseException):
             raise result
     return results
+
+
+class PodNameTaken(KubeError):
+    """The pod name of this epoch belongs to a pod of an earlier AgentSession of the same name
+    (another ``metadata.uid``), still being deleted."""
+
+
+async def name_taken_by_earlier_object(ctx: OperatorContext, ref: SessionRef, name: str) -> None:
+    """After an AlreadyExists on create: raise :class:`PodNameTaken` when pod ``name`` is not
+    this session's (its ``berth.dev/session-uid`` label names another object). Pod names are
+    ``<session>-e<epoch>`` and a re-created session starts at epoch 1 again, so the pod of a
+    deleted object of the same name can hold the name until garbage collection has removed it
+    (a few seconds). Counting it as this session's pod in flight would wait out
+    ``placement.inflight_ttl_seconds`` (60 s) for a pod that never comes; the failed create is
+    placed again after the placement backoff instead, with this wait named in Ready."""
+    existing = await ctx.kube.get_pod(ref.namespace, name)
+    labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
+    other = labels.get(LABEL_SESSION_UID)
+    if existing is not None and other != ref.uid:
+        raise PodNameTaken(
+            f"the name is still held by pod {name} of an earlier AgentSession {ref.name} "
+            f"(uid {other or 'unknown'}) that is being deleted; waiting for it to go"
+        )
 
 
 async def list_pods(ctx: OperatorContext, ref: SessionRef) -> list[dict[str, Any]]:
@@ -233,6 +259,33 @@ async def create_pod(
     first_pod: bool = False,
     existing: list[dict[str, Any]] | None = None,
 ) -> tuple[ObservedPod, ...]:
+    """:func:`place_pod` in a span (``berth_operator.tracing``): ``berth.resume`` when the pod
+    resumes a run, else ``berth.place``, with the epoch, the reason, the nodes avoided (the one
+    a passivation moved the session away from) and whether other pods held it back."""
+    span = decision_span(
+        RESUME if create.resume_run_id else PLACE,
+        obs.ref,
+        epoch=create.epoch,
+        reason=create.reason,
+        node=create.avoid_nodes[0] if create.avoid_nodes else None,
+        identity=identity_of(obs.spec),
+        parent=ctx.memory(obs.ref.uid).run_trace if create.resume_run_id else "",
+        **{names.RUN_ID: create.resume_run_id},
+    )
+    with active(span):
+        listed = await place_pod(ctx, obs, create, first_pod, existing, traceparent(span))
+        span.set_attribute("berth.placement.held_back_by", len(listed))
+        return listed
+
+
+async def place_pod(
+    ctx: OperatorContext,
+    obs: Observation,
+    create: CreatePod,
+    first_pod: bool = False,
+    existing: list[dict[str, Any]] | None = None,
+    trace: str = "",
+) -> tuple[ObservedPod, ...]:
     """Create the pod of ``create.epoch`` (``prepare_pod`` has run) unless the apiserver
     (listed directly: the guard against a stale cache and a restarted operator) shows other
     pods of the session that have not ended (``ObservedPod.ended``); return the pods listed
@@ -261,6 +314,7 @@ async def create_pod(
         resume_run_id=create.resume_run_id,
         reason=create.reason,
         avoid_nodes=create.avoid_nodes,
+        traceparent=trace,
     )
     target = pod["metadata"]["name"]
     if not first_pod and not create.reserved:
@@ -278,7 +332,7 @@ async def create_pod(
         await ctx.kube.create_pod(pod)
         PLACEMENTS.labels(reason=create.reason).inc()
     except AlreadyExists:
-        pass
+        await name_taken_by_earlier_object(ctx, ref, target)
     ctx.mark_inflight(ref.uid, target)
     recheck_objects(ctx, ref, obs.spec)  # a created pod mounts the Secret: not later than now
     return ()

@@ -177,6 +177,13 @@ class PassivateCall:
     resend: bool = False
     """The request is already in the stored status (this call repeats it, in case an earlier
     one was not delivered): it does not need this pass's status written first."""
+    epoch: int | None = field(default=None, compare=False)
+    node: str = field(default="", compare=False)
+    identity: Mapping[str, str | None] = field(default_factory=dict, compare=False)
+    run_trace: str = field(default="", compare=False)
+    """The pod's epoch and node, the session's identity labels and the W3C traceparent of the run
+    it stops (its ``/v1/state``): for the request's span only (not part of the decision, so not
+    of its equality)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@
 | terminated, failed, code ToolSandboxUnavailable          | unconfinable (terminal)          |
 | terminated, outcome passivated                           | replace Passivated (no failure)  |
 | terminated, outcome fenced                               | replace Fenced (no failure)      |
+| terminated, failed, code StoreFull / StoreUnavailable    | replace StoreFull / ... (waits)  |
 | terminated, outcome failed                               | replace RunFailed                |
 | terminated without a message (SIGKILL, OOM, crash)       | replace PodCrashed               |
 | status.reason Evicted / DisruptionTarget (kubelet, taint)| replace PodEvicted               |
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from berth_contract.termination import TerminationMessage
+from berth_contract.termination import STORE_CODES, TerminationMessage
 from berth_operator.api.conditions import PlacementReason, Reason
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod
 
@@ -48,6 +49,9 @@ class Verdict:
     termination: TerminationMessage | None = None
     run_outcome: str = ""
     """Lineage outcome: completed, passivated, failed, fenced, crashed or lost."""
+    store: bool = False
+    """The store volume failed (termination code StoreFull/StoreUnavailable): replaced after a
+    delay without consuming a retry (``reconcile.store_wait``)."""
     kubelet_reason: str = ""
     """The container's terminated reason from the kubelet when the pod crashed without a
     termination message and the reason says more than "Error" (OOMKilled, ContainerCannotRun,
@@ -169,6 +173,11 @@ def _from_termination(msg: TerminationMessage) -> Verdict:
             reason_text,
             termination=msg,
             run_outcome="failed",
+        )
+    if msg.code in STORE_CODES:
+        # Not a failure of the run: it waits (``reconcile.store_wait``) for space, then resumes.
+        return Verdict(
+            "replace", msg.code, reason_text, termination=msg, run_outcome="failed", store=True
         )
     if any(m in reason_text.lower() for m in BUDGET_MARKERS):
         return Verdict(

@@ -68,6 +68,7 @@ from berth_operator.reconcile.session_runs import (
     end_run,
     truncate,
 )
+from berth_operator.reconcile.store_wait import wait_for_store
 from berth_operator.reconcile.warmpool import choose_adoption
 from berth_operator.settings import OperatorSettings
 
@@ -444,6 +445,9 @@ def _handle_death(d: Decision, pod: ObservedPod, verdict: Verdict) -> None:
         finish(st, conds, "Resuming")
         plan.requeue_after = 0
         _replace_ended(d, pod)
+        return
+    if verdict.store:
+        wait_for_store(d, pod, verdict)
         return
     if not verdict.counts_as_failure:
         st.next_attempt_at = None

@@ -78,7 +78,15 @@ def on_alive(d: Decision, pod: ObservedPod) -> None:
     detail = _apply_step(plan, pod, decision, rec, settings)
     if decision.post and pod.pod_ip:
         plan.passivate = PassivateCall(
-            pod.pod_ip, rec.reason, pv.deadline_ms(rec), pod.uid, resend=decision.kind == "wait"
+            pod.pod_ip,
+            rec.reason,
+            pv.deadline_ms(rec),
+            pod.uid,
+            resend=decision.kind == "wait",
+            epoch=pod.epoch,
+            node=pod.node_name,
+            identity=obs.spec.identity.model_dump(by_alias=False) if obs.spec.identity else {},
+            run_trace=(obs.state.traceparent or "") if obs.state else "",
         )
     conds.set(CondType.PASSIVATED, "False", Reason.PASSIVATING, detail[:1024])
     finish(st, conds, "Passivating", detail[:1024])

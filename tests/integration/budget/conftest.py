@@ -13,6 +13,7 @@ from aiohttp import web
 from berth_operator.budget.directory import BudgetDirectory
 from berth_operator.budget.ledger import Ledger
 from berth_operator.budget.service import BudgetService, Crossing, LoadToken
+from berth_operator.redis_client import connect
 from redis.asyncio import Redis
 
 from tests.integration.lanes.conftest import redis_url  # noqa: F401  (fixture)
@@ -59,7 +60,7 @@ class ServiceUnderTest:
 
 @pytest.fixture
 async def budget_service(redis_url: str) -> AsyncIterator[ServiceUnderTest]:  # noqa: F811
-    redis = Redis.from_url(redis_url)
+    redis = connect(redis_url)
     await redis.flushdb()
     svc = ServiceUnderTest(redis, free_port())
     await svc.start()

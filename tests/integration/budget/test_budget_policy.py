@@ -18,6 +18,7 @@ from berth_operator.budget.directory import BudgetDirectory
 from berth_operator.budget.ledger import window_key
 from berth_operator.budget.policy import Identity, Policy, Price
 from berth_operator.budget.service import TokenUnavailable
+from berth_operator.redis_client import connect
 
 from berth_contract.services import BUDGET_CHECK_PATH, BUDGET_RECORD_PATH, SESSION_UID_HEADER
 from session_runtime import Agent, BudgetExhaustedError, SessionOptions
@@ -227,7 +228,6 @@ async def test_a_new_leader_reads_a_listed_sessions_token_on_its_first_call(
     call has the token read (``load_token``) and is answered; a token that cannot be read now is
     a 503 with Retry-After, never a 401 (which a Closed guard would turn into a denied call);
     an unknown session is a 401 and reads nothing."""
-    from redis.asyncio import Redis
 
     tokens: dict[str, str] = {}
     secrets_of = {"uid-a": "token-a"}  # what the sessions' Secrets hold
@@ -240,7 +240,7 @@ async def test_a_new_leader_reads_a_listed_sessions_token_on_its_first_call(
             raise TokenUnavailable("cannot reach the Kubernetes API")
         tokens[uid] = secrets_of[uid]
 
-    redis = Redis.from_url(redis_url)
+    redis = connect(redis_url)
     await redis.flushdb()
     svc = ServiceUnderTest(redis, free_port(), BudgetDirectory(tokens.get), load)
     svc.directory.put_policy(Policy("team", "p", "acme", {"totalTokens": 1000}))

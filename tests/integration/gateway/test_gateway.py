@@ -31,6 +31,7 @@ from berth_operator.gateway.directory import GatewayDirectory
 from berth_operator.gateway.inbox import Inbox, Message
 from berth_operator.gateway.routing import SessionView
 from berth_operator.gateway.service import GatewayService
+from berth_operator.redis_client import connect
 from berth_operator.runtime_client import RuntimeClient
 from redis.asyncio import Redis
 
@@ -132,7 +133,7 @@ async def get(http: aiohttp.ClientSession, url: str, **headers: str) -> tuple[in
 
 @pytest.fixture
 async def redis(redis_url: str) -> AsyncIterator[Redis[Any]]:  # noqa: F811
-    client: Redis[Any] = Redis.from_url(redis_url)
+    client: Redis[Any] = connect(redis_url)
     await client.flushdb()
     yield client
     await client.aclose()

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from tests.unit.server.test_early_signals import as_pid_1
+from session_runtime.transport.connect import connect
+from tests.unit.runtime.pod.test_early_signals import as_pid_1
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -88,7 +89,7 @@ def redis_url() -> Iterator[str]:
 
 @pytest.fixture
 async def redis(redis_url: str) -> AsyncIterator[Redis[Any]]:
-    client: Redis[Any] = Redis.from_url(redis_url)
+    client: Redis[Any] = connect(redis_url)
     yield client
     closer: Any = client
     await closer.aclose()

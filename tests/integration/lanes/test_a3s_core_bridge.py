@@ -14,6 +14,8 @@ stay in-process on the shared workspace. The last test pins both (docs/a3s-compa
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -167,3 +169,34 @@ async def test_a_9x_agent_run_runs_its_bash_on_the_worker_and_its_file_edits_in_
     results = [b for m in result.messages for b in m["content"] if b["type"] == "tool_result"]
     assert str(results[0]["content"]).startswith("Wrote 3 bytes")  # a3s-code-core's own write
     assert str(results[2]["content"]).startswith("v2")  # the worker's bash output, in the run
+
+
+def test_the_console_script_hosts_a_9x_session_with_core(
+    redis_url: str, shared_root: Path, workers_factory: Any, model: ScriptedServer
+) -> None:
+    """``berth-a3s-bridge --core --prompt ...``: the agent run above from a shell, its bash on
+    the worker (once), the answer on stdout."""
+    workers_factory(NS, POOL).start("worker-1")
+    workspace = workspace_of(shared_root)
+    config = shared_root.parent / "agent.acl"
+    config.write_text(acl_config(model.base_url))
+    key = shared_root.parent / "session.key"
+    key.write_bytes(derive_session_key(MASTER, NS, NAME))
+    exe = Path(sys.executable).parent / "berth-a3s-bridge"
+    proc = subprocess.run(
+        [
+            str(exe),
+            "--core",
+            *("--config", str(config), "--workspace", str(workspace), "--prompt", "go"),
+            *("--laneworker", POOL, "--namespace", NS, "--session", NAME),
+            *("--redis-url", redis_url, "--task-key-file", str(key), "--timeout-ms", "30000"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "completed"
+    assert (workspace / "side.txt").read_text() == "once\n"  # ran once, by the worker
+    assert (workspace / "notes.txt").read_text() == "v2\n"

@@ -32,7 +32,7 @@ from session_runtime.transport import (
     dead_letter_stream,
     task_stream,
 )
-from tests.unit.server.test_early_signals import wait_until_importing
+from tests.unit.runtime.pod.test_early_signals import wait_until_importing
 
 from .conftest import MASTER, Workers, free_port
 
@@ -105,8 +105,17 @@ class Session:
 
 
 async def consumers(redis: Redis[Any], laneworker: str, n: int) -> bool:
-    """``n`` workers of the pool are up (their liveness keys exist)."""
-    return len(await redis.keys(f"berth:{NS}:lw:{laneworker}:alive:*")) == n
+    """``n`` workers of the pool are up (their liveness keys exist; SCAN visits every primary
+    of a cluster)."""
+    pattern = alive_key(NS, laneworker, "x")[:-1] + "*"
+    return len([key async for key in redis.scan_iter(match=pattern)]) == n
+
+
+async def all_acknowledged(redis: Redis[Any], laneworker: str) -> bool:
+    """The pool's stream has no entry waiting or held. (On a cluster the worker's XACK follows
+    the reply, the task stream being in another slot, so a test that has its result waits.)"""
+    pressure = await stream_pressure(redis, task_stream(NS, laneworker), GROUP)
+    return pressure["backlog"] == 0 and pressure["inFlight"] == 0
 
 
 def bash(cid: str, command: str) -> ToolCall:
@@ -164,10 +173,9 @@ async def test_multi_tool_run_served_by_two_workers(
     assert by_id["c7"].is_error and by_id["c7"].metadata["worker"] in {"w-1", "w-2"}
     assert s.queue.dead_letters() == []
     # Replies are dropped from the reply stream once journaled.
-    assert await redis.xlen(s.transport.reply_stream) == 0
+    await until(lambda: _xlen_is(redis, s.transport.reply_stream, 0), "settled replies deleted")
     assert len([e for e in s.events if e["type"] == "external_task_pending"]) == 5
-    pressure = await stream_pressure(redis, task_stream(NS, "pool-run"), GROUP)
-    assert pressure["backlog"] == 0 and pressure["inFlight"] == 0
+    await until(lambda: all_acknowledged(redis, "pool-run"), "every task acknowledged")
     # Two sessions whose tasks wait on one gate: both can only be running at once if both
     # workers (concurrency 1 each) serve the pool. Each tool runs exactly once.
     others = [Session(redis, shared_root, "pool-run") for _ in range(2)]
@@ -213,8 +221,8 @@ async def test_killed_worker_task_fails_once_and_other_worker_keeps_serving(
     [after] = await s.run(bash("k2", "echo served"))
     assert after.output.strip() == "served" and after.metadata["worker"] == survivor
     assert lines(count) == 1  # never re-run
+    await until(lambda: all_acknowledged(redis, "pool-kill"), "both tasks acknowledged")
     pressure = await stream_pressure(redis, task_stream(NS, "pool-kill"), GROUP)
-    assert pressure["inFlight"] == 0 and pressure["backlog"] == 0
     assert holder not in pressure["per_consumer_pending"]  # the lost pod left the group
     await s.queue.close()
 
@@ -291,7 +299,7 @@ async def test_result_delivered_while_passivated_is_used_after_resume(
     assert lines(count) == 1  # the tool was not re-run
     # Once the loop moves on (next execute), the journaled reply leaves the reply stream.
     await after.run(ToolCall("r", "read", {"file_path": "count.txt"}))
-    assert await redis.xlen(after.transport.reply_stream) == 0
+    await until(lambda: _xlen_is(redis, after.transport.reply_stream, 0), "replies deleted")
     await after.queue.close()
 
 
@@ -341,7 +349,7 @@ async def test_bad_input_is_dead_lettered_or_refused_and_worker_survives(
     good = task_fields(s, "t-bad", "echo never >> count.txt")
     await redis.xadd(stream, sign_fields(s.key, {**good, "payload": "[1, 2"}))
     # 3. a reply_to that is not the session's own stream (would let a message write anywhere)
-    evil = {**good, "task_id": "t-evil", "reply_to": "berth:other:s:x:results"}
+    evil = {**good, "task_id": "t-evil", "reply_to": "berth:other:s:{x}:results"}
     await redis.xadd(stream, sign_fields(s.key, evil))
     dead = dead_letter_stream(NS, "pool-bad")
     await until(lambda: _xlen_is(redis, dead, 3), "three dead letters")

@@ -175,7 +175,7 @@ async def test_result_delivered_while_passivated_is_used_by_resumed_session(
     await agent1.close_async()
 
     (workspace / "go").write_text("")  # the worker finishes while no session pod runs
-    reply_stream = f"berth:{NS}:s:{uid}:results"
+    reply_stream = f"berth:{NS}:s:{{{uid}}}:results"
     await until(lambda: _has_reply(redis, reply_stream), "the worker replied")
 
     agent2, queue2 = pod(2)

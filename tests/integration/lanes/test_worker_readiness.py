@@ -16,7 +16,7 @@ import pytest
 from redis.asyncio import Redis
 
 from session_runtime.transport import GROUP, task_stream
-from tests.unit.server.test_early_signals import wait_until_importing
+from tests.unit.runtime.pod.test_early_signals import wait_until_importing
 
 from .conftest import Workers, free_port
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from berth_contract import names
 from berth_contract.taskauth import derive_session_key
 from session_runtime.llm.scripted import ScriptedServer
 
@@ -261,7 +262,7 @@ def pod_world(root: Path, script: dict[str, Any], **options: Any) -> Iterator[Po
         "prompt": "Fix the failing test",
         "model": "openai/scripted-model",
         "identity": {"tenantId": "acme", "principal": "alice"},
-        "resultStream": f"berth:{world.namespace}:s:{world.uid}:results",
+        "resultStream": names.reply_stream(world.namespace, world.uid),
         "passivation": {"deadlineSeconds": 60},
         **options,
     }

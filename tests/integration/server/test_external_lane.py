@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import redis as redis_lib
 
+from berth_contract import names
 from session_runtime.transport import GROUP
 from tests.integration.server.harness import bash, pod_world, wait_for
 
@@ -50,7 +51,7 @@ def test_execute_lane_runs_on_the_lane_worker(tmp_path: Path, redis_url: str) ->
         "execute": {
             "mode": "external",
             "timeoutSeconds": 30,
-            "laneWorker": {"name": "pool", "taskStream": "berth:team-a:lw:pool:tasks"},
+            "laneWorker": {"name": "pool", "taskStream": names.task_stream("team-a", "pool")},
         }
     }
     with pod_world(tmp_path, script, lanes=lanes) as world:
@@ -67,7 +68,7 @@ def test_execute_lane_runs_on_the_lane_worker(tmp_path: Path, redis_url: str) ->
         assert (msg["outcome"], msg["resultText"]) == ("completed", "done remotely")
         assert world.lines("who.txt") == ["ran"]  # once
         # On the worker, not in the session pod: published to the pool and delivered to it.
-        assert delivered_bash_tasks(redis_url, "berth:team-a:lw:pool:tasks") == (1, 1)
+        assert delivered_bash_tasks(redis_url, names.task_stream("team-a", "pool")) == (1, 1)
 
 
 def test_reply_delivered_while_passivated_is_used_on_resume(tmp_path: Path, redis_url: str) -> None:
@@ -108,7 +109,7 @@ def test_reply_delivered_while_passivated_is_used_on_resume(tmp_path: Path, redi
             assert msg["reason"].startswith("node_drain (deadline passed")
 
             world.touch("go")  # the worker's tool finishes and replies to the session's stream
-            replies = f"berth:{world.namespace}:s:{world.uid}:results"
+            replies = names.reply_stream(world.namespace, world.uid)
             client = redis_lib.Redis.from_url(redis_url)
             try:
                 wait_for("the worker's reply", lambda: client.xlen(replies) > 0)
@@ -125,7 +126,7 @@ def test_reply_delivered_while_passivated_is_used_on_resume(tmp_path: Path, redi
             "resumed with the worker's answer",
         )
         assert world.lines("who.txt") == ["ran"]  # ran once, on the worker:
-        stream = f"berth:{world.namespace}:lw:p2:tasks"
+        stream = names.task_stream(world.namespace, "p2")
         assert delivered_bash_tasks(redis_url, stream) == (1, 1)
         last = world.model_requests()[-1]["messages"]
         tool_outputs = [m["content"] for m in last if m.get("role") == "tool"]

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from berth_contract import names
 from berth_contract.termination import validate
 from tests.integration.server.harness import (
     bash,
@@ -29,7 +30,7 @@ from tests.integration.server.harness import (
     session_command,
     wait_for,
 )
-from tests.unit.server.test_early_signals import signalled_while_importing
+from tests.unit.runtime.pod.test_early_signals import signalled_while_importing
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -95,7 +96,7 @@ def test_a_new_object_of_a_kept_store_runs_its_own_prompt(tmp_path: Path) -> Non
         new_uid = "9f1c2d3e-0000-4000-8000-000000000002"
         world.uid = new_uid
         world.options["session"]["uid"] = new_uid
-        world.options["resultStream"] = f"berth:{world.namespace}:s:{new_uid}:results"
+        world.options["resultStream"] = names.reply_stream(world.namespace, new_uid)
         world.options["prompt"] = "a completely different task"
         second = world.start(epoch=1, tag="b")
         assert second.wait_exit() == 0, second.stderr()
@@ -331,7 +332,7 @@ def test_keep_alive_messages_and_metrics(tmp_path: Path) -> None:
 
 def test_bad_input_fails_cleanly(tmp_path: Path) -> None:
     """The real process on an unreadable options file (more cases run in-process in
-    tests/unit/server/test_main_bad_input.py)."""
+    tests/unit/runtime/pod/test_main_bad_input.py)."""
     with pod_world(tmp_path, {"turns": [{"text": "unused"}]}) as world:
         pod = world.start(epoch=1, BERTH_OPTIONS_FILE=str(tmp_path / "nope" / "options.json"))
         assert pod.wait_exit() == 2

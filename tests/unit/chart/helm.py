@@ -40,6 +40,7 @@ ALL_FEATURES: dict[str, Any] = {
     "prometheusRule": {"enabled": True, "additionalAlertLabels": {"team": "platform"}},
     "grafanaDashboard": {"enabled": True},
     "webhook": {"enabled": True, "certSecretName": "berth-webhook-tls"},
+    "observability": {"tracing": {"otlpEndpoint": "http://jaeger:4318", "samplerArg": "1"}},
 }
 """Values that switch on every optional part of the chart."""
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from berth_operator.settings import ENV_PREFIX, OperatorSettings
 
+from berth_contract import envvars
 from tests.unit.chart.helm import (
     ALL_FEATURES,
     CHART,
@@ -91,7 +92,8 @@ def test_every_berth_env_the_chart_sets_is_an_operator_setting() -> None:
     """A renamed setting in berth_operator/settings.py must not leave a dead var in the chart."""
     deploy = one(documents(render(ALL_FEATURES)), "Deployment", "-operator")
     names = {n for n in _env(_container(deploy)) if n.startswith(ENV_PREFIX)}
-    known = OperatorSettings.env_names()
+    # the telemetry variables are berth_telemetry's (every program reads them), not settings
+    known = OperatorSettings.env_names() | set(envvars.PASSED_ON)
     assert names, "the chart sets no operator settings"
     assert names <= known, f"not operator settings: {sorted(names - known)}"
     roles = {"BERTH_REDIS_SESSION_URL", "BERTH_REDIS_WORKER_URL", "BERTH_REDIS_OPERATOR_URL"}

@@ -203,6 +203,8 @@ def test_rules_cover_the_alerts_of_the_issue() -> None:
         "BerthLaneWorkerBacklogHigh",
         "BerthOperatorDown",
         "BerthBudgetExhausted",
+        "BerthStoreVolumeFillingUp",
+        "BerthSessionStoreFailing",
     }
 
 
@@ -241,7 +243,7 @@ def test_promtool_check_rules(tmp_path: Path) -> None:
         [promtool, "check", "rules", str(path)], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 7 rules found" in proc.stdout
+    assert "SUCCESS: 9 rules found" in proc.stdout
 
 
 def test_promtool_rejects_a_broken_rule(tmp_path: Path) -> None:

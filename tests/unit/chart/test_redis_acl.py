@@ -26,6 +26,7 @@ import pytest
 import redis
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
+from berth_contract import names
 from tests.unit.chart.helm import documents, one, render
 
 PASSWORDS = {
@@ -33,12 +34,12 @@ PASSWORDS = {
     "worker": "worker-Pw_0123456789abcdef~",
     "operator": "operator-Pw_0123456789.abcd",
 }
-TASKS = "berth:team-a:lw:pool:tasks"
-OTHER_TASKS = "berth:team-b:lw:pool:tasks"
-REPLIES = "berth:team-a:s:uid-1:results"
-DEAD = "berth:team-a:lw:pool:dead"
-ALIVE = "berth:team-a:lw:pool:alive:pool-abc"
-DEDUPE = "berth:team-a:task:t-1"
+TASKS = names.task_stream("team-a", "pool")
+OTHER_TASKS = names.task_stream("team-b", "pool")
+REPLIES = names.reply_stream("team-a", "uid-1")
+DEAD = names.dead_letter_stream("team-a", "pool")
+ALIVE = names.alive_key("team-a", "pool", "pool-abc")
+DEDUPE = names.task_claim_key("team-a", "uid-1", "t-1")
 
 
 def _free_port() -> int:
@@ -251,18 +252,13 @@ def test_worker_command_sequence_passes(server: Server) -> None:
     assert w.exists(ALIVE) == 1
     assert w.set(DEDUPE, "1", nx=True, ex=3600)  # task-id dedupe
     assert w.set(DEDUPE, "1", nx=True, ex=3600) is None
-    assert w.type(REPLIES) in (b"stream", b"none")  # a reply key of another type is refused
-    pipe = w.pipeline(transaction=True)  # _answer: WATCH, TYPE, MULTI/EXEC
-    pipe.watch(REPLIES)
-    assert pipe.type(REPLIES) in (b"stream", b"none")
-    pipe.multi()
+    pipe = w.pipeline(transaction=True)  # _dead_letter: the failure reply, then the record
     pipe.xadd(REPLIES, {"task_id": "t-1"})
     pipe.expire(REPLIES, 3600)
+    pipe.execute()
+    pipe.xadd(DEAD, {"reason": "bad"}, maxlen=1000, approximate=True)
     pipe.xack(OTHER_TASKS, "workers", entry_id)
-    assert pipe.execute()[2] == 1
-    pipe.watch(REPLIES)  # and an abandoned WATCH (UNWATCH on reset)
-    pipe.reset()
-    w.xadd(DEAD, {"reason": "bad"}, maxlen=1000, approximate=True)  # _dead_letter
+    assert pipe.execute()[1] == 1
     s.xadd(OTHER_TASKS, {"task_id": "t-2"})
     w.xreadgroup("workers", "pool-gone", {OTHER_TASKS: ">"}, count=1)
     pending = w.xpending_range(OTHER_TASKS, "workers", min="-", max="+", count=200)
@@ -273,6 +269,33 @@ def test_worker_command_sequence_passes(server: Server) -> None:
     w.xinfo_consumers(OTHER_TASKS, "workers")
     w.xgroup_delconsumer(OTHER_TASKS, "workers", "pool-gone")
     w.delete(ALIVE)
+
+
+async def test_worker_scripts_run_as_the_worker_user(server: Server) -> None:
+    """The claim and answer scripts (session_runtime/worker/scripts.py) as berth-worker: every
+    command inside them passes, and they still touch nothing outside the worker's keys."""
+    from redis.asyncio import Redis
+
+    from session_runtime.worker.scripts import TaskScripts
+
+    s, w = server.role("session"), server.role("worker")
+    stream = names.task_stream("team-d", "pool")
+    replies = names.reply_stream("team-d", "uid-4")
+    claim = names.task_claim_key("team-d", "uid-4", "t-4")
+    w.xgroup_create(stream, "workers", id="0", mkstream=True)
+    s.xadd(stream, {"task_id": "t-4"})
+    entry_id = w.xreadgroup("workers", "pool-abc", {stream: ">"}, count=1)[0][1][0][0].decode()
+    worker: Redis[Any] = Redis.from_url(server.url("worker"))
+    scripts = TaskScripts(worker, stream, 3600)
+    assert await scripts.claim(replies, claim, entry_id) == "claimed"
+    assert await scripts.claim(replies, claim, entry_id) == "claimed"  # the same delivery, again
+    assert await scripts.claim(replies, claim, "9-9") == "duplicate"  # another delivery
+    assert await scripts.answer(replies, claim, {"task_id": "t-4"}, entry_id) == "replied"
+    assert await scripts.answer(replies, claim, {"task_id": "t-4"}, entry_id) == "duplicate"
+    assert len(s.xrange(replies)) == 1 and w.xinfo_groups(stream)[0]["pending"] == 0
+    with pytest.raises(NoPermissionError):
+        await scripts.claim(DEAD, claim, entry_id)  # a key outside the script rule
+    await worker.aclose()
 
 
 def test_session_command_sequence_passes(server: Server) -> None:
@@ -351,7 +374,7 @@ async def test_real_transport_and_pressure_code_run_as_their_users(server: Serve
     assert (await stream_pressure(operator, tasks, "workers"))["backlog"] == 1
     # ... and from the ID of its last reading: a task added after that ID, before the wait,
     # ends the wait at once (it is not missed, as it is from ``$``).
-    assert await last_entry_id(operator, "berth:team-c:lw:none:tasks") == "0-0"
+    assert await last_entry_id(operator, names.task_stream("team-c", "none")) == "0-0"
     seen = await last_entry_id(operator, tasks)
     assert seen == w.xinfo_stream(tasks)["last-entry"][0].decode()
     await transport.publish(dataclasses.replace(task, task_id="t-11", tool_call_id="c-11"), ctx)

@@ -12,7 +12,7 @@ from berth_operator.k8s import rest
 from kubectl_berth import rest as sync_rest
 from kubernetes import client
 
-from tests.unit.operator.test_k8s_rest import _closed_port, _url, server
+from tests.unit.operator.k8s.test_k8s_rest import _closed_port, _url, server
 
 __all__ = ["server"]  # the apiserver double's fixture, shared with the operator's request tests
 
