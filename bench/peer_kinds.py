@@ -77,34 +77,12 @@ def agent_sandbox_controller(dc: DevCluster, log: Path) -> Iterator[subprocess.P
     ``metrics_port`` attribute set) and stopped afterwards."""
     out = agent_sandbox_dir()
     dc.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(out / "crds"), timeout=120)
-    for crd in ("sandboxes.agents.x-k8s.io", "sandboxclaims.extensions.agents.x-k8s.io"):
-        dc.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    # Every CRD, the warm pool's too: the controller exits at start when its RESTMapper does
+    # not know one of its kinds yet ("no matches for kind SandboxWarmPool").
+    dc.kubectl("wait", "--for=condition=Established", "-f", str(out / "crds"), "--timeout=60s")
     metrics, probe = free_port(), free_port()
-    with open(log, "ab") as sink:
-        proc = subprocess.Popen(
-            [
-                str(out / "agent-sandbox-controller"),
-                "--extensions=true",
-                "--leader-elect=false",
-                f"--kube-api-qps={RAISED_QPS['kube-api-qps']}",
-                f"--kube-api-burst={RAISED_QPS['kube-api-burst']}",
-                "--sandbox-concurrent-workers=50",
-                "--sandbox-claim-concurrent-workers=50",
-                f"--metrics-bind-address=127.0.0.1:{metrics}",
-                f"--health-probe-bind-address=127.0.0.1:{probe}",
-            ],
-            env={**os.environ, "KUBECONFIG": dc.kubeconfig},
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    proc.metrics_port = metrics  # type: ignore[attr-defined]
+    proc = _start_asb(out, dc, log, metrics, probe)
     try:
-        deadline = time.monotonic() + 60
-        while not _http_ok(f"http://127.0.0.1:{probe}/readyz"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"agent-sandbox-controller did not start; see {log}")
-            time.sleep(0.3)
         yield proc
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -113,6 +91,45 @@ def agent_sandbox_controller(dc: DevCluster, log: Path) -> Iterator[subprocess.P
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def _start_asb(
+    out: Path, dc: DevCluster, log: Path, metrics: int, probe: int, tries: int = 3
+) -> subprocess.Popen[bytes]:
+    """Start the controller and wait for its readiness probe (60 s); a start that exits before
+    it is ready (its discovery not caught up with the CRDs just applied) is tried again."""
+    for attempt in range(1, tries + 1):
+        with open(log, "ab") as sink:
+            proc = subprocess.Popen(
+                [
+                    str(out / "agent-sandbox-controller"),
+                    "--extensions=true",
+                    "--leader-elect=false",
+                    f"--kube-api-qps={RAISED_QPS['kube-api-qps']}",
+                    f"--kube-api-burst={RAISED_QPS['kube-api-burst']}",
+                    "--sandbox-concurrent-workers=50",
+                    "--sandbox-claim-concurrent-workers=50",
+                    f"--metrics-bind-address=127.0.0.1:{metrics}",
+                    f"--health-probe-bind-address=127.0.0.1:{probe}",
+                ],
+                env={**os.environ, "KUBECONFIG": dc.kubeconfig},
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        proc.metrics_port = metrics  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 60
+        while not _http_ok(f"http://127.0.0.1:{probe}/readyz"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        else:
+            return proc
+        proc.kill()
+        proc.wait(timeout=10)
+        if attempt < tries:
+            time.sleep(3)
+    raise RuntimeError(f"agent-sandbox-controller did not start; see {log}")
 
 
 def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:

@@ -42,14 +42,21 @@ sys.path[:0] = [str(ROOT), str(ROOT / "operator")]
 from bench.peer_figures import peer_lines, poisson_offsets  # noqa: E402
 
 PHASES = ("placement", "adoption", "cold", "drain")
+PLACEMENT_KINDS = ("bare", "sessions", "jobs-default-qps", "agent-sandbox", "jobs")
 DEFAULT_RESULTS = ROOT / ".berth" / "bench" / "peers.json"
 
 
 def placement_phase(
-    dc: Any, counts: list[int], kwok_nodes: int, logs: Path, profile: Path | None = None
+    dc: Any,
+    counts: list[int],
+    kwok_nodes: int,
+    logs: Path,
+    profile: Path | None = None,
+    kinds: frozenset[str] = frozenset(PLACEMENT_KINDS),
 ) -> dict[str, Any]:
-    """Every kind at every N of ``counts``; the rows by N and, as ``kinds``, the largest N's.
-    With ``profile``, the control plane's CPU profiles of each burst go there (and are printed)."""
+    """Each of ``kinds`` at every N of ``counts``; the rows by N and, as ``kinds``, the largest
+    N's. With ``profile``, the control plane's CPU profiles of each burst go there (and are
+    printed)."""
     from berth_operator.settings import OperatorSettings
     from kubernetes import client, config
 
@@ -75,33 +82,45 @@ def placement_phase(
     restart_controller_manager(dc, {})  # the defaults, whatever a crashed run left
     for n in counts:
         print(f"== placement N={n} on {kwok_nodes} kwok nodes", flush=True)
-        wait_pods_gone(core)
-        bare, writes = placement.bench_bare(dc, core, n, profile)
-        rows[n]["bare"] = {
-            **bare,
-            "writes_per_object": sum(writes.values()) / n,
-            "writes": dict(writes),
-        }
-        wait_pods_gone(core)
-        sessions, writes, rss, _ = placement.bench_sessions(
-            dc, core, custom, n, keep_logs=logs, profile=profile
-        )
-        rows[n]["sessions"] = {
-            **sessions,
-            "writes_per_object": sum(writes.values()) / n,
-            "writes": dict(writes),
-            "rss_mib": rss,
-        }
-        wait_pods_gone(core)
-        rows[n]["jobs-default-qps"] = bench_peer_kind(
-            dc, core, "jobs", n, pod, profile=profile, tag="jobs-default-qps"
-        )
-        wait_pods_gone(core)
-        with agent_sandbox_controller(dc, logs / f"agent-sandbox-n{n}.log") as proc:
-            rows[n]["agent-sandbox"] = bench_peer_kind(
-                dc, core, "agent-sandbox", n, pod, proc.pid, profile
+        if "bare" in kinds:
+            wait_pods_gone(core)
+            bare, writes = placement.bench_bare(dc, core, n, profile)
+            rows[n]["bare"] = {
+                **bare,
+                "writes_per_object": sum(writes.values()) / n,
+                "writes": dict(writes),
+            }
+        if "sessions" in kinds:
+            wait_pods_gone(core)
+            sessions, writes, rss, _ = placement.bench_sessions(
+                dc, core, custom, n, keep_logs=logs, profile=profile
             )
+            rows[n]["sessions"] = {
+                **sessions,
+                "writes_per_object": sum(writes.values()) / n,
+                "writes": dict(writes),
+                "rss_mib": rss,
+            }
+        if "jobs-default-qps" in kinds:
+            wait_pods_gone(core)
+            rows[n]["jobs-default-qps"] = bench_peer_kind(
+                dc, core, "jobs", n, pod, profile=profile, tag="jobs-default-qps"
+            )
+        if "agent-sandbox" in kinds:
+            wait_pods_gone(core)
+            with agent_sandbox_controller(dc, logs / f"agent-sandbox-n{n}.log") as proc:
+                rows[n]["agent-sandbox"] = bench_peer_kind(
+                    dc, core, "agent-sandbox", n, pod, proc.pid, profile
+                )
         report_row(n, rows[n])
+    if "jobs" not in kinds:
+        largest = max(counts)
+        return {
+            "kwok_nodes": kwok_nodes,
+            "n": largest,
+            "rows": [{"n": n, "kinds": rows[n]} for n in counts],
+            "kinds": rows[largest],
+        }
     try:
         argv = restart_controller_manager(dc, RAISED_QPS)
         limits = " ".join(a for a in argv if "qps" in a or "burst" in a)
@@ -185,6 +204,11 @@ def main() -> int:
         help="placement counts, comma-separated (default 1000)",
     )
     ap.add_argument("--kwok-nodes", type=int, default=100)
+    ap.add_argument(
+        "--kinds",
+        default=",".join(PLACEMENT_KINDS),
+        help="placement kinds to run, comma-separated (default: all)",
+    )
     ap.add_argument("--steady-seconds", type=float, default=60.0)
     ap.add_argument(
         "--results",
@@ -211,7 +235,12 @@ def main() -> int:
         print(f"logs in {logs}", flush=True)
         runners = {
             "placement": lambda: placement_phase(
-                dc, [int(x) for x in args.n.split(",")], args.kwok_nodes, logs, args.cpu_profile
+                dc,
+                [int(x) for x in args.n.split(",")],
+                args.kwok_nodes,
+                logs,
+                args.cpu_profile,
+                kinds=frozenset(args.kinds.split(",")),
             ),
             "adoption": lambda: adoption_phase(dc, args.steady_seconds, logs),
             "cold": lambda: cold_phase(dc),
