@@ -34,7 +34,6 @@ MODULE_CEILINGS = {
     "session_runtime/store/file.py": 590,
 }
 FUNCTION_CEILINGS = {
-    "operator/berth_operator/budget/service.py::BudgetService.check": 65,
 }
 
 

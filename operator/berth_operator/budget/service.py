@@ -203,6 +203,29 @@ class BudgetService:
             except Exception:  # a status/Event hiccup must never fail a session's call
                 log.exception("budget crossing callback failed")
 
+    def _soft_crossing(
+        self, policy: Policy, window: str, consumed: Mapping[str, int], session: str
+    ) -> dict[str, Any] | None:
+        """The reply fields of the first resource of ``policy`` at or past its soft threshold
+        after this reservation (the crossing recorded for its Event), or None."""
+        for resource, used in consumed.items():
+            at = policy.soft_at(resource)
+            if at is None or used < at:
+                continue
+            limit = int(policy.limits[resource])
+            self._crossed(Crossing(policy, "soft", resource, used, limit, session))
+            return {
+                "decision": "soft",
+                "resource": resource,
+                "consumed": used,
+                "limit": limit,
+                "policy": policy.name,
+                "softKey": f"{policy.name}/{window}/{resource}",
+                "message": f"BudgetPolicy {policy.name}: {resource} at "
+                f"{used}/{limit} (soft limit {policy.soft_limit_percent:g}%)",
+            }
+        return None
+
     async def check(self, who: Identity, estimated_tokens: int) -> dict[str, Any]:
         """Reserve ``estimated_tokens`` in every policy selecting ``who``; the reply body."""
         now = self.clock()
@@ -245,25 +268,10 @@ class BudgetService:
                 }
             held.append((policy, window, rid))
             reply["reservations"].append(_reservation(policy, window, rid))
-            decision = "allow"
-            for resource, consumed in got.consumed.items():
-                at = policy.soft_at(resource)
-                if at is not None and consumed >= at:
-                    decision = "soft"
-                    limit = int(policy.limits[resource])
-                    self._crossed(Crossing(policy, "soft", resource, consumed, limit, who.session))
-                    if soft is None:
-                        soft = {
-                            "decision": "soft",
-                            "resource": resource,
-                            "consumed": consumed,
-                            "limit": limit,
-                            "policy": policy.name,
-                            "softKey": f"{policy.name}/{window}/{resource}",
-                            "message": f"BudgetPolicy {policy.name}: {resource} at "
-                            f"{consumed}/{limit} (soft limit {policy.soft_limit_percent:g}%)",
-                        }
-                    break
+            first_soft = self._soft_crossing(policy, window, got.consumed, who.session)
+            if soft is None:
+                soft = first_soft
+            decision = "allow" if first_soft is None else "soft"
             DECISIONS.labels(who.namespace, policy.name, decision).inc()
         if soft is not None:
             reply.update(soft)
