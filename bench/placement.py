@@ -114,7 +114,12 @@ class RunningWatch(threading.Thread):
                     key = (pod.metadata.labels or {}).get(SESSION_LABEL, pod.metadata.name)
                     self.added.setdefault(key, time.monotonic())
                     self.count_live(key, ev["type"], pod)
-                    if pod.status.phase == "Running" and key not in self.running:
+                    # A pod first seen Succeeded ran too (kwok completes a Job's pods soon
+                    # after Running; the watch, listed again every 5 s, can miss the Running
+                    # in between): counted when seen, later than it ran, which only counts
+                    # against that kind.
+                    ran = pod.status.phase in ("Running", "Succeeded")
+                    if ran and key not in self.running:
                         self.running[key] = time.monotonic()
                     if self.stop.is_set():
                         return
