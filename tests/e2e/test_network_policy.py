@@ -72,6 +72,7 @@ def dns():
     s.sendto(q, (host, port)); s.recvfrom(512); return "open"
 def redis_as(user):
     import redis
+    from berth_contract import names  # the probe runs in Berth's image
     url = os.environ["BERTH_REDIS_URL"]
     c = redis.Redis.from_url(url, socket_timeout=3, socket_connect_timeout=3)
     if user == "self":
