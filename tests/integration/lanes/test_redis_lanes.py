@@ -553,8 +553,15 @@ async def test_task_whose_reply_key_is_not_a_stream_is_refused_unrun(
         return await rejected(workers, "w-wt", port, "reply_to") == 1
 
     await until(refused, "the task refused")
+    dead_letters = dead_letter_stream(NS, "pool-wrongtype")
+
+    async def settled() -> bool:  # counted first; kept and acknowledged right after
+        pending = (await redis.xpending(stream, GROUP))["pending"]
+        return bool(await redis.xlen(dead_letters)) and pending == 0
+
+    await until(settled, "the task dead-lettered and acknowledged")
     assert not (s.workspace / "count.txt").exists()
-    [(_, dead)] = await redis.xrange(dead_letter_stream(NS, "pool-wrongtype"))
+    [(_, dead)] = await redis.xrange(dead_letters)
     assert b"is a string" in dead[b"reason"]
     assert (await redis.xpending(stream, GROUP))["pending"] == 0  # settled, not left hanging
     await s.queue.close()
