@@ -47,10 +47,13 @@ from session_runtime.lanes.external import ExternalReply, ExternalTask, ReplySin
 from session_runtime.tools.base import Lane, ToolContext
 from session_runtime.tracing import tool_span, trace_fields
 from session_runtime.transport.codec import MalformedMessage, ReplyMessage, TaskMessage, as_text
-from session_runtime.transport.connect import connect
+from session_runtime.transport.connect import connect, retrying
 
 log = logging.getLogger(__name__)
 
+PUBLISH_RETRY_SECONDS = 10.0
+"""How long a task's publish is sent again after transient Redis errors before the call is
+answered as not published (a Cluster slot migration or a failover takes well under this)."""
 SETTLE_DELAY_SECONDS = 0.05
 """How long settled replies wait to be deleted together (one XDEL per batch, not per call)."""
 
@@ -170,7 +173,8 @@ class RedisTaskTransport:
             self._reader = asyncio.get_running_loop().create_task(self._read_replies())
 
     async def publish(self, task: ExternalTask, ctx: ToolContext) -> None:
-        """``XADD`` ``task`` (signed when a task key is set) to its lane's task stream. Raises
+        """``XADD`` ``task`` (signed when a task key is set) to its lane's task stream, sent
+        again after a transient error for up to :data:`PUBLISH_RETRY_SECONDS`. Raises
         ``RedisError``, also when no LaneWorker is configured for the lane."""
         stream = self._streams.get(task.lane)
         if stream is None:
@@ -194,7 +198,12 @@ class RedisTaskTransport:
         fields = message.to_fields()
         if self._key is not None:
             fields = sign_fields(self._key, fields)
-        await self._redis.xadd(stream, fields)  # type: ignore[arg-type,unused-ignore]
+        # Sent again on a transient error (a slot migrating, a failover): a task published
+        # twice runs once, its id claimed by the worker that takes it.
+        await retrying(
+            lambda: self._redis.xadd(stream, fields),  # type: ignore[arg-type,unused-ignore]
+            PUBLISH_RETRY_SECONDS,
+        )
 
     async def settle(self, reply: ExternalReply) -> None:
         """Forget ``reply`` (journaled by the session): drop it from memory and ``XDEL`` its

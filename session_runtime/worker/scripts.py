@@ -31,18 +31,15 @@ trip, once.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
-from redis.exceptions import ClusterError, ConnectionError, TimeoutError, TryAgainError
 
 from berth_contract import names
-from session_runtime.transport.connect import is_cluster
+from session_runtime.transport.connect import is_cluster, retrying
 
 _CLAIM = """
 local kind = redis.call('TYPE', KEYS[1])['ok']
@@ -71,7 +68,6 @@ return out
 
 log = logging.getLogger("berth.worker")
 
-TRANSIENT = (ClusterError, ConnectionError, TimeoutError, TryAgainError)
 """Errors after which a script's outcome is unknown or it was not run yet: sent again."""
 
 
@@ -120,16 +116,6 @@ class TaskScripts:
         return _text(await self._retrying(lambda: script(keys=keys, args=args)))
 
     async def _retrying(self, step: Any) -> Any:
-        """``await step()``, again after a transient error (backoff 50 ms doubling to 1 s) until
-        ``retry_seconds`` have passed; then the last error is raised."""
-        deadline = time.monotonic() + self._retry_seconds
-        pause = 0.05
-        while True:
-            try:
-                return await step()
-            except TRANSIENT as exc:
-                if time.monotonic() + pause > deadline:
-                    raise
-                log.warning("Redis step failed (%s); retrying in %.2fs", exc, pause)
-                await asyncio.sleep(pause)
-                pause = min(1.0, pause * 2)
+        """``await step()``, again after a transient error until ``retry_seconds`` have passed
+        (``transport.connect.retrying``)."""
+        return await retrying(step, self._retry_seconds)
