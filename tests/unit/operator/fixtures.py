@@ -10,6 +10,7 @@ from typing import Any
 
 from berth_operator.api.agentsession import AgentSessionSpec, AgentSessionStatus
 from berth_operator.api.common import SessionRef
+from berth_operator.handlers.context import OperatorContext
 from berth_operator.handlers.session_body import SessionBody
 from berth_operator.handlers.session_workers import LiveSession
 from berth_operator.reconcile.observe import ObservedNode, ObservedPod, observe_node, observe_pod
@@ -219,3 +220,15 @@ def fresh_live() -> LiveSession:
     """What a session's reconcile keeps between passes, for a session seen for the first time
     (no status write yet, so nothing waits in the coalescing window)."""
     return LiveSession(SessionBody(), dict)
+
+
+def warm_pool_context(calls: Any, monkeypatch: Any, pool: str = "pool") -> OperatorContext:
+    """An operator context whose apiserver, runtime and warm-pod API are ``calls``, with the
+    adoption token of ``ns/<pool>`` known (what ``adopt_for_session`` needs)."""
+    from berth_operator.handlers import sessionwarmpool
+    from berth_operator.settings import OperatorSettings
+
+    ctx = OperatorContext(settings=OperatorSettings(), kube=calls, runtime=calls, secrets=object())
+    ctx.warm.tokens[("ns", pool)] = "pool-token"
+    monkeypatch.setattr(sessionwarmpool, "_api", lambda _: calls)
+    return ctx

@@ -11,12 +11,10 @@ from typing import Any
 import pytest
 from berth_operator.api.constants import SECRET_API_TOKEN_KEY
 from berth_operator.handlers import sessionwarmpool
-from berth_operator.handlers.context import OperatorContext
 from berth_operator.reconcile.plan import CreatePod
 from berth_operator.reconcile.warmpool import Adoption, WarmPod
-from berth_operator.settings import OperatorSettings
 
-from tests.unit.operator.fixtures import make_session, observation
+from tests.unit.operator.fixtures import make_session, observation, warm_pool_context
 
 POOL = tuple(
     WarmPod(
@@ -52,14 +50,7 @@ async def test_sessions_decided_together_adopt_distinct_pods(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls = Calls()
-    ctx = OperatorContext(
-        settings=OperatorSettings(),
-        kube=calls,  # type: ignore[arg-type]
-        runtime=calls,  # type: ignore[arg-type]
-        secrets=object(),  # type: ignore[arg-type]
-    )
-    ctx.warm.tokens[("ns", "pool")] = "pool-token"
-    monkeypatch.setattr(sessionwarmpool, "_api", lambda _: calls)
+    ctx = warm_pool_context(calls, monkeypatch)
 
     async def secret_data(*_: Any) -> dict[str, bytes]:
         return {SECRET_API_TOKEN_KEY: b"session-token"}

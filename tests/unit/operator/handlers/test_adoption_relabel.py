@@ -8,12 +8,10 @@ from typing import Any
 import pytest
 from berth_operator.errors import KubeError
 from berth_operator.handlers import sessionwarmpool
-from berth_operator.handlers.context import OperatorContext
 from berth_operator.reconcile.plan import CreatePod
 from berth_operator.reconcile.warmpool import Adoption, WarmPod
-from berth_operator.settings import OperatorSettings
 
-from tests.unit.operator.fixtures import make_session, observation
+from tests.unit.operator.fixtures import make_session, observation, warm_pool_context
 
 KEY = ("ns", "pool")
 POD = WarmPod(
@@ -49,17 +47,10 @@ async def test_a_refused_relabel_gives_the_epoch_up_and_wakes_the_session(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls = Calls()
-    ctx = OperatorContext(
-        settings=OperatorSettings(),
-        kube=calls,  # type: ignore[arg-type]
-        runtime=calls,  # type: ignore[arg-type]
-        secrets=object(),  # type: ignore[arg-type]
-    )
+    ctx = warm_pool_context(calls, monkeypatch)
     session = make_session().with_spec(warmPoolRef={"name": "pool"})
     obs = observation(session.with_status(epoch=2, podName="demo-e2"))
     ctx.memory(obs.ref.uid).token = "session-token"
-    ctx.warm.tokens[KEY] = "pool-token"
-    monkeypatch.setattr(sessionwarmpool, "_api", lambda _: calls)
     woken: list[str] = []
     monkeypatch.setattr(ctx, "wake_session", woken.append)
 
